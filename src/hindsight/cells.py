@@ -14,10 +14,9 @@ from typing import Any, Awaitable, Callable, TypeVar
 import pandas as pd
 import pyarrow as pa
 
+from hindsight import files
 from hindsight.config import ConfigError
-from hindsight.llm.records import write_parquet_atomic
 from hindsight.llm.types import LLMError
-from hindsight.report.files import atomic_write_text
 
 T = TypeVar("T")
 
@@ -36,13 +35,12 @@ def setup_logging(log_path: str | os.PathLike[str] | None, level: int = logging.
 
 def write_parquet(df: pd.DataFrame | pa.Table, path: str | os.PathLike[str],
                   schema: pa.Schema | None = None) -> None:
-    """Write a table to a temporary name in the same folder, then rename into place."""
-    table = df if isinstance(df, pa.Table) else pa.Table.from_pandas(df, schema=schema, preserve_index=False)
-    write_parquet_atomic(table, path)
+    """Write a table atomically (see :func:`hindsight.files.write_parquet`)."""
+    files.write_parquet(df, path, schema)
 
 
 def write_text(text: str, path: str | os.PathLike[str]) -> None:
-    atomic_write_text(path, text)
+    files.atomic_write_text(path, text)
 
 
 def run_cell(main: Callable[[], Awaitable[T]] | Callable[[], T], log_path: Any = None) -> T:

@@ -25,6 +25,8 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
+from hindsight.files import write_parquet
+
 ENV_NAMES: tuple[str, ...] = ("alfworld", "scienceworld", "appworld")
 TASK_COLUMNS: dict[str, str] = {
     "task_id": "string",
@@ -56,12 +58,8 @@ def make_table(env: str, rows: Iterable[Mapping]) -> pd.DataFrame:
 
 
 def write_table(df: pd.DataFrame, path: str | os.PathLike) -> None:
-    """Write a task table atomically (temporary name, then ``os.replace``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    """Write a task table atomically (zstd Parquet, temporary name, then ``os.replace``)."""
+    write_parquet(df, path)
 
 
 def load_tasks(name: str, path: str | os.PathLike | None = None) -> pd.DataFrame:

@@ -55,11 +55,9 @@ FIELDS = tuple(RECORD_SCHEMA.names)
 
 def write_parquet_atomic(table: pa.Table, path: str | os.PathLike[str]) -> None:
     """Write to a temporary name in the same folder, then rename into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
+    from hindsight.files import write_parquet
+
+    write_parquet(table, path)
 
 
 def records_table(records: Iterable[Mapping[str, Any]]) -> pa.Table:

@@ -1,7 +1,7 @@
-"""Report helpers shared by the studies: table writers (Markdown, CSV, LaTeX, HTML),
-atomic file output and figure saving."""
+"""Report helpers shared by the studies: table writers (Markdown, CSV, LaTeX, HTML);
+the atomic writers and figure saving are re-exported from :mod:`hindsight.files`."""
 
-from hindsight.report.files import atomic_write_bytes, atomic_write_text, save_figure
+from hindsight.files import atomic_write_bytes, atomic_write_text, save_figure
 from hindsight.report.tables import (
     fmt_interval, fmt_p, fmt_signed, table_html, table_latex, table_markdown, write_table,
 )

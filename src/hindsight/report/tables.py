@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from hindsight.report.files import atomic_write_text
+from hindsight.files import atomic_write_text
 
 FORMATS = ("md", "csv", "tex", "html")
 

@@ -20,7 +20,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from hindsight.report import atomic_write_text, save_figure, write_table  # noqa: E402
+from hindsight.files import atomic_write_text, save_figure  # noqa: E402
+from hindsight.report import write_table  # noqa: E402
 from hindsight.studies.history import analysis as A  # noqa: E402
 from hindsight.studies.history.design import CONDITION_LABELS, CONTINUATION_LABELS  # noqa: E402
 
