@@ -17,16 +17,14 @@ placeholders replaced by name, so the JSON braces of the review prompt stay as w
 
 from __future__ import annotations
 
-import hashlib
 import re
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import yaml
 
 from hindsight.agent.memory import MemoryBlock
 from hindsight.agent.render import Message, Segment, render_block, render_chat
+from hindsight.prompts import PromptFiles
 
 PROMPT_FILES: tuple[str, ...] = (
     "actor_block.txt", "actor_system.txt", "actor_user_current.txt",
@@ -68,30 +66,12 @@ def fill(template: str, **fields: Any) -> str:
     return _FIELD.sub(lambda m: str(fields[m.group(1)]) if m.group(1) in fields else m.group(0), template)
 
 
-@dataclass(frozen=True)
-class HistoryPrompts:
-    """The loaded prompt files (``texts``: file name -> exact content)."""
+class HistoryPrompts(PromptFiles):
+    """The loaded prompt files (``texts``: file name -> exact content), with the
+    digests and version of :class:`hindsight.prompts.PromptFiles`."""
 
-    directory: str
-    texts: Mapping[str, str]
-
-    @classmethod
-    def load(cls, directory: str | Path) -> "HistoryPrompts":
-        d = Path(directory)
-        missing = [f for f in PROMPT_FILES if not (d / f).is_file()]
-        if missing:
-            raise FileNotFoundError(
-                f"{d}: missing history prompt files {missing}; restore them from git "
-                "(config/prompts/history/) or fix history.prompts_dir in the config"
-            )
-        return cls(str(d), {f: (d / f).read_text(encoding="utf-8") for f in PROMPT_FILES})
-
-    def digests(self) -> dict[str, str]:
-        return {f: hashlib.sha256(t.encode()).hexdigest() for f, t in sorted(self.texts.items())}
-
-    def version(self) -> str:
-        """One digest of all files (part of every cell's params)."""
-        return hashlib.sha256(repr(sorted(self.digests().items())).encode()).hexdigest()[:16]
+    NAMES = PROMPT_FILES
+    WHAT = "history"
 
     def t(self, name: str) -> str:
         return self.texts[name].rstrip("\n")

@@ -7,11 +7,9 @@ manifest); this module only fills in the world-specific fields.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from hindsight.prompts import PromptFiles, sha256_text
 from hindsight.studies.luck.domains import DOMAIN_BY_KEY
 from hindsight.studies.luck.worlds import World
 
@@ -26,31 +24,12 @@ PROMPT_FILES = (
 Messages = list[dict[str, str]]
 
 
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+class PromptSet(PromptFiles):
+    """The loaded prompt files; ``texts`` maps file name to its exact content
+    (loading and digests: :class:`hindsight.prompts.PromptFiles`)."""
 
-
-@dataclass(frozen=True)
-class PromptSet:
-    """The loaded prompt files; ``texts`` maps file name to its exact content."""
-
-    directory: str
-    texts: dict[str, str]
-
-    @classmethod
-    def load(cls, directory: str | Path) -> "PromptSet":
-        d = Path(directory)
-        missing = [f for f in PROMPT_FILES if not (d / f).is_file()]
-        if missing:
-            raise FileNotFoundError(
-                f"{d}: missing luck prompt files {missing}; restore them from git "
-                "(config/prompts/luck/) or fix luck.prompts_dir in the config"
-            )
-        return cls(str(d), {f: (d / f).read_text(encoding="utf-8") for f in PROMPT_FILES})
-
-    def digests(self) -> dict[str, str]:
-        """SHA-256 of every prompt file's bytes (UTF-8)."""
-        return {f: sha256_text(t) for f, t in sorted(self.texts.items())}
+    NAMES = PROMPT_FILES
+    WHAT = "luck"
 
     def _t(self, name: str) -> str:
         return self.texts[name].rstrip("\n")
