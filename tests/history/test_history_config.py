@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from hindsight.config import ConfigError, check_config, load_models
-from hindsight.studies.history.design import read_tasks, rollout_conditions, select_tasks
+from hindsight.envs.tasks import select_tasks
+from hindsight.studies.history.design import read_tasks, rollout_conditions
 from hindsight.studies.history.workflow import HistoryWorkflow
 
 from tests.conftest import REPO, base_config
@@ -73,7 +74,7 @@ def test_task_selection_is_balanced_seeded_and_strict(tmp_path):
     assert select_tasks(df, 5, "test", seed=1)[:3] == picked         # a larger n extends the same list
     with pytest.raises(ValueError, match=r"no tasks in split 'eval'; splits present: \['test'\]"):
         select_tasks(df, 1, "eval", seed=1)
-    with pytest.raises(ValueError, match="13 tasks per cell requested but split 'test' has only 12"):
+    with pytest.raises(ValueError, match="13 tasks requested but split 'test' has only 12"):
         select_tasks(df, 13, "test", seed=1)
     df.drop(columns="type").to_parquet(tmp_path / "t.parquet")
     with pytest.raises(ValueError, match=r"t.parquet: missing column\(s\) \['type'\]"):

@@ -13,15 +13,17 @@ a cell's tasks are fixed by the config and seed.  Schema (:data:`TASK_COLUMNS`):
 * ``source``   -- ``official`` or ``generated``;
 * ``detail``   -- a JSON object of environment-specific fields (variation, scene, apps, ...).
 
-:func:`sample_tasks` draws a fixed, seeded sample per split.
+:func:`select_tasks` is the one seeded stratified sampler (the history study's task lists);
+:func:`sample_tasks` applies it per split (the environment check).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -89,29 +91,67 @@ def detail(row: Mapping) -> dict:
     return json.loads(row["detail"]) if row.get("detail") else {}
 
 
-def sample_tasks(df: pd.DataFrame, per_split: int, seed: int, splits: Iterable[str] | None = None) -> pd.DataFrame:
-    """A seeded sample of up to ``per_split`` tasks from each split, stratified by type where possible.
+def select_tasks(tasks: pd.DataFrame, n: int, split: str | Sequence[str] | None, seed: int,
+                 source: str = "tasks table", fix: str | None = None) -> list[str]:
+    """``n`` task ids of ``split``, balanced over task types, in a seeded order.
 
-    Within a split, types are visited round-robin in a seeded order and a seeded shuffle
-    picks the task of each type, so a small sample still spans the task types.
+    The one seeded stratified sampler.  Within a type the task ids are ordered by
+    ``sha256(f"{seed}:{task_id}")``; the types are ordered by the same hash of their first
+    id; then the types are visited round-robin, so a small ``n`` covers as many types as
+    it can and a larger ``n`` extends the same list.  A pure function of the table, ``n``,
+    ``split`` (one split, several pooled, or ``None`` for all) and ``seed``.
+
+    Errors name ``source`` (the table), the split, its size and ``fix`` (what to change;
+    a caller passes its config key).
     """
-    import random
+    missing = {"task_id", "split", "type"} - set(tasks.columns)
+    if missing:
+        raise ValueError(f"{source}: missing column(s) {sorted(missing)} (need task_id, split, type)")
+    if n < 0:
+        raise ValueError(f"{source}: a negative number of tasks ({n}) requested")
+    if split is None:
+        df, label = tasks, "(all splits)"
+    elif isinstance(split, str):
+        df, label = tasks[tasks["split"] == split], repr(split)
+    else:
+        wanted = [str(s) for s in split]
+        df, label = tasks[tasks["split"].astype(str).isin(wanted)], repr(wanted)
+    if df.empty:
+        splits = sorted(tasks["split"].astype(str).unique())
+        raise ValueError(f"{source}: no tasks in split {label}; splits present: {splits}"
+                         + (f"; {fix}" if fix else ""))
+    if n > len(df):
+        raise ValueError(f"{source}: {n} tasks requested but split {label} has only {len(df)}; "
+                         + (fix or f"ask for at most {len(df)} or choose a larger split"))
 
+    def key(task_id: str) -> str:
+        return hashlib.sha256(f"{seed}:{task_id}".encode()).hexdigest()
+
+    types = df["type"].astype(str)
+    groups = [sorted(df.loc[types == typ, "task_id"].astype(str), key=lambda t: (key(t), t))
+              for typ in sorted(types.unique())]
+    groups.sort(key=lambda g: key(g[0]))
+    out: list[str] = []
+    depth = 0
+    while len(out) < n:
+        for g in groups:
+            if depth < len(g) and len(out) < n:
+                out.append(g[depth])
+        depth += 1
+    return out
+
+
+def sample_tasks(df: pd.DataFrame, per_split: int, seed: int, splits: Iterable[str] | None = None,
+                 source: str = "tasks table") -> pd.DataFrame:
+    """A seeded sample of up to ``per_split`` tasks from each split (:func:`select_tasks`
+    per split), as rows of ``df`` in the sampled order; splits without tasks are skipped."""
     parts = []
-    for split in (sorted(df["split"].unique()) if splits is None else splits):
-        sub = df[df["split"] == split]
-        if sub.empty:
+    for split in (sorted(df["split"].astype(str).unique()) if splits is None else splits):
+        size = int((df["split"] == split).sum())
+        if size == 0:
             continue
-        groups = {t: g.sample(frac=1.0, random_state=seed).index.tolist()
-                  for t, g in sub.groupby("type", sort=True)}
-        order = sorted(groups)
-        random.Random(f"{seed}-{split}").shuffle(order)
-        picked: list[int] = []
-        while len(picked) < min(per_split, len(sub)):
-            for t in order:
-                if groups[t] and len(picked) < per_split:
-                    picked.append(groups[t].pop(0))
-        parts.append(df.loc[picked])
+        ids = select_tasks(df, min(per_split, size), split, seed, source)
+        parts.append(df.set_index("task_id", drop=False).loc[ids])
     return pd.concat(parts).reset_index(drop=True) if parts else df.iloc[0:0]
 
 

@@ -19,6 +19,7 @@ import pandas as pd
 
 from hindsight.agent.actor import ActorSettings
 from hindsight.agent.views import VIEWS
+from hindsight.envs.tasks import select_tasks
 
 ENVS: tuple[str, ...] = ("alfworld", "scienceworld", "appworld")
 CONDITION_LABELS: dict[str, str] = {
@@ -73,37 +74,8 @@ def episode_seed(base_seed: int, env: str, task_id: str) -> int:
     return int.from_bytes(digest[:4], "big") % (2**31 - 1)
 
 
-def select_tasks(tasks: pd.DataFrame, n: int, split: str | None, seed: int, source: str = "tasks table") -> list[str]:
-    """``n`` task ids of ``split``, balanced over task types, in a seeded order.
-
-    Types are visited round-robin (each type's tasks in a seeded order), so a small ``n``
-    covers as many task types as it can; the result is a pure function of the table,
-    ``n``, ``split`` and ``seed``.
-    """
-    missing = {"task_id", "split", "type"} - set(tasks.columns)
-    if missing:
-        raise ValueError(f"{source}: missing column(s) {sorted(missing)} (need task_id, split, type)")
-    df = tasks if split is None else tasks[tasks["split"] == split]
-    if df.empty:
-        splits = sorted(tasks["split"].astype(str).unique())
-        raise ValueError(f"{source}: no tasks in split {split!r}; splits present: {splits}")
-    if n > len(df):
-        raise ValueError(f"{source}: {n} tasks per cell requested but split {split!r} has only {len(df)}")
-    groups = []
-    for typ in sorted(df["type"].astype(str).unique()):
-        ids = sorted(df.loc[df["type"].astype(str) == typ, "task_id"].astype(str))
-        ids.sort(key=lambda t: hashlib.sha256(f"{seed}:{t}".encode()).hexdigest())
-        groups.append(ids)
-    groups.sort(key=lambda g: hashlib.sha256(f"{seed}:{g[0]}".encode()).hexdigest())
-    out: list[str] = []
-    depth = 0
-    while len(out) < n:
-        for g in groups:
-            if depth < len(g) and len(out) < n:
-                out.append(g[depth])
-        depth += 1
-    return out
-
-
 def read_tasks(path: str | Path, n: int, split: str | None, seed: int) -> list[str]:
-    return select_tasks(pd.read_parquet(path), n, split, seed, str(path))
+    """The task list of a history cell (:func:`hindsight.envs.tasks.select_tasks`)."""
+    return select_tasks(pd.read_parquet(path), n, split, seed, str(path),
+                        fix="set history.tasks_per_cell to at most that, or name a larger split "
+                            "in history.splits")
