@@ -36,11 +36,19 @@ def test_default_config_builds_at_least_300_games_and_all_three_envs():
     assert set(envs["run"]) == {"alfworld", "scienceworld", "appworld"}
 
 
+def envs_with(**sections):
+    """The default ``envs:`` section with some sections' keys replaced."""
+    envs = copy.deepcopy(base_config()["envs"])
+    for name, patch in sections.items():
+        envs[name].update(patch)
+    return envs
+
+
 def test_env_options_follow_the_source():
-    assert env_options({"alfworld": {"source": "official"}}, "alfworld") == {"official": True}
-    assert env_options({}, "alfworld") == {"root": "resources/alfworld/games"}
-    assert env_options({"appworld": {"source": "generated"}}, "appworld") == {"root": "resources/appworld"}
-    assert env_options({"scienceworld": {"simplification": "easy"}}, "scienceworld") == {"simplification": "easy"}
+    assert env_options(envs_with(alfworld={"source": "official"}), "alfworld") == {"official": True}
+    assert env_options(envs_with(), "alfworld") == {"root": "resources/alfworld/games"}
+    assert env_options(envs_with(appworld={"source": "generated"}), "appworld") == {"root": "resources/appworld"}
+    assert env_options(envs_with(scienceworld={"simplification": "easy"}), "scienceworld") == {"simplification": "easy"}
 
 
 @pytest.mark.slow
@@ -57,6 +65,6 @@ def test_dry_run_plans_tables_and_checks():
 def test_task_tables_depend_on_generated_data_only():
     from hindsight.envs.pipeline import env_data_inputs
 
-    assert env_data_inputs({}, "alfworld") == ["resources/alfworld/games.parquet"]
-    assert env_data_inputs({"appworld": {"source": "official"}}, "appworld") == []
-    assert env_data_inputs({}, "scienceworld") == []
+    assert env_data_inputs(envs_with(), "alfworld") == ["resources/alfworld/games.parquet"]
+    assert env_data_inputs(envs_with(appworld={"source": "official"}), "appworld") == []
+    assert env_data_inputs(envs_with(), "scienceworld") == []

@@ -126,7 +126,7 @@ def test_report_writes_every_table_and_figure(cells):
 
 
 def test_report_states_empty_parts(tmp_path):
-    write_report([], [], [], {}, str(tmp_path / "t"), str(tmp_path / "f"), str(tmp_path / "t" / "index.md"))
+    write_report([], [], [], {"n_boot": 200}, str(tmp_path / "t"), str(tmp_path / "f"), str(tmp_path / "t" / "index.md"))
     assert "no rollout episodes" in (tmp_path / "t" / "table2_success.md").read_text()
     assert "no screened repeat pair" in (tmp_path / "t" / "table3_repetition.md").read_text()
 

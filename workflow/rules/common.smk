@@ -47,7 +47,7 @@ def preflight_check():
     """Fail fast on endpoints the run could not use (unset keys, unreachable URLs)."""
     from hindsight.llm.check import preflight
 
-    preflight(config, MODELS, PANEL + sorted(set((config.get("roles") or {}).values())))
+    preflight(config, MODELS, PANEL + sorted(set(config["roles"].values())))
 
 
 CONDA_ENV = "../../envs/hindsight.yaml"

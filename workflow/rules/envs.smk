@@ -4,7 +4,7 @@
 
 from hindsight.envs.pipeline import env_data_inputs  # noqa: E402
 
-ENVS_CFG = config.get("envs", {})
+ENVS_CFG = config["envs"]
 
 
 rule env_alfworld_games:
@@ -12,8 +12,8 @@ rule env_alfworld_games:
         games=directory("resources/alfworld/games"),
         manifest="resources/alfworld/games.parquet",
     params:
-        envs={k: ENVS_CFG.get(k) for k in ("seed", "alfworld")},
-    threads: lambda wc: int((ENVS_CFG.get("alfworld") or {}).get("workers", 2))
+        envs={k: ENVS_CFG[k] for k in ("seed", "alfworld")},
+    threads: lambda wc: int(ENVS_CFG["alfworld"]["workers"])
     log:
         "logs/envs/alfworld_games.log",
     conda:
@@ -27,7 +27,7 @@ rule env_appworld_data:
         data=directory("resources/appworld/data"),
         manifest="resources/appworld/tasks.parquet",
     params:
-        envs={k: ENVS_CFG.get(k) for k in ("seed", "appworld")},
+        envs={k: ENVS_CFG[k] for k in ("seed", "appworld")},
     log:
         "logs/envs/appworld_data.log",
     conda:
@@ -42,7 +42,7 @@ rule env_tasks:
     output:
         "results/tasks/{env}.parquet",
     params:
-        envs=lambda wc: {k: ENVS_CFG.get(k) for k in ("seed", wc.env)},
+        envs=lambda wc: {k: ENVS_CFG[k] for k in ("seed", wc.env)},
     log:
         "logs/envs/tasks/{env}.log",
     wildcard_constraints:
@@ -59,7 +59,7 @@ rule env_check:
     output:
         "results/envcheck/{env}.parquet",
     params:
-        envs=lambda wc: {k: ENVS_CFG.get(k) for k in ("seed", "check", wc.env)},
+        envs=lambda wc: {k: ENVS_CFG[k] for k in ("seed", "check", wc.env)},
     log:
         "logs/envs/envcheck/{env}.log",
     wildcard_constraints:
@@ -71,5 +71,5 @@ rule env_check:
 
 
 FINAL_TARGETS.extend(
-    expand(["results/tasks/{env}.parquet", "results/envcheck/{env}.parquet"], env=ENVS_CFG.get("run", []))
+    expand(["results/tasks/{env}.parquet", "results/envcheck/{env}.parquet"], env=ENVS_CFG["run"])
 )

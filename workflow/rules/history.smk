@@ -94,7 +94,7 @@ rule history_report:
     output:
         index="results/history/tables/index.md",
     params:
-        analysis=HW.h.get("analysis") or {},
+        analysis=HW.h["analysis"],
         tables_dir=lambda w, output: os.path.dirname(output.index),
         figures_dir=lambda w, output: os.path.join(os.path.dirname(os.path.dirname(output.index)), "figures"),
     log:

@@ -8,8 +8,8 @@ rule smoke:
         calls="results/smoke/{model}.calls.parquet",
     params:
         endpoint=lambda wc: get_endpoint_params(wc.model),
-        question=config.get("smoke", {}).get("question", ""),
-        max_tokens=config.get("smoke", {}).get("max_tokens", 16),
+        question=config["smoke"]["question"],
+        max_tokens=config["smoke"]["max_tokens"],
     log:
         "logs/smoke/{model}.log",
     resources:
@@ -20,5 +20,5 @@ rule smoke:
         "../scripts/smoke.py"
 
 
-if config.get("smoke", {}).get("enabled", True):
+if config["smoke"]["enabled"]:
     FINAL_TARGETS.extend(expand("results/smoke/{model}.parquet", model=PANEL))

@@ -4,6 +4,9 @@ The ``envs:`` config section (validated by ``config/schemas/config.schema.json``
 ``run`` (environments whose tables and checks ``all`` builds), ``seed``, per-environment
 ``source`` (``generated`` or ``official``), ALFWorld ``sizes``/``workers``, ScienceWorld
 ``simplification``, and ``check`` (``per_split``, ``random_steps``, ``gold_min_success``).
+Every key is required (``config/config.yaml`` holds the defaults); a rule passes the
+slice it needs (``seed`` and the sections named), and this module reads it without a
+second default.
 """
 
 from __future__ import annotations
@@ -25,33 +28,34 @@ APPWORLD_ROOT = "resources/appworld"
 
 def env_options(envs_cfg: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The ``make_env`` options implied by the ``envs:`` config of environment ``name``."""
-    sub = dict(envs_cfg.get(name) or {})
-    official = sub.get("source", "generated") == "official"
     if name == "scienceworld":
-        return {"simplification": sub.get("simplification", "")}
+        return {"simplification": envs_cfg[name]["simplification"]}
     if name == "alfworld":
-        return {"official": True} if official else {"root": ALFWORLD_GAMES}
+        return {"official": True} if _official(envs_cfg, name) else {"root": ALFWORLD_GAMES}
     if name == "appworld":
-        return {"official": True} if official else {"root": APPWORLD_ROOT}
+        return {"official": True} if _official(envs_cfg, name) else {"root": APPWORLD_ROOT}
     raise ValueError(f"envs: unknown environment {name!r}")
+
+
+def _official(envs_cfg: Mapping[str, Any], name: str) -> bool:
+    return envs_cfg[name]["source"] == "official"
 
 
 def env_data_inputs(envs_cfg: Mapping[str, Any], name: str) -> list[str]:
     """The generated data a task table of ``name`` depends on (none for official sources)."""
-    if (envs_cfg.get(name) or {}).get("source", "generated") == "official":
+    if name not in ("alfworld", "appworld") or _official(envs_cfg, name):
         return []
     return {"alfworld": ["resources/alfworld/games.parquet"],
-            "appworld": ["resources/appworld/tasks.parquet"]}.get(name, [])
+            "appworld": ["resources/appworld/tasks.parquet"]}[name]
 
 
 def generate_alfworld(envs_cfg: Mapping[str, Any], out_dir: str, manifest: str, workers: int = 1) -> None:
     """Generate the offline ALFWorld games into ``out_dir`` (atomically) and their manifest."""
     from hindsight.envs.alfworld_gen import generate, records_to_rows
 
-    sub = envs_cfg.get("alfworld") or {}
-    sizes = {k: int(v) for k, v in (sub.get("sizes") or {}).items()}
+    sizes = {k: int(v) for k, v in envs_cfg["alfworld"]["sizes"].items()}
     tmp = Path(out_dir).with_name(Path(out_dir).name + ".tmp")
-    results = generate(tmp, int(envs_cfg.get("seed", 0)), sizes, workers=workers)
+    results = generate(tmp, int(envs_cfg["seed"]), sizes, workers=workers)
     if Path(out_dir).exists():
         import shutil
 
@@ -93,16 +97,15 @@ def run_envcheck(name: str, envs_cfg: Mapping[str, Any], tasks_path: str) -> pd.
     from hindsight.envs import load_tasks, make_env
     from hindsight.envs.check import require_gold, run_check, success_rates
 
-    chk = envs_cfg.get("check") or {}
+    chk = envs_cfg["check"]
     tasks = load_tasks(name, tasks_path)
     env = make_env(name, **env_options(envs_cfg, name))
     try:
-        df = run_check(env, tasks, int(chk.get("per_split", 3)), int(envs_cfg.get("seed", 0)),
-                       int(chk.get("random_steps", 30)))
+        df = run_check(env, tasks, int(chk["per_split"]), int(envs_cfg["seed"]), int(chk["random_steps"]))
     finally:
         env.close()
     log.info("envcheck %s: success %s", name, success_rates(df))
-    require_gold(df, float(chk.get("gold_min_success", 0.95)))
+    require_gold(df, float(chk["gold_min_success"]))
     return df
 
 
@@ -116,7 +119,7 @@ def build_appworld(envs_cfg: Mapping[str, Any], data_dir: str, manifest: str) ->
     tmp_root = data.parent.with_name(data.parent.name + ".tmp")
     if tmp_root.exists():
         shutil.rmtree(tmp_root)
-    rows = build(tmp_root, seed=int(envs_cfg.get("seed", 0)))
+    rows = build(tmp_root, seed=int(envs_cfg["seed"]))
     if data.exists():
         shutil.rmtree(data)
     data.parent.mkdir(parents=True, exist_ok=True)

@@ -50,8 +50,8 @@ def parse_condition(condition: str) -> tuple[str, str]:
 
 def rollout_conditions(cfg: Mapping[str, Any]) -> list[str]:
     """Block-format conditions, then the chat-format ones (``history.chat_conditions``)."""
-    conds = list(cfg.get("conditions") or [])
-    conds += [f"{c}-chat" for c in cfg.get("chat_conditions") or []]
+    conds = list(cfg["conditions"])
+    conds += [f"{c}-chat" for c in cfg["chat_conditions"]]
     for c in conds:
         parse_condition(c)
     return conds

@@ -259,7 +259,7 @@ def _with_cells(paths: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
 def write_report(rollouts: Sequence[str], continuation: Sequence[str], probe: Sequence[str],
                  analysis: Mapping[str, Any], tables_dir: str, figures_dir: str, index_path: str) -> list[tuple[str, str]]:
     """Write every table and figure; ``index_path`` lists them."""
-    n_boot = int(analysis.get("n_boot", 4000))
+    n_boot = int(analysis["n_boot"])
     rep = Report(tables_dir, figures_dir)
     eps, steps = _with_cells(rollouts)
     rollout_part(rep, eps, steps, n_boot)

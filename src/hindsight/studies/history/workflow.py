@@ -1,14 +1,16 @@
 """What ``workflow/rules/history.smk`` asks of the config: cell lists, the config slice that
-determines each cell's output (never a key), and the checks that fail before any job."""
+determines each cell's output (never a key), and the checks that fail before any job.
+
+Every value comes from the ``history:`` section of the config (``config/config.yaml``,
+whose schema marks each key required): this module holds no second default.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
 from hindsight.config import ConfigError
-from hindsight.studies.history.design import PROBE_CONDITIONS, rollout_conditions
-
-PROMPTS_DEFAULT = "config/prompts/history"
+from hindsight.studies.history.design import rollout_conditions
 
 
 class HistoryWorkflow:
@@ -16,27 +18,33 @@ class HistoryWorkflow:
 
     def __init__(self, config: Mapping[str, Any], models: Mapping[str, Any],
                  endpoint: Callable[[str], Mapping[str, Any]]) -> None:
+        if "history" not in config:
+            raise ConfigError("config key history: missing; copy the history section of "
+                              "config/config.yaml (every key is required)")
         self.config = config
-        self.h = dict(config.get("history") or {})
+        self.h = dict(config["history"])
         self.models_registry = models
         self.endpoint = endpoint
-        self.enabled = bool(self.h.get("enabled", True))
-        self.models = list(self.h.get("models") or config["panel"])
-        self.envs = list(self.h.get("envs") or [])
-        self.conditions = rollout_conditions(self.h) if self.h else []
-        self.prompts_dir = self.h.get("prompts_dir", PROMPTS_DEFAULT)
-        self.cont = dict(self.h.get("continuation") or {})
-        self.cont_conditions = list(self.cont.get("conditions") or []) + [
-            f"{c}-chat" for c in self.cont.get("chat_conditions") or []]
-        self.cont_enabled = bool(self.cont.get("enabled", True)) and bool(self.cont_conditions)
-        self.probe = dict(self.h.get("probe") or {})
-        self.probe_enabled = bool(self.probe.get("enabled", True))
-        self.roles = dict(config.get("roles") or {})
-        if self.enabled and self.h:
+        self.enabled = bool(self.h["enabled"])
+        self.models = list(self.h["models"] or config["panel"])  # null: the top-level panel
+        self.envs = list(self.h["envs"])
+        self.conditions = rollout_conditions(self.h)
+        self.prompts_dir = str(self.h["prompts_dir"])
+        self.cont = dict(self.h["continuation"])
+        self.cont_conditions = list(self.cont["conditions"]) + [f"{c}-chat" for c in self.cont["chat_conditions"]]
+        self.cont_enabled = bool(self.cont["enabled"]) and bool(self.cont_conditions)
+        self.probe = dict(self.h["probe"])
+        self.probe_enabled = bool(self.probe["enabled"])
+        self.roles = dict(config["roles"])
+        if self.enabled:
             self.check()
 
     def check(self) -> None:
-        src = f"config key history ({self.config.get('models_file', 'config/models.yaml')})"
+        src = f"config key history ({self.config['models_file']})"
+        for env in self.envs:
+            if env not in self.h["splits"]:
+                raise ConfigError(f"config key history.splits: no entry for environment {env!r} (listed in "
+                                  f"history.envs); add `{env}: <split>` (null: every split of its task table)")
         for m in self.models:
             if m not in self.models_registry:
                 raise ConfigError(f"{src}.models (or panel): endpoint '{m}' is not in the registry; "
@@ -71,24 +79,24 @@ class HistoryWorkflow:
         return sorted(agent + study + [f"src/hindsight/studies/history/{m}.py" for m in extra[part]])
 
     def api(self, model: str) -> int:
-        return max(1, min(int(self.h.get("in_flight", 2)), int(self.models_registry[model].max_concurrency)))
+        return max(1, min(int(self.h["in_flight"]), int(self.models_registry[model].max_concurrency)))
 
     def cell(self, model: str, env: str, part: str | None = None) -> dict[str, Any]:
         """Everything of the config that determines one cell's output."""
         cell: dict[str, Any] = {
-            "seed": self.h.get("seed", 0), "tasks_per_cell": self.h.get("tasks_per_cell"),
-            "chat_tasks_per_cell": self.h.get("chat_tasks_per_cell"),
-            "split": (self.h.get("splits") or {}).get(env),
-            "env_options": (self.h.get("env_options") or {}).get(env) or {},
-            "actor": self.h.get("actor") or {}, "in_flight": self.h.get("in_flight", 2),
+            "seed": self.h["seed"], "tasks_per_cell": self.h["tasks_per_cell"],
+            "chat_tasks_per_cell": self.h["chat_tasks_per_cell"],
+            "split": self.h["splits"][env],
+            "env_options": self.h["env_options"].get(env) or {},  # per environment, optional
+            "actor": self.h["actor"], "in_flight": self.h["in_flight"],
             "endpoint": self.endpoint(model),
         }
         if part == "continuation":
-            cell["continuation"] = {k: self.cont.get(k) for k in ("sources_per_cell", "min_source_steps")}
+            cell["continuation"] = {k: self.cont[k] for k in ("sources_per_cell", "min_source_steps")}
             if "calibrator" in self.roles:
                 cell["calibrator"] = {"name": self.roles["calibrator"], **self.endpoint(self.roles["calibrator"])}
         if part == "probe":
-            cell["probe"] = {"conditions": list(self.probe.get("conditions") or PROBE_CONDITIONS)}
+            cell["probe"] = {"conditions": list(self.probe["conditions"])}
             judge = self.roles.get("judge")
             cell["judge"] = {"name": judge, **(self.endpoint(judge) if judge else {})}
         return cell
