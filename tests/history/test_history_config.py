@@ -79,3 +79,20 @@ def test_task_selection_is_balanced_seeded_and_strict(tmp_path):
     df.drop(columns="type").to_parquet(tmp_path / "t.parquet")
     with pytest.raises(ValueError, match=r"t.parquet: missing column\(s\) \['type'\]"):
         read_tasks(tmp_path / "t.parquet", 1, "test", 0)
+
+
+def test_workflow_helper_targets_follow_enabled():
+    cfg = base_config()
+    assert workflow(cfg).final_targets() == ["results/history/tables/index.md"]
+    cfg["history"] = {**cfg["history"], "enabled": False}
+    hw = workflow(cfg)
+    assert not hw.enabled and hw.final_targets() == []
+    cfg["history"] = {**cfg["history"], "enabled": True, "envs": []}
+    assert workflow(cfg).final_targets() == []
+
+
+def test_every_listed_env_needs_a_split():
+    cfg = base_config()
+    cfg["history"] = {**cfg["history"], "splits": {"alfworld": "eval"}}
+    with pytest.raises(ConfigError, match=r"history.splits: no entry for environment 'scienceworld'"):
+        workflow(cfg)

@@ -43,6 +43,17 @@ def get_final_output(wildcards=None):
     return FINAL_TARGETS
 
 
+def enable_study(study):
+    """Add a study's final targets to ``all`` when it is enabled.
+
+    ``study`` is the study's workflow helper (``hindsight.studies.<study>.workflow``:
+    ``enabled``, ``check()``, ``cell``/config slice, ``code(part)``, ``api(model)``,
+    ``final_targets()``); its rule file builds it once and calls this at its end.
+    """
+    if study.enabled:
+        FINAL_TARGETS.extend(study.final_targets())
+
+
 def preflight_check():
     """Fail fast on endpoints the run could not use (unset keys, unreachable URLs)."""
     from hindsight.llm.check import preflight

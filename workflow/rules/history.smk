@@ -2,12 +2,13 @@
 # full rollouts per (model, env, condition) cell -> reference continuation from Raw
 # sources -> repetition probe on Raw histories -> tables and figures.
 # Logic lives in src/hindsight/agent/ and src/hindsight/studies/history/ (the config
-# slice of each cell: studies/history/workflow.py); the scripts only pass snakemake.* on.
+# slice of each cell, code lists and targets: studies/history/workflow.py, HISTORY below);
+# the scripts only pass snakemake.* on, by keyword.
 
 from hindsight.studies.history.workflow import HistoryWorkflow  # noqa: E402
 
 try:
-    HW = HistoryWorkflow(config, MODELS, get_endpoint_params)
+    HISTORY = HistoryWorkflow(config, MODELS, get_endpoint_params)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
@@ -15,22 +16,22 @@ except ConfigError as exc:
 rule history_rollouts:
     input:
         tasks="results/tasks/{env}.parquet",
-        prompts=HW.prompt_files(),
-        code=HW.code("rollouts"),
+        prompts=HISTORY.prompt_files(),
+        code=HISTORY.code("rollouts"),
     output:
         episodes="results/history/rollouts/{model}/{env}/{condition}.parquet",
         steps="results/history/rollouts/{model}/{env}/{condition}.steps.parquet",
         calls="results/history/rollouts/{model}/{env}/{condition}.calls.parquet",
     params:
-        cell=lambda wc: HW.cell(wc.model, wc.env),
+        cell=lambda wc: HISTORY.cell(wc.model, wc.env),
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
     log:
         "logs/history/rollouts/{model}/{env}/{condition}.log",
     wildcard_constraints:
-        env=HW.alternatives(HW.envs),
-        condition=HW.alternatives(HW.conditions),
+        env=HISTORY.alternatives(HISTORY.envs),
+        condition=HISTORY.alternatives(HISTORY.conditions),
     resources:
-        api=lambda wc: HW.api(wc.model),
+        api=lambda wc: HISTORY.api(wc.model),
     conda:
         CONDA_ENV
     script:
@@ -41,22 +42,22 @@ rule history_continuation:
     input:
         episodes="results/history/rollouts/{model}/{env}/raw.parquet",
         steps="results/history/rollouts/{model}/{env}/raw.steps.parquet",
-        prompts=HW.prompt_files(),
-        code=HW.code("continuation"),
+        prompts=HISTORY.prompt_files(),
+        code=HISTORY.code("continuation"),
     output:
         episodes="results/history/continuation/{model}/{env}/{condition}.parquet",
         steps="results/history/continuation/{model}/{env}/{condition}.steps.parquet",
         calls="results/history/continuation/{model}/{env}/{condition}.calls.parquet",
     params:
-        cell=lambda wc: HW.cell(wc.model, wc.env, "continuation"),
+        cell=lambda wc: HISTORY.cell(wc.model, wc.env, "continuation"),
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
     log:
         "logs/history/continuation/{model}/{env}/{condition}.log",
     wildcard_constraints:
-        env=HW.alternatives(HW.envs),
-        condition=HW.alternatives(HW.cont_conditions),
+        env=HISTORY.alternatives(HISTORY.envs),
+        condition=HISTORY.alternatives(HISTORY.cont_conditions),
     resources:
-        api=lambda wc: HW.api(wc.model),
+        api=lambda wc: HISTORY.api(wc.model),
     conda:
         CONDA_ENV
     script:
@@ -67,21 +68,21 @@ rule history_probe:
     input:
         episodes="results/history/rollouts/{model}/{env}/raw.parquet",
         steps="results/history/rollouts/{model}/{env}/raw.steps.parquet",
-        prompts=HW.prompt_files(),
-        code=HW.code("probe"),
+        prompts=HISTORY.prompt_files(),
+        code=HISTORY.code("probe"),
     output:
         responses="results/history/probe/{model}/{env}.parquet",
         screen="results/history/probe/{model}/{env}.screen.parquet",
         calls="results/history/probe/{model}/{env}.calls.parquet",
     params:
-        cell=lambda wc: HW.cell(wc.model, wc.env, "probe"),
+        cell=lambda wc: HISTORY.cell(wc.model, wc.env, "probe"),
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
     log:
         "logs/history/probe/{model}/{env}.log",
     wildcard_constraints:
-        env=HW.alternatives(HW.envs),
+        env=HISTORY.alternatives(HISTORY.envs),
     resources:
-        api=lambda wc: HW.api(wc.model),
+        api=lambda wc: HISTORY.api(wc.model),
     conda:
         CONDA_ENV
     script:
@@ -90,11 +91,11 @@ rule history_probe:
 
 rule history_report:
     input:
-        unpack(lambda wc: {**HW.report_inputs(), "code": HW.code("report")}),
+        unpack(lambda wc: {**HISTORY.report_inputs(), "code": HISTORY.code("report")}),
     output:
         index="results/history/tables/index.md",
     params:
-        analysis=HW.h["analysis"],
+        analysis=HISTORY.h["analysis"],
         tables_dir=lambda w, output: os.path.dirname(output.index),
         figures_dir=lambda w, output: os.path.join(os.path.dirname(os.path.dirname(output.index)), "figures"),
     log:
@@ -105,9 +106,4 @@ rule history_report:
         "../scripts/history_report.py"
 
 
-# The task tables come from workflow/rules/envs.smk (the environments' issue); until that
-# file exists, `snakemake` without a target leaves this study out instead of failing.
-if HW.enabled and HW.h and HW.models and HW.envs and os.path.exists(
-    os.path.join(workflow.basedir, "workflow", "rules", "envs.smk")
-):
-    FINAL_TARGETS.append("results/history/tables/index.md")
+enable_study(HISTORY)

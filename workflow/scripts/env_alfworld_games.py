@@ -3,12 +3,6 @@
 from hindsight.cells import run_cell
 from hindsight.envs.pipeline import generate_alfworld
 
-run_cell(
-    lambda: generate_alfworld(
-        snakemake.params.envs,  # noqa: F821
-        out_dir=snakemake.output.games,  # noqa: F821
-        manifest=snakemake.output.manifest,  # noqa: F821
-        workers=snakemake.threads,  # noqa: F821
-    ),
-    snakemake.log[0],  # noqa: F821
-)
+s = snakemake  # noqa: F821
+run_cell(lambda: generate_alfworld(
+    envs_cfg=s.params.envs, out_dir=s.output.games, manifest=s.output.manifest, workers=s.threads), s.log[0])

@@ -3,11 +3,6 @@
 from hindsight.cells import run_cell
 from hindsight.envs.pipeline import build_appworld
 
-run_cell(
-    lambda: build_appworld(
-        snakemake.params.envs,  # noqa: F821
-        data_dir=snakemake.output.data,  # noqa: F821
-        manifest=snakemake.output.manifest,  # noqa: F821
-    ),
-    snakemake.log[0],  # noqa: F821
-)
+s = snakemake  # noqa: F821
+run_cell(lambda: build_appworld(envs_cfg=s.params.envs, data_dir=s.output.data, manifest=s.output.manifest),
+         s.log[0])

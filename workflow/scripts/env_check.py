@@ -3,10 +3,7 @@
 from hindsight.cells import run_cell, write_parquet
 from hindsight.envs.pipeline import run_envcheck
 
-run_cell(
-    lambda: write_parquet(
-        run_envcheck(snakemake.wildcards.env, snakemake.params.envs, snakemake.input.tasks),  # noqa: F821
-        snakemake.output[0],  # noqa: F821
-    ),
-    snakemake.log[0],  # noqa: F821
-)
+s = snakemake  # noqa: F821
+run_cell(lambda: write_parquet(
+    run_envcheck(name=s.wildcards.env, envs_cfg=s.params.envs, tasks_path=s.input.tasks),
+    s.output[0]), s.log[0])

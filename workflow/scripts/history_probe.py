@@ -5,5 +5,6 @@ from hindsight.studies.history import cells
 
 s = snakemake  # noqa: F821
 run_cell(lambda: cells.probe(
-    s.config, s.wildcards.model, s.wildcards.env, s.params.cell, s.params.prompts_dir,
-    s.input.episodes, s.input.steps, s.output.responses, s.output.screen, s.output.calls), s.log[0])
+    s.config, model=s.wildcards.model, env=s.wildcards.env, cell=s.params.cell,
+    prompts_dir=s.params.prompts_dir, episodes_path=s.input.episodes, steps_path=s.input.steps,
+    out_responses=s.output.responses, out_screen=s.output.screen, out_calls=s.output.calls), s.log[0])

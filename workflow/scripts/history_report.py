@@ -5,5 +5,6 @@ from hindsight.studies.history.report import write_report
 
 s = snakemake  # noqa: F821
 run_cell(lambda: write_report(
-    list(s.input.rollouts), list(s.input.get("continuation", [])), list(s.input.get("probe", [])),
-    s.params.analysis, s.params.tables_dir, s.params.figures_dir, s.output.index), s.log[0])
+    rollouts=list(s.input.rollouts), continuation=list(s.input.get("continuation", [])),
+    probe=list(s.input.get("probe", [])), analysis=s.params.analysis, tables_dir=s.params.tables_dir,
+    figures_dir=s.params.figures_dir, index_path=s.output.index), s.log[0])

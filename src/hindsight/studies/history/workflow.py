@@ -101,6 +101,12 @@ class HistoryWorkflow:
             cell["judge"] = {"name": judge, **(self.endpoint(judge) if judge else {})}
         return cell
 
+    def final_targets(self) -> list[str]:
+        """What the target rule ``all`` asks of this study (none when disabled or empty)."""
+        if not (self.enabled and self.models and self.envs):
+            return []
+        return ["results/history/tables/index.md"]
+
     def report_inputs(self) -> dict[str, list[str]]:
         out = {"rollouts": [f"results/history/rollouts/{m}/{e}/{c}.parquet"
                             for m in self.models for e in self.envs for c in self.conditions]}
