@@ -15,13 +15,15 @@ import pytest
 
 from hindsight.studies.luck.analysis import analyse, endpoint_primaries
 from hindsight.studies.luck.contrasts import CONTRAST_BY_NAME, world_values, y_matrix
-from hindsight.studies.luck.inference import SUFFIX, Rules, summarize
+from dataclasses import replace
+
+from hindsight.studies.luck.inference import REGISTERED_RULES, SUFFIX, summarize
 from hindsight.studies.luck.simulate import simulate_answers
 from hindsight.studies.luck.worlds import generate_worlds, worlds_frame
 
 WORLDS = generate_worlds(20261009)
 IDS = [w.world_id for w in WORLDS]
-RULES = Rules()
+RULES = REGISTERED_RULES
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -91,7 +93,7 @@ def test_outcome_dependent_when_the_swapped_lesson_moves_readers_too():
 
 
 def test_few_complete_worlds_is_descriptive_only():
-    small = Rules(min_complete=300)
+    small = replace(RULES, min_complete=300)
     readings, _ = endpoint_primaries(_ymat(np.random.default_rng(1), p2=0.3), small)
     assert readings["P2"].word == "descriptive only" and readings["P3m"].word == "descriptive only"
 
@@ -125,7 +127,7 @@ def test_panel_averaging_rule_by_hand():
     ans.loc[(ans.model == "e2") & (ans.world_id == worlds[0].world_id), "y"] = np.nan
     ans.loc[(ans.model == "e1") & (ans.world_id == worlds[1].world_id) & (ans.decision == "good")
             & (ans.outcome == "failure") & (ans.arm == "RB"), "y"] = np.nan
-    rules = Rules(min_complete=1, panel_min_endpoints=2)
+    rules = replace(RULES, min_complete=1, panel_min_endpoints=2)
     a = analyse(ans, wf, rules)
     c = CONTRAST_BY_NAME["P2"]
     per = pd.DataFrame({m: world_values(y_matrix(ans[ans.model == m], list(wf.world_id)), c).value
@@ -135,7 +137,7 @@ def test_panel_averaging_rule_by_hand():
     got = a.quantities.query("unit == 'panel' and quantity == 'P2' and subset == 'all'").iloc[0]
     assert got.estimate == pytest.approx(expected) and got.n == int(keep.sum())
     # with 3 endpoints required, world 0 and world 1 drop out
-    a3 = analyse(ans, wf, Rules(min_complete=1, panel_min_endpoints=3))
+    a3 = analyse(ans, wf, replace(RULES, min_complete=1, panel_min_endpoints=3))
     got3 = a3.quantities.query("unit == 'panel' and quantity == 'P2' and subset == 'all'").iloc[0]
     assert got3.n == 30
     # the panel's cell rate is the mean of the endpoints' rates
@@ -149,7 +151,7 @@ def test_remedy_credit_and_cue_split():
     worlds = WORLDS
     ans = simulate_answers(worlds, "m", rng, p2=0.3, background=0.0)
     # RBD lessons move nobody: the remedy removes the effect
-    a = analyse(ans, worlds_frame(worlds), Rules(panel_min_endpoints=1))
+    a = analyse(ans, worlds_frame(worlds), replace(RULES, panel_min_endpoints=1))
     rem = a.remedies.query("unit == 'm' and remedy == 'RBD' and contrast == 'P2'").iloc[0]
     assert rem.credited and rem.dP == pytest.approx(-0.3, abs=0.08)
     bad = a.remedies.query("unit == 'm' and remedy == 'RBD' and contrast == 'P3m'").iloc[0]

@@ -14,7 +14,9 @@ import yaml
 from hindsight.config import load_config
 from hindsight.report import table_latex, table_markdown, write_table
 from hindsight.studies.luck.design import ARMS, arm_lesson, reader_sample_index, sample_index
-from hindsight.studies.luck.inference import Rules
+from dataclasses import asdict, replace
+
+from hindsight.studies.luck.inference import REGISTERED_RULES, Rules
 from hindsight.studies.luck.prompts import PromptSet
 from hindsight.studies.luck.readers import answer_row, memory_for, recover_first_tool
 from hindsight.studies.luck.worlds import generate_worlds
@@ -102,11 +104,17 @@ def test_table_writers(tmp_path):
         write_table(df, tmp_path / "t", formats=["xls"])
 
 
-def test_rules_from_config():
-    assert Rules.from_config({"min_complete": 4}).min_complete == 4
-    assert Rules.from_config(None) == Rules()
-    with pytest.raises(ValueError, match="luck.analysis: unknown keys"):
-        Rules.from_config({"minimum": 3})
+def test_rules_from_config_need_every_key_and_say_when_not_registered():
+    full = asdict(REGISTERED_RULES)
+    assert Rules.from_config(full) == REGISTERED_RULES and REGISTERED_RULES.registered
+    assert REGISTERED_RULES.caption_note() == ""
+    with pytest.raises(ValueError, match=r"unknown keys \['minimum'\]"):
+        Rules.from_config({**full, "minimum": 3})
+    with pytest.raises(ValueError, match=r"missing keys \['min_complete'\]"):
+        Rules.from_config({k: v for k, v in full.items() if k != "min_complete"})
+    default = Rules.from_config(load_config(REPO / "config/config.yaml")["luck"]["analysis"])
+    assert not default.registered and set(default.differences()) == {"min_complete", "panel_min_endpoints"}
+    assert "NOT the registered thresholds" in default.caption_note() and "registered 200" in default.caption_note()
 
 
 def test_default_config_and_paper_preset():
@@ -116,8 +124,7 @@ def test_default_config_and_paper_preset():
     paper = load_config(REPO / "config/config.yaml", [REPO / "config/presets/luck-paper.yaml"])
     luck = paper["luck"]
     assert luck["worlds"] == {"domains": 16, "per_domain": 16, "margin": 0.10}
-    assert len(luck["panel"]) == 11 and luck["analysis"]["min_complete"] == 200
-    assert luck["analysis"]["panel_min_endpoints"] == 6
+    assert len(luck["panel"]) == 11 and Rules.from_config(luck["analysis"]) == REGISTERED_RULES
     models = yaml.safe_load((REPO / "config/presets/luck-paper.models.yaml").read_text())["endpoints"]
     for name in luck["panel"]:
         e = models[name]
@@ -138,7 +145,7 @@ def test_figure_files_are_deterministic(tmp_path):
 
     worlds = generate_worlds(2, 2, 4)
     ans = simulate_answers(worlds, "e", np.random.default_rng(0), p2=0.3)
-    q = analyse(ans, worlds_frame(worlds), Rules(min_complete=4, panel_min_endpoints=1)).quantities
+    q = analyse(ans, worlds_frame(worlds), replace(REGISTERED_RULES, min_complete=4, panel_min_endpoints=1)).quantities
     digests = []
     for i in range(2):
         paths = write_figure1(q, [tmp_path / f"f{i}.png", tmp_path / f"f{i}.svg"])

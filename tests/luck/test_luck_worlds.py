@@ -85,3 +85,39 @@ def test_bad_sizes_are_named():
         generate_worlds(1, 17, 4)
     with pytest.raises(ValueError, match="missing columns"):
         worlds_from_frame(pd.DataFrame({"world_id": ["x"]}))
+
+
+def test_world_ids_are_ours_and_interleave_domains():
+    import re
+    from collections import Counter
+
+    from hindsight.studies.luck.worlds import id_prefix
+
+    ws = generate_worlds(20261009)
+    ids = [w.world_id for w in ws]
+    # our own scheme: never the paper's w<seed>_NNNN, and the seed's digits do not appear
+    assert all(re.fullmatch(r"lk-[0-9a-f]{6}-\d{4}", i) for i in ids)
+    assert not any(re.fullmatch(r"w\d{8}_\d{4}", i) or "20261009" in i for i in ids)
+    assert id_prefix(20261009) != id_prefix(20261130)
+    # id order = index order = string order
+    assert ids == sorted(ids) and [w.index for w in ws] == list(range(256))
+    # every run of 16 consecutive ids holds every domain once
+    for r in range(16):
+        assert {w.domain for w in ws[16 * r:16 * (r + 1)]} == {w.domain for w in ws}
+    # the domain that leads a round is a seeded draw, not a fixed domain
+    leaders = Counter(ws[16 * r].domain for r in range(16))
+    assert len(leaders) >= 6
+    # a "first world in id order with property X" rule does not favour one domain: over
+    # seeds, the first world of each seed is spread over the domains
+    firsts = Counter(generate_worlds(s, 16, 4)[0].domain for s in range(40))
+    assert len(firsts) >= 10 and max(firsts.values()) <= 10
+
+
+def test_interleaving_keeps_the_worlds_content():
+    """The id order is a reordering: the same worlds as a domain-by-domain generation."""
+    from hindsight.studies.luck.worlds import interleave
+
+    by = [[{"domain": d, "k": k} for k in range(3)] for d in "abc"]
+    out = interleave(by, 1)
+    assert sorted((x["domain"], x["k"]) for x in out) == [(d, k) for d in "abc" for k in range(3)]
+    assert [x["k"] for x in out] == [0, 0, 0, 1, 1, 1, 2, 2, 2]

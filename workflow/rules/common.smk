@@ -68,22 +68,3 @@ def get_endpoint_params(model):
     """What of an endpoint entry determines a cell's output (never the key)."""
     ep = MODELS[model]
     return {"identity": ep.identity, "params": dict(ep.params), "structured_output": ep.structured_output}
-
-
-# --- Lessons from Luck (workflow/rules/luck.smk defines LUCK, LUCK_PANEL, LUCK_PROMPTS) ---
-
-
-def get_luck_prompt_files(wildcards=None):
-    from hindsight.studies.luck.prompts import PROMPT_FILES
-
-    return [f"{LUCK_PROMPTS}/{f}" for f in PROMPT_FILES]
-
-
-def get_luck_slice():
-    """Everything of the config that determines the study's outputs (never a key)."""
-    return {"luck": LUCK, "panel": LUCK_PANEL,
-            "endpoints": {m: get_endpoint_params(m) for m in LUCK_PANEL}}
-
-
-def get_luck_api(wildcards):
-    return max(1, MODELS[wildcards.model].max_concurrency)

@@ -1,38 +1,24 @@
-# Lessons from Luck (issue 3): worlds -> freeze -> lessons -> reader answers ->
-# registered analysis -> tables and Figure 1, for every endpoint of the luck panel.
-# Logic lives in src/hindsight/studies/luck/; the scripts only pass snakemake.* on.
+# Lessons from Luck (issue 3; docs/luck.md): worlds -> freeze -> lessons -> reader answers ->
+# registered analysis (verifies the freeze, locks the records) -> tables and Figure 1, for
+# every endpoint of the luck panel.  Logic lives in src/hindsight/studies/luck/ (the config
+# slice, code lists and targets: studies/luck/workflow.py); the scripts only pass snakemake.* on.
 # Re-freeze on purpose:  python -m hindsight.studies.luck.freeze --refreeze
 
+from hindsight.studies.luck.workflow import LuckWorkflow  # noqa: E402
 
-LUCK = config.get("luck") or {}
-LUCK_PANEL = list(LUCK.get("panel") or PANEL)
-LUCK_PROMPTS = LUCK.get("prompts_dir", "config/prompts/luck")
-LUCK_REGISTERED = "results/luck/freeze/registered.json"
-LUCK_TABLES = ["table1_panel", "table2_rates", "table3_endpoints", "table4_remedy_rates",
-               "table5_remedies", "table_secondary", "table_cell_rates", "table_lessons"]
-LUCK_ANALYSIS = ["quantities", "readings", "remedies", "cell_rates", "missingness", "lessons",
-                 "coverage"]
-LUCK_CODE = sorted(
-    [f"src/hindsight/studies/luck/{m}.py" for m in ("domains", "names", "worlds", "design",
-     "prompts", "writers", "readers", "contrasts", "inference", "analysis")]
-    + [f"src/hindsight/stats/{m}.py" for m in ("intervals", "betting", "multiplicity")]
-)
-for _m in LUCK_PANEL:
-    if _m not in MODELS:
-        raise WorkflowError(
-            f"config key luck.panel (or panel): endpoint '{_m}' is not in {config['models_file']}; "
-            "add an entry there or remove the name"
-        )
+try:
+    LW = LuckWorkflow(config, MODELS, get_endpoint_params)
+except ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
 
 
 rule luck_worlds:
+    input:
+        code=LW.code("worlds"),
     output:
         "results/luck/worlds.parquet",
     params:
-        seed=LUCK.get("seed", 20261009),
-        domains=LUCK.get("worlds", {}).get("domains", 16),
-        per_domain=LUCK.get("worlds", {}).get("per_domain", 16),
-        margin=LUCK.get("worlds", {}).get("margin", 0.10),
+        worlds=LW.worlds(),
     log:
         "logs/luck/worlds.log",
     conda:
@@ -44,14 +30,14 @@ rule luck_worlds:
 rule luck_freeze:
     input:
         worlds="results/luck/worlds.parquet",
-        prompts=get_luck_prompt_files,
-        code=LUCK_CODE,
+        prompts=LW.prompt_files(),
+        code=LW.code("freeze"),
     output:
         "results/luck/freeze/manifest.json",
     params:
-        slice=get_luck_slice(),
-        prompts_dir=LUCK_PROMPTS,
-        registered=LUCK_REGISTERED,
+        slice=LW.slice(),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        registered=LW.registered,
     log:
         "logs/luck/freeze.log",
     conda:
@@ -64,20 +50,19 @@ rule luck_writers:
     input:
         worlds="results/luck/worlds.parquet",
         manifest=ancient("results/luck/freeze/manifest.json"),
-        prompts=get_luck_prompt_files,
+        prompts=LW.prompt_files(),
     output:
         lessons="results/luck/{model}/lessons.parquet",
         calls="results/luck/{model}/lessons.calls.parquet",
     params:
-        endpoint=lambda wc: get_endpoint_params(wc.model),
-        slice=get_luck_slice(),
-        max_tokens=LUCK.get("writer", {}).get("max_tokens"),
-        prompts_dir=LUCK_PROMPTS,
-        registered=LUCK_REGISTERED,
+        slice=LW.slice(),
+        max_tokens=LW.max_tokens("writer"),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        registered=LW.registered,
     log:
         "logs/luck/{model}/writers.log",
     resources:
-        api=get_luck_api,
+        api=lambda wc: LW.api(wc.model),
     conda:
         CONDA_ENV
     script:
@@ -89,20 +74,19 @@ rule luck_readers:
         worlds="results/luck/worlds.parquet",
         lessons="results/luck/{model}/lessons.parquet",
         manifest=ancient("results/luck/freeze/manifest.json"),
-        prompts=get_luck_prompt_files,
+        prompts=LW.prompt_files(),
     output:
         answers="results/luck/{model}/answers.parquet",
         calls="results/luck/{model}/answers.calls.parquet",
     params:
-        endpoint=lambda wc: get_endpoint_params(wc.model),
-        slice=get_luck_slice(),
-        max_tokens=LUCK.get("reader", {}).get("max_tokens"),
-        prompts_dir=LUCK_PROMPTS,
-        registered=LUCK_REGISTERED,
+        slice=LW.slice(),
+        max_tokens=LW.max_tokens("reader"),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        registered=LW.registered,
     log:
         "logs/luck/{model}/readers.log",
     resources:
-        api=get_luck_api,
+        api=lambda wc: LW.api(wc.model),
     conda:
         CONDA_ENV
     script:
@@ -112,14 +96,21 @@ rule luck_readers:
 rule luck_analysis:
     input:
         worlds="results/luck/worlds.parquet",
-        answers=expand("results/luck/{model}/answers.parquet", model=LUCK_PANEL),
-        lessons=expand("results/luck/{model}/lessons.parquet", model=LUCK_PANEL),
+        manifest=ancient("results/luck/freeze/manifest.json"),
+        prompts=LW.prompt_files(),
+        answers=LW.per_model("answers.parquet"),
+        lessons=LW.per_model("lessons.parquet"),
+        calls=LW.per_model("answers.calls.parquet") + LW.per_model("lessons.calls.parquet"),
+        code=LW.code("analysis"),
     output:
         registered="results/luck/analysis/registered.json",
         examples="results/luck/analysis/examples.md",
-        tables=expand("results/luck/analysis/{name}.parquet", name=LUCK_ANALYSIS),
+        tables=expand("results/luck/analysis/{name}.parquet", name=LW.analysis_tables()),
     params:
-        rules=LUCK.get("analysis", {}),
+        rules=LW.analysis_rules(),
+        slice=LW.slice(),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        registered=LW.registered,
     log:
         "logs/luck/analysis.log",
     conda:
@@ -130,13 +121,12 @@ rule luck_analysis:
 
 rule luck_report:
     input:
-        expand("results/luck/analysis/{name}.parquet", name=LUCK_ANALYSIS),
+        registered="results/luck/analysis/registered.json",
+        tables=expand("results/luck/analysis/{name}.parquet", name=LW.analysis_tables()),
+        code=LW.code("report"),
     output:
-        tables=expand("results/luck/tables/{table}.{ext}", table=LUCK_TABLES,
-                      ext=["md", "csv", "tex", "html"]),
-        figures=expand("results/luck/figures/figure1_p2_p3m.{ext}", ext=["png", "svg"]),
-    params:
-        margin=LUCK.get("analysis", {}).get("margin", 0.10),
+        tables=LW.table_paths(),
+        figures=LW.figure_paths(),
     log:
         "logs/luck/report.log",
     conda:
@@ -145,9 +135,5 @@ rule luck_report:
         "../scripts/luck_report.py"
 
 
-if LUCK.get("enabled", True):
-    FINAL_TARGETS.extend(
-        ["results/luck/freeze/manifest.json", "results/luck/analysis/registered.json"]
-        + expand("results/luck/tables/{table}.{ext}", table=LUCK_TABLES, ext=["md", "csv", "tex", "html"])
-        + expand("results/luck/figures/figure1_p2_p3m.{ext}", ext=["png", "svg"])
-    )
+# C's enable_study(...) (issue 8) replaces this line once it is in common.smk
+FINAL_TARGETS.extend(LW.final_targets())

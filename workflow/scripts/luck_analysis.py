@@ -1,11 +1,14 @@
-"""Rule luck_analysis: the registered analysis over the luck panel (workflow/rules/luck.smk)."""
+"""Rule luck_analysis: verify the freeze, lock the records, run the registered analysis
+over the luck panel (workflow/rules/luck.smk)."""
 
 from pathlib import Path
 
 from hindsight.cells import run_cell
 from hindsight.studies.luck import run
+from hindsight.studies.luck.freeze import refusing
 
 s = snakemake  # noqa: F821
-run_cell(lambda: run.analysis(s.input.worlds, list(s.input.answers), list(s.input.lessons),
-                              s.params.rules, str(Path(s.output.registered).parent)),
-         s.log[0])
+run_cell(refusing(lambda: run.analysis(
+    worlds=s.input.worlds, answers=list(s.input.answers), lessons=list(s.input.lessons),
+    prompts_dir=s.params.prompts_dir, config_slice=s.params.slice, registered=s.params.registered,
+    rules=s.params.rules, outdir=str(Path(s.output.registered).parent))), s.log[0])

@@ -1,21 +1,10 @@
 """Rule luck_freeze: register or verify the study's SHA-256 manifest (workflow/rules/luck.smk)."""
 
-import logging
-import sys
-
 from hindsight.cells import run_cell
 from hindsight.studies.luck import run
-from hindsight.studies.luck.freeze import FreezeMismatch
+from hindsight.studies.luck.freeze import refusing
 
-p = snakemake.params  # noqa: F821
-
-
-def main():
-    try:
-        run.freeze(snakemake.input.worlds, p.prompts_dir, p.slice, p.registered, snakemake.output[0])  # noqa: F821
-    except FreezeMismatch as exc:
-        logging.getLogger("hindsight.luck").error("%s", exc)
-        sys.exit(1)
-
-
-run_cell(main, snakemake.log[0])  # noqa: F821
+s = snakemake  # noqa: F821
+run_cell(refusing(lambda: run.freeze(worlds=s.input.worlds, prompts_dir=s.params.prompts_dir,
+                                     config_slice=s.params.slice, registered=s.params.registered,
+                                     out=s.output[0])), s.log[0])

@@ -6,7 +6,6 @@ from hindsight.cells import run_cell
 from hindsight.studies.luck import run
 
 s = snakemake  # noqa: F821
-run_cell(lambda: run.report(str(Path(s.input[0]).parent), str(Path(s.output.tables[0]).parent),
-                            list(s.output.figures),
-                            s.params.margin),
+run_cell(lambda: run.report(analysis_dir=str(Path(s.input.registered).parent),
+                            tables_dir=str(Path(s.output.tables[0]).parent), figures=list(s.output.figures)),
          s.log[0])

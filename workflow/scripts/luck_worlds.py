@@ -3,6 +3,5 @@
 from hindsight.cells import run_cell
 from hindsight.studies.luck import run
 
-p = snakemake.params  # noqa: F821
-run_cell(lambda: run.make_worlds(p.seed, p.domains, p.per_domain, p.margin, snakemake.output[0]),  # noqa: F821
-         snakemake.log[0])  # noqa: F821
+s = snakemake  # noqa: F821
+run_cell(lambda: run.make_worlds(**s.params.worlds, out=s.output[0]), s.log[0])

@@ -1,23 +1,11 @@
 """Rule luck_writers: 12 lessons per world for one endpoint (workflow/rules/luck.smk)."""
 
-import logging
-import sys
-
 from hindsight.cells import run_cell
 from hindsight.studies.luck import run
-from hindsight.studies.luck.freeze import FreezeMismatch
+from hindsight.studies.luck.freeze import refusing
 
 s = snakemake  # noqa: F821
-
-
-async def main():
-    try:
-        await run.writers(s.config, s.wildcards.model, s.input.worlds, s.params.prompts_dir,
-                          s.params.slice, s.params.registered, s.params.max_tokens,
-                          s.output.lessons, s.output.calls)
-    except FreezeMismatch as exc:
-        logging.getLogger("hindsight.luck").error("%s", exc)
-        sys.exit(1)
-
-
-run_cell(main, s.log[0])
+run_cell(refusing(lambda: run.writers(
+    config=s.config, model=s.wildcards.model, worlds=s.input.worlds, prompts_dir=s.params.prompts_dir,
+    config_slice=s.params.slice, registered=s.params.registered, max_tokens=s.params.max_tokens,
+    out=s.output.lessons, calls=s.output.calls)), s.log[0])

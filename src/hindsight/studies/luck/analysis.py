@@ -27,6 +27,8 @@ from hindsight.studies.luck.inference import Reading, Rules, Summary, read_prima
 
 PANEL = "panel"
 CUE_SPLIT = ("P2", "P3m")
+# the analysis tables written beside registered.json
+TABLES = ("quantities", "readings", "remedies", "cell_rates", "missingness", "lessons", "coverage")
 
 
 @dataclass
@@ -39,12 +41,17 @@ class Analysis:
     lessons: pd.DataFrame
     coverage: pd.DataFrame
     rules: Rules
+    lock: dict[str, Any] | None = None  # the records' lock (registered manifest), if locked
 
     def to_json(self) -> str:
         def rec(df: pd.DataFrame) -> list[dict[str, Any]]:
             return json.loads(df.to_json(orient="records", double_precision=15))
         return json.dumps({
-            "rules": asdict(self.rules), "readings": rec(self.readings),
+            "rules": asdict(self.rules),
+            "thresholds": {"registered": self.rules.registered, "differs": self.rules.differences(),
+                           "note": self.rules.caption_note()},
+            "records_lock": self.lock,
+            "readings": rec(self.readings),
             "quantities": rec(self.quantities), "remedies": rec(self.remedies),
             "cell_rates": rec(self.cell_rates), "missingness": rec(self.missingness),
             "lesson_descriptives": rec(self.lessons), "panel_coverage": rec(self.coverage),

@@ -24,25 +24,50 @@ from hindsight.stats import betting_pvalue, holm, t_interval, t_test_pvalue
 
 @dataclass(frozen=True)
 class Rules:
-    """The registered constants (defaults are the paper's)."""
+    """The analysis constants of one run (``luck.analysis`` in the config, every key
+    required there); :data:`REGISTERED_RULES` holds the paper's registered values."""
 
-    level: float = 0.95
-    alpha: float = 0.05
-    robust_alpha: float = 0.025
-    margin: float = 0.10
-    bet: float = 0.75
-    min_complete: int = 200
-    panel_min_endpoints: int = 6
-    ceiling: float = 0.90
+    level: float
+    alpha: float
+    robust_alpha: float
+    margin: float
+    bet: float
+    min_complete: int
+    panel_min_endpoints: int
+    ceiling: float
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any] | None) -> "Rules":
-        cfg = dict(cfg or {})
-        unknown = set(cfg) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"luck.analysis: unknown keys {sorted(unknown)}; "
-                             f"known: {sorted(cls.__dataclass_fields__)}")
+    def from_config(cls, cfg: dict[str, Any]) -> "Rules":
+        cfg = dict(cfg)
+        known = set(cls.__dataclass_fields__)
+        unknown, missing = set(cfg) - known, known - set(cfg)
+        if unknown or missing:
+            raise ValueError(f"luck.analysis: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}; "
+                             f"every one of {sorted(known)} is required (see config/config.yaml)")
         return cls(**cfg)
+
+    def differences(self) -> dict[str, dict[str, float]]:
+        """The constants that differ from the registered ones (empty: registered thresholds)."""
+        return {k: {"run": getattr(self, k), "registered": getattr(REGISTERED_RULES, k)}
+                for k in self.__dataclass_fields__ if getattr(self, k) != getattr(REGISTERED_RULES, k)}
+
+    @property
+    def registered(self) -> bool:
+        return not self.differences()
+
+    def caption_note(self) -> str:
+        """One sentence for every table's caption when the thresholds are not registered."""
+        if self.registered:
+            return ""
+        diff = ", ".join(f"{k} = {v['run']:g} (registered {v['registered']:g})"
+                         for k, v in self.differences().items())
+        return (f"NOT the registered thresholds ({diff}): the reading words are this run's, "
+                "not registered readings.")
+
+
+# section 4 ("Inference", "Readings", "Panel averages"): the registered constants
+REGISTERED_RULES = Rules(level=0.95, alpha=0.05, robust_alpha=0.025, margin=0.10, bet=0.75,
+                         min_complete=200, panel_min_endpoints=6, ceiling=0.90)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from hindsight.cells import write_parquet, write_text
 log = logging.getLogger("hindsight.luck")
 
 
-def make_worlds(seed: int, domains: int, per_domain: int, margin: float, out: str) -> pd.DataFrame:
+def make_worlds(*, seed: int, domains: int, per_domain: int, margin: float, out: str) -> pd.DataFrame:
     from hindsight.studies.luck.worlds import generate_worlds, worlds_frame
 
     df = worlds_frame(generate_worlds(int(seed), int(domains), int(per_domain), float(margin)))
@@ -40,38 +40,38 @@ def _current_manifest(worlds_path: str, prompts_dir: str, config_slice: Mapping[
     return build_manifest(worlds_path, load_worlds(worlds_path), PromptSet.load(prompts_dir), config_slice)
 
 
-def freeze(worlds_path: str, prompts_dir: str, config_slice: Mapping[str, Any], registered: str,
+def freeze(*, worlds: str, prompts_dir: str, config_slice: Mapping[str, Any], registered: str,
            out: str) -> dict[str, Any]:
     """Register the freeze (first run) or verify it; write the verified manifest."""
     from hindsight.studies.luck.freeze import register_or_verify
 
-    current = _current_manifest(worlds_path, prompts_dir, config_slice)
+    current = _current_manifest(worlds, prompts_dir, config_slice)
     manifest = register_or_verify(current, registered)
-    write_text(json.dumps(manifest, indent=1, sort_keys=True), out)
+    write_text(json.dumps({k: v for k, v in manifest.items() if k != "lock"}, indent=1, sort_keys=True), out)
     log.info("freeze verified: %s (registered %s)", manifest["registered"]["digest"][:16],
              manifest["registered"]["at"])
     return manifest
 
 
-def verify_freeze(worlds_path: str, prompts_dir: str, config_slice: Mapping[str, Any], registered: str) -> None:
-    """Refuse to run a writer or reader cell when the protocol drifted."""
+def verify_freeze(*, worlds: str, prompts_dir: str, config_slice: Mapping[str, Any], registered: str) -> None:
+    """Refuse to run a writer, reader or analysis cell when the protocol drifted."""
     from hindsight.studies.luck.freeze import register_or_verify
 
-    register_or_verify(_current_manifest(worlds_path, prompts_dir, config_slice), registered,
+    register_or_verify(_current_manifest(worlds, prompts_dir, config_slice), registered,
                        allow_register=False)
 
 
-async def writers(config: Mapping[str, Any], model: str, worlds_path: str, prompts_dir: str,
+async def writers(*, config: Mapping[str, Any], model: str, worlds: str, prompts_dir: str,
                   config_slice: Mapping[str, Any], registered: str, max_tokens: int | None,
                   out: str, calls: str) -> pd.DataFrame:
     from hindsight.llm import open_client
     from hindsight.studies.luck.prompts import PromptSet
     from hindsight.studies.luck.writers import LESSON_SCHEMA, write_lessons
 
-    verify_freeze(worlds_path, prompts_dir, config_slice, registered)
-    worlds, prompts = load_worlds(worlds_path), PromptSet.load(prompts_dir)
+    verify_freeze(worlds=worlds, prompts_dir=prompts_dir, config_slice=config_slice, registered=registered)
+    world_list, prompts = load_worlds(worlds), PromptSet.load(prompts_dir)
     async with open_client(config, f"luck/{model}/writers", calls) as client:
-        df = await write_lessons(client, model, worlds, prompts, max_tokens)
+        df = await write_lessons(client, model, world_list, prompts, max_tokens)
     write_parquet(df, out, LESSON_SCHEMA)
     missing = df[df.status != "ok"]
     log.info("%s: %d lessons, %d missing (%s)", model, len(df), len(missing),
@@ -79,7 +79,7 @@ async def writers(config: Mapping[str, Any], model: str, worlds_path: str, promp
     return df
 
 
-async def readers(config: Mapping[str, Any], model: str, worlds_path: str, lessons_path: str,
+async def readers(*, config: Mapping[str, Any], model: str, worlds: str, lessons: str,
                   prompts_dir: str, config_slice: Mapping[str, Any], registered: str,
                   max_tokens: int | None, out: str, calls: str) -> pd.DataFrame:
     from hindsight.llm import open_client
@@ -87,58 +87,94 @@ async def readers(config: Mapping[str, Any], model: str, worlds_path: str, lesso
     from hindsight.studies.luck.readers import ANSWER_SCHEMA, read_answers
     from hindsight.studies.luck.writers import check_lessons
 
-    verify_freeze(worlds_path, prompts_dir, config_slice, registered)
-    worlds, prompts = load_worlds(worlds_path), PromptSet.load(prompts_dir)
-    lessons = pd.read_parquet(lessons_path)
-    check_lessons(lessons, lessons_path)
+    verify_freeze(worlds=worlds, prompts_dir=prompts_dir, config_slice=config_slice, registered=registered)
+    world_list, prompts = load_worlds(worlds), PromptSet.load(prompts_dir)
+    lesson_table = pd.read_parquet(lessons)
+    check_lessons(lesson_table, lessons)
     async with open_client(config, f"luck/{model}/readers", calls) as client:
-        df = await read_answers(client, model, worlds, prompts, lessons, max_tokens)
+        df = await read_answers(client, model, world_list, prompts, lesson_table, max_tokens)
     write_parquet(df, out, ANSWER_SCHEMA)
     log.info("%s: %s", model, dict(df.status.value_counts()))
     return df
 
 
-def analysis(worlds_path: str, answers_paths: Sequence[str], lessons_paths: Sequence[str],
-             rules_cfg: Mapping[str, Any] | None, outdir: str) -> None:
-    from hindsight.studies.luck.analysis import analyse
+def _read_checked(paths: Sequence[str], check: Any) -> list[pd.DataFrame]:
+    out = []
+    for p in paths:
+        df = pd.read_parquet(p)
+        check(df, p)
+        out.append(df)
+    return out
+
+
+def lock_records(*, worlds: pd.DataFrame, answers: Sequence[str], lessons: Sequence[str],
+                 config_slice: Mapping[str, Any], registered: str) -> dict[str, Any] | None:
+    """Lock the records into the registered manifest once complete (else verify the lock);
+    before the first lock, check that every call sent the registered parameters.
+    Returns the lock, or None while the records are incomplete."""
+    from hindsight.llm.records import read_records
+    from hindsight.studies.luck.lock import check_sent, incomplete, lock_or_verify, records_of
+
+    ids = list(worlds.world_id)
+    gaps = []
+    for kind, paths in (("lessons", lessons), ("answers", answers)):
+        for p in paths:
+            gaps += [f"{p}: {g}" for g in incomplete(pd.read_parquet(p), kind, ids)]
+    if gaps:
+        log.warning("records incomplete, not locked: %s", "; ".join(gaps[:5]))
+        return None
+    files = records_of(answers, lessons)
+    endpoints = config_slice["endpoints"]
+    for f in files:
+        if f.endswith(".calls.parquet"):
+            model = Path(f).parent.name
+            role = "writer" if Path(f).name.startswith("lessons") else "reader"
+            if model in endpoints:
+                check_sent(read_records(f).to_pandas(), f, endpoints[model], role)
+    lock = lock_or_verify(registered, [str(p) for p in files])
+    log.info("records locked at %s (%d files)", lock["at"], len(lock["records"]))
+    return lock
+
+
+def analysis(*, worlds: str, answers: Sequence[str], lessons: Sequence[str], prompts_dir: str,
+             config_slice: Mapping[str, Any], registered: str, rules: Mapping[str, Any],
+             outdir: str) -> None:
+    from hindsight.studies.luck.analysis import TABLES, analyse
+    from hindsight.studies.luck.examples import examples_markdown, select_examples
     from hindsight.studies.luck.inference import Rules
     from hindsight.studies.luck.readers import check_answers
     from hindsight.studies.luck.writers import check_lessons
 
-    worlds = pd.read_parquet(worlds_path)
-    parts = []
-    for p in answers_paths:
-        df = pd.read_parquet(p)
-        check_answers(df, p)
-        parts.append(df)
-    lessons = []
-    for p in lessons_paths:
-        df = pd.read_parquet(p)
-        check_lessons(df, p)
-        lessons.append(df)
-    from hindsight.studies.luck.examples import examples_markdown, select_examples
-
-    answers = pd.concat(parts, ignore_index=True)
-    lesson_table = pd.concat(lessons, ignore_index=True) if lessons else None
-    a = analyse(answers, worlds, Rules.from_config(dict(rules_cfg or {})), lesson_table)
+    verify_freeze(worlds=worlds, prompts_dir=prompts_dir, config_slice=config_slice, registered=registered)
+    world_table = pd.read_parquet(worlds)
+    lock = lock_records(worlds=world_table, answers=answers, lessons=lessons, config_slice=config_slice,
+                        registered=registered)
+    answer_table = pd.concat(_read_checked(answers, check_answers), ignore_index=True)
+    lesson_parts = _read_checked(lessons, check_lessons)
+    lesson_table = pd.concat(lesson_parts, ignore_index=True) if lesson_parts else None
+    a = analyse(answer_table, world_table, Rules.from_config(dict(rules)), lesson_table)
+    a.lock = lock
     out = Path(outdir)
     if lesson_table is not None:
-        write_text(examples_markdown(select_examples(answers, lesson_table, worlds)), out / "examples.md")
-    for name in ("quantities", "readings", "remedies", "cell_rates", "missingness", "lessons", "coverage"):
+        write_text(examples_markdown(select_examples(answer_table, lesson_table, world_table)),
+                   out / "examples.md")
+    for name in TABLES:
         write_parquet(getattr(a, name), out / f"{name}.parquet")
     write_text(a.to_json(), out / "registered.json")
+    if not a.rules.registered:
+        log.warning("analysis on NOT registered thresholds: %s", a.rules.caption_note())
     for r in a.readings.itertuples():
         log.info("%s %s: %s", r.unit, r.contrast, r.label)
 
 
-def report(analysis_dir: str, tables_dir: str, figure_paths: Sequence[str], margin: float = 0.10) -> None:
+def report(*, analysis_dir: str, tables_dir: str, figures: Sequence[str]) -> None:
     from hindsight.studies.luck.figure import write_figure1
+    from hindsight.studies.luck.inference import Rules
     from hindsight.studies.luck.tables import build_tables, write_all
 
     d = Path(analysis_dir)
-    q = pd.read_parquet(d / "quantities.parquet")
-    tables = build_tables(q, pd.read_parquet(d / "readings.parquet"), pd.read_parquet(d / "remedies.parquet"),
-                          pd.read_parquet(d / "cell_rates.parquet"), pd.read_parquet(d / "lessons.parquet"),
-                          pd.read_parquet(d / "missingness.parquet"))
-    write_all(tables, tables_dir)
-    write_figure1(q, list(figure_paths), margin)
+    rules = Rules.from_config(json.loads((d / "registered.json").read_text(encoding="utf-8"))["rules"])
+    tables = {n: pd.read_parquet(d / f"{n}.parquet") for n in
+              ("quantities", "readings", "remedies", "cell_rates", "lessons", "missingness")}
+    write_all(build_tables(**tables), tables_dir, note=rules.caption_note())
+    write_figure1(tables["quantities"], list(figures), rules.margin)

@@ -197,8 +197,11 @@ def build_tables(quantities: pd.DataFrame, readings: pd.DataFrame, remedies: pd.
     return out
 
 
-def write_all(tables: dict[str, pd.DataFrame], outdir: str | Path) -> list[Path]:
+def write_all(tables: dict[str, pd.DataFrame], outdir: str | Path, note: str = "") -> list[Path]:
+    """Write every table in four formats; ``note`` (the run's thresholds when they are not
+    the registered ones) ends every caption."""
     out = []
     for stem, df in tables.items():
-        out += write_table(df, Path(outdir) / stem, caption=CAPTIONS[stem], label=f"tab:luck-{stem}")
+        caption = CAPTIONS[stem] + (f" {note}" if note else "")
+        out += write_table(df, Path(outdir) / stem, caption=caption, label=f"tab:luck-{stem}")
     return out

@@ -16,6 +16,7 @@ further outcome.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -104,7 +105,8 @@ def generate_worlds(seed: int, n_domains: int = 16, worlds_per_domain: int = 16,
     """Generate ``n_domains x worlds_per_domain`` worlds deterministically from ``seed``.
 
     ``worlds_per_domain`` must be a multiple of 4 so that position x cue is balanced
-    within each domain.  World ids are ``w{seed}_{index:04d}``.
+    within each domain.  World ids are :func:`world_id` (``lk-<seed digest>-NNNN``), in
+    the order of :func:`interleave` (domains interleaved, none first by construction).
     """
     if not 1 <= n_domains <= len(DOMAINS):
         raise ValueError(f"luck.worlds.domains={n_domains}: must be between 1 and {len(DOMAINS)}")
@@ -116,8 +118,7 @@ def generate_worlds(seed: int, n_domains: int = 16, worlds_per_domain: int = 16,
     rng = np.random.default_rng(seed)
     domains: list[Domain] = [DOMAINS[i] for i in sorted(rng.permutation(len(DOMAINS))[:n_domains])]
     taken: set[str] = set()
-    worlds: list[World] = []
-    index = 0
+    by_domain: list[list[dict]] = []
     for d_i, dom in enumerate(domains):
         text = dom.texts()
         design = []
@@ -126,6 +127,7 @@ def generate_worlds(seed: int, n_domains: int = 16, worlds_per_domain: int = 16,
             n_runs = LOG_LENGTHS[(k // 4 + k + d_i) % len(LOG_LENGTHS)]
             design.append((pos, cue, n_runs))
         order = rng.permutation(worlds_per_domain)
+        worlds_of_domain = []
         for k in order:
             pos, cue, n_runs = design[k]
             sb, sw = _draw_counts(rng, n_runs, margin)
@@ -134,15 +136,39 @@ def generate_worlds(seed: int, n_domains: int = 16, worlds_per_domain: int = 16,
             worse = coin_name(rng, text, taken, avoid_initial=better[0])
             taken.add(worse)
             err = dom.errors[int(rng.integers(len(dom.errors)))]
-            worlds.append(World(
-                world_id=f"w{seed}_{index:04d}", index=index, domain=dom.key, cue=cue,
-                better_position=pos, n_runs=n_runs,
+            worlds_of_domain.append(dict(
+                domain=dom.key, cue=cue, better_position=pos, n_runs=n_runs,
                 better_tool=f"{dom.verb}_via_{better}", worse_tool=f"{dom.verb}_via_{worse}",
                 better_name=better, worse_name=worse,
                 better_successes=sb, worse_successes=sw, error_text=err, seed=seed,
             ))
-            index += 1
-    return worlds
+        by_domain.append(worlds_of_domain)
+    return [World(world_id=world_id(seed, i), index=i, **fields)
+            for i, fields in enumerate(interleave(by_domain, seed))]
+
+
+def id_prefix(seed: int) -> str:
+    """``lk-`` and the first 6 hex digits of the seed's SHA-256: our own id scheme, which
+    cannot be mistaken for the paper's deposited worlds (``w20261009_NNNN``)."""
+    return "lk-" + hashlib.sha256(f"luck-worlds:{int(seed)}".encode()).hexdigest()[:6]
+
+
+def world_id(seed: int, index: int) -> str:
+    return f"{id_prefix(seed)}-{index:04d}"
+
+
+def interleave(by_domain: list[list[dict]], seed: int) -> list[dict]:
+    """Id order: round r holds the r-th world of every domain, the domains in a fresh
+    seeded order each round.  So any rule that takes "the first world in id order" meeting
+    a condition (Appendix C's example selection) sees every domain within each run of
+    ``n_domains`` ids and favours none (which domain leads a round is a seeded draw)."""
+    rng = np.random.default_rng([int(seed), 0x1D5])
+    out: list[dict] = []
+    for r in range(max((len(ws) for ws in by_domain), default=0)):
+        for d in rng.permutation(len(by_domain)):
+            if r < len(by_domain[d]):
+                out.append(by_domain[d][r])
+    return out
 
 
 def worlds_frame(worlds: list[World]) -> pd.DataFrame:

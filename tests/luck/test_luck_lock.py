@@ -1,0 +1,141 @@
+"""Locking a registered run's records: the analysis locks complete records into the
+registered manifest, refuses records changed since, and refuses calls that did not send
+the registered parameters; a run on non-registered thresholds says so everywhere."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hindsight.files import write_parquet
+from hindsight.llm.records import records_table
+from hindsight.studies.luck import run
+from hindsight.studies.luck.design import DECISIONS, INSTRUCTIONS, OUTCOMES
+from hindsight.studies.luck.freeze import FreezeMismatch
+from hindsight.studies.luck.readers import ANSWER_SCHEMA
+from hindsight.studies.luck.simulate import simulate_answers
+from hindsight.studies.luck.writers import LESSON_SCHEMA, lesson_row
+from tests.luck.test_luck_freeze import REPO, workflow
+
+import pyarrow as pa
+
+
+def _calls(n: int, prefix: str, params: dict, model: str = "org/model-a") -> pa.Table:
+    return records_table([{"call_id": f"{prefix}{i:05d}", "cell_id": "c", "origin_cell": "c", "endpoint": "loop",
+                           "model": model, "request_digest": "d", "sample": 0, "purpose": "p", "messages": "[]",
+                           "params": json.dumps(params), "constraint": "none", "response_text": "",
+                           "refusal": "", "finish_reason": "stop", "prompt_tokens": 0, "completion_tokens": 0,
+                           "cached_tokens": 0, "cost": 0.0, "latency_s": 0.0, "attempts": 1, "errors": "[]",
+                           "seed": None, "system_fingerprint": "", "started_at": "", "finished_at": ""}
+                          for i in range(n)])
+
+
+@pytest.fixture
+def complete_run(tmp_path: Path):
+    """A registered freeze and one endpoint's complete records (simulated answers)."""
+    lw = workflow()
+    sl = lw.slice()
+    prompts = tmp_path / "prompts"
+    shutil.copytree(REPO / "config/prompts/luck", prompts)
+    worlds_path = tmp_path / "worlds.parquet"
+    run.make_worlds(seed=5, domains=2, per_domain=4, margin=0.10, out=str(worlds_path))
+    reg = tmp_path / "freeze/registered.json"
+    run.freeze(worlds=str(worlds_path), prompts_dir=str(prompts), config_slice=sl, registered=str(reg),
+               out=str(tmp_path / "freeze/manifest.json"))
+    ws = run.load_worlds(str(worlds_path))
+    d = tmp_path / "loop"
+    lessons = [lesson_row("loop", w, i, dd, o, "# Memory Item 1\nKeep the tool.", "stop", "c", "p")
+               for w in ws for i in INSTRUCTIONS for dd in DECISIONS for o in OUTCOMES]
+    write_parquet(pa.Table.from_pylist(lessons, schema=LESSON_SCHEMA), d / "lessons.parquet")
+    ans = simulate_answers(ws, "loop", np.random.default_rng(0), p2=0.3)
+    for c in ANSWER_SCHEMA.names:
+        if c not in ans.columns:
+            ans[c] = None
+    ans["sample"] = 0
+    write_parquet(pa.Table.from_pandas(ans[ANSWER_SCHEMA.names], schema=ANSWER_SCHEMA, preserve_index=False),
+                  d / "answers.parquet")
+    sent = sl["endpoints"]["loop"]["sent"]
+    write_parquet(_calls(len(lessons), "w", sent["writer"]["params"] | {"extra_body": sent["writer"]["extra_body"]}),
+                  d / "lessons.calls.parquet")
+    write_parquet(_calls(len(ans), "r", sent["reader"]["params"] | {"extra_body": sent["reader"]["extra_body"]}),
+                  d / "answers.calls.parquet")
+    kw = dict(worlds=str(worlds_path), answers=[str(d / "answers.parquet")], lessons=[str(d / "lessons.parquet")],
+              prompts_dir=str(prompts), config_slice=sl, registered=str(reg), rules=lw.analysis_rules(),
+              outdir=str(tmp_path / "analysis"))
+    return tmp_path, kw, reg, d
+
+
+def test_complete_records_are_locked_and_a_later_change_refused(complete_run):
+    tmp, kw, reg, d = complete_run
+    run.analysis(**kw)
+    lock = json.loads(reg.read_text())["lock"]
+    assert set(lock["records"]) == {str(d / f) for f in ("lessons.parquet", "lessons.calls.parquet",
+                                                          "answers.parquet", "answers.calls.parquet")}
+    out = json.loads((tmp / "analysis/registered.json").read_text())
+    assert out["records_lock"] == lock
+    run.analysis(**kw)  # unchanged records: verified, the analysis runs again
+    # a record edited after the lock is refused, with the fix
+    ans = pd.read_parquet(d / "answers.parquet")
+    ans.loc[0, "y"] = 1.0 - (ans.loc[0, "y"] if ans.loc[0, "y"] == ans.loc[0, "y"] else 0.0)
+    write_parquet(pa.Table.from_pandas(ans, schema=ANSWER_SCHEMA, preserve_index=False), d / "answers.parquet")
+    with pytest.raises(FreezeMismatch) as err:
+        run.analysis(**kw)
+    msg = str(err.value)
+    assert f"{d / 'answers.parquet'}: changed" in msg and "--refreeze" in msg and "locked" in msg
+
+
+def test_incomplete_records_are_not_locked(complete_run):
+    tmp, kw, reg, d = complete_run
+    ans = pd.read_parquet(d / "answers.parquet").iloc[:-1]
+    write_parquet(pa.Table.from_pandas(ans, schema=ANSWER_SCHEMA, preserve_index=False), d / "answers.parquet")
+    run.analysis(**kw)
+    assert "lock" not in json.loads(reg.read_text())
+    assert json.loads((tmp / "analysis/registered.json").read_text())["records_lock"] is None
+
+
+@pytest.mark.parametrize("field,value,expect", [
+    ("params", {"temperature": 0.7, "max_tokens": 32}, "sampling parameters"),
+    ("model", "org/other", "model id"),
+])
+def test_calls_that_sent_other_parameters_are_refused(complete_run, field, value, expect):
+    tmp, kw, reg, d = complete_run
+    calls = pd.read_parquet(d / "answers.calls.parquet")
+    if field == "params":
+        calls["params"] = json.dumps(value | {"extra_body": kw["config_slice"]["endpoints"]["loop"]["sent"]
+                                              ["reader"]["extra_body"]})
+        write_parquet(_calls(len(calls), "r", json.loads(calls.params.iloc[0])), d / "answers.calls.parquet")
+    else:
+        sent = kw["config_slice"]["endpoints"]["loop"]["sent"]["reader"]
+        write_parquet(_calls(len(calls), "r", sent["params"] | {"extra_body": sent["extra_body"]}, model=value),
+                      d / "answers.calls.parquet")
+    with pytest.raises(FreezeMismatch, match=expect):
+        run.analysis(**kw)
+    assert "lock" not in json.loads(reg.read_text())
+
+
+def test_default_thresholds_say_so_in_registered_json_and_every_caption(complete_run):
+    tmp, kw, reg, d = complete_run
+    run.analysis(**kw)
+    out = json.loads((tmp / "analysis/registered.json").read_text())
+    assert out["thresholds"]["registered"] is False
+    assert set(out["thresholds"]["differs"]) == {"min_complete", "panel_min_endpoints"}
+    figs = [str(tmp / "fig.png"), str(tmp / "fig.svg")]
+    run.report(analysis_dir=str(tmp / "analysis"), tables_dir=str(tmp / "tables"), figures=figs)
+    mds = sorted((tmp / "tables").glob("*.md"))
+    assert mds and all("NOT the registered thresholds" in p.read_text() for p in mds)
+    assert all("NOT the registered thresholds" in p.read_text() for p in (tmp / "tables").glob("*.tex"))
+    # registered thresholds: no note
+    from dataclasses import asdict
+
+    from hindsight.studies.luck.inference import REGISTERED_RULES
+
+    run.analysis(**{**kw, "rules": asdict(REGISTERED_RULES)})
+    out = json.loads((tmp / "analysis/registered.json").read_text())
+    assert out["thresholds"] == {"registered": True, "differs": {}, "note": ""}
+    run.report(analysis_dir=str(tmp / "analysis"), tables_dir=str(tmp / "tables2"), figures=figs)
+    assert not any("NOT the registered" in p.read_text() for p in (tmp / "tables2").glob("*.md"))
