@@ -141,7 +141,7 @@ def test_settings_reject_bad_values():
 
 @pytest.mark.slow
 def test_chat_format_with_causal_labels_and_memory_ids(loopback, make_config, tmp_path, sw_gold, sw_make):
-    from hindsight.agent.memory import Lesson, MemoryBlock, StepContext
+    from hindsight.memory.base import Lesson, MemoryBlock, StepContext
 
     def memory(ctx: StepContext):
         return MemoryBlock((Lesson(f"L{ctx.step}", f"lesson for step {ctx.step}"), Lesson("L0", "always")))

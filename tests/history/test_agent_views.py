@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hindsight.agent import views as V
-from hindsight.agent.memory import Lesson, MemoryBlock
+from hindsight.memory.base import Lesson, MemoryBlock
 from hindsight.agent.prompts import PROMPT_FILES, HistoryPrompts, fill, parse_review
 from hindsight.agent.render import Segment, render_block, render_chat
 

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from hindsight.studies.history.design import actor_settings
-from hindsight.studies.history.rollouts import env_factory, rollout_cell
+from hindsight.envs.pool import env_factory
+from hindsight.studies.history.rollouts import rollout_cell
 
 from .helpers import is_review
 
@@ -49,7 +50,7 @@ def test_code_actions_complete_an_appworld_task(loopback, make_config, tmp_path)
 
 
 def test_process_env_reports_errors_of_the_child():
-    from hindsight.agent.procenv import ProcessEnv
+    from hindsight.envs.procenv import ProcessEnv
 
     with pytest.raises(ValueError, match="unknown environment 'nowhere'"):
         ProcessEnv("nowhere")

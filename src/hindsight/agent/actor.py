@@ -6,11 +6,14 @@ task, the history under a view (a :class:`Composer`), the current observation an
 admissible actions; asks the model for the next action; parses it (an unparsable or
 inadmissible action is recorded and executed as written: it counts as a step); and steps
 the environment.  Budget: ``max_actions`` actions (30 in the paper) and an output cap per
-request (8,192 tokens in the paper).  After every non-terminal transition a review call
-(Appendix G.2) may write an experience that stays beside its source transition.
+request (8,192 tokens in the paper).  After every transition the step hooks
+(:mod:`hindsight.agent.review`) see it; a review (Appendix G.2) may write an experience
+that stays beside its source transition.  A memory (:mod:`hindsight.memory`) puts a block
+in every prompt; the served lesson ids and the memory's declared columns are recorded per
+step.
 
-Environments are synchronous: their calls run in a worker thread, one environment
-object per concurrent episode (:class:`EnvPool`).
+This module plays one episode; :mod:`hindsight.agent.runner` runs many, concurrently or
+as a stream, over an environment pool (:mod:`hindsight.envs.pool`).
 """
 
 from __future__ import annotations
@@ -20,17 +23,16 @@ import hashlib
 import json
 import logging
 import random
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
-from hindsight.agent.memory import MemoryProvider, StepContext
 from hindsight.agent.parse import parse_action
-from hindsight.agent.prompts import REVIEW_SCHEMA, HistoryPrompts, parse_review
 from hindsight.agent.records import dumps
+from hindsight.agent.review import ReviewHook, StepHook, Transition
 from hindsight.agent.render import Segment, approx_tokens, render_block, render_chat
 from hindsight.agent.views import Entry, apply_view, current_label, raw
 from hindsight.llm import CallFailed
+from hindsight.memory.base import EpisodeMemory, StepContext
 
 log = logging.getLogger(__name__)
 
@@ -116,81 +118,31 @@ class Episode:
     entries: list[Entry] = field(default_factory=list)
 
 
-class EnvPool:
-    """Environment objects for concurrent episodes: one per episode in flight.
-
-    Every environment call runs in a worker thread under one lock (:meth:`call`): the
-    engines are not thread-safe (TextWorld's PDDL parser corrupts shared state when two
-    games load at once), and their calls take milliseconds next to a model call.
-    """
-
-    def __init__(self, factory: Callable[[], Any], size: int) -> None:
-        if size < 1:
-            raise ValueError(f"EnvPool size must be >= 1, got {size}")
-        self.factory, self.size = factory, size
-        self.lock = threading.Lock()
-        self._free: asyncio.Queue[Any] | None = None
-        self._all: list[Any] = []
-        self._created = 0
-
-    async def acquire(self) -> Any:
-        if self._free is None:
-            self._free = asyncio.Queue()
-        if self._free.empty() and self._created < self.size:
-            self._created += 1  # reserve the slot before the (slow) construction
-            try:
-                env = await self.call(self.factory)
-            except BaseException:
-                self._created -= 1
-                raise
-            self._all.append(env)
-            return env
-        return await self._free.get()
-
-    async def fill(self) -> None:
-        """Build every environment now, concurrently (so episodes start together)."""
-        if self._free is None:
-            self._free = asyncio.Queue()
-        n = self.size - self._created
-        self._created += n
-        envs = [await self.call(self.factory) for _ in range(n)]
-        self._all.extend(envs)
-        for env in envs:
-            self._free.put_nowait(env)
-
-    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` in a worker thread, one environment call at a time."""
-        def locked() -> Any:
-            with self.lock:
-                return fn(*args)
-
-        return await asyncio.to_thread(locked)
-
-    def release(self, env: Any) -> None:
-        assert self._free is not None
-        self._free.put_nowait(env)
-
-    def close(self) -> None:
-        for env in self._all:
-            env.close()
-        self._all.clear()
+def default_hooks(prompts: Any, s: ActorSettings) -> list[StepHook]:
+    """The hooks ``s`` asks for: a review of every non-terminal transition when ``s.review``."""
+    if not s.review:
+        return []
+    return [ReviewHook(prompts, s.review_model or s.model, s.review_max_tokens or s.max_output_tokens)]
 
 
 async def run_episode(
-    client: Any, env: Any, prompts: HistoryPrompts, s: ActorSettings, *, env_name: str,
+    client: Any, env: Any, prompts: Any, s: ActorSettings, *, env_name: str,
     task_id: str, episode_id: str, seed: int | str, composer: Composer | None = None,
-    memory: MemoryProvider | None = None, start_obs: Any = None,
-    env_call: Callable[..., Any] | None = None,
+    memory: EpisodeMemory | None = None, hooks: Sequence[StepHook] | None = None, start_obs: Any = None,
+    env_call: Callable[..., Any] | None = None, task: str | None = None,
 ) -> Episode:
     """Play one episode (from ``reset``, or from ``start_obs`` after a restore).
 
-    ``env_call(fn, *args)`` runs an environment call (default: in a worker thread);
-    :meth:`EnvPool.call` serializes the calls of concurrent episodes.
+    ``prompts`` builds the actor's messages (``actor_messages``) and the reviews'
+    (``review_messages``); ``hooks`` default to :func:`default_hooks`; ``env_call(fn,
+    *args)`` runs an environment call (default: in a worker thread; the runner passes
+    :meth:`EnvPool.caller`).  ``task`` is the task text when the caller has it already.
     """
     composer = composer or ViewComposer(s.view, seed)
+    hooks = default_hooks(prompts, s) if hooks is None else list(hooks)
     call = env_call or asyncio.to_thread
     obs = start_obs if start_obs is not None else await call(env.reset, task_id)
-    task = env.task_description()
+    task = task if task is not None else await call(env.task_description)
     ep = Episode()
     entries = ep.entries
     initial = obs.text
@@ -203,7 +155,8 @@ async def run_episode(
         admissible = obs.admissible if obs.admissible is not None else await call(env.admissible_actions)
         shown = listed_actions(admissible, s.max_listed_actions, f"{seed}:{t}")
         history, label, perm = composer.actor(entries)
-        block = memory(StepContext(env_name, task_id, task, t, obs.text, tuple(entries))) if memory else None
+        served = memory.at_step(StepContext(env_name, task_id, task, t, obs.text, tuple(entries))) if memory else None
+        block = served.block if served is not None else None
         msgs = prompts.actor_messages(
             env=env_name, task=task, history=history, current_observation=obs.text, current_label=label,
             step_count=t - 1, admissible=shown, mode=s.mode, fmt=s.fmt, reminder=s.reminder, memory=block)
@@ -226,14 +179,13 @@ async def run_episode(
         new = await call(env.step, parsed.action)
         terminal = bool(new.done) or i + 1 == s.max_actions
         review_id = decision = exp = None
-        if s.review and not terminal:
-            rmsgs = prompts.review_messages(
-                env=env_name, task=task, history=composer.review(entries + [Entry(obs.text, parsed.action)]),
-                action=parsed.action, observation=new.text)
-            j = await client.complete_json(s.review_model or s.model, rmsgs, schema=REVIEW_SCHEMA,
-                                           max_tokens=s.review_max_tokens or s.max_output_tokens, purpose="review")
-            decision, exp = parse_review(j.value if j.valid else None)
-            review_id = j.call_id
+        if hooks:
+            tr = Transition(env_name, task, t, composer.review(entries + [Entry(obs.text, parsed.action)]),
+                            parsed.action, new.text, terminal)
+            for hook in hooks:
+                note = await hook.after_step(client, tr)
+                if note is not None and review_id is None:
+                    review_id, decision, exp = note.call_id, note.decision, note.experience
         entries.append(Entry(obs.text, parsed.action, exp))
         ep.steps.append({
             "episode_id": episode_id, "task_id": task_id, "step": t, "obs_before": obs.text,
@@ -250,6 +202,7 @@ async def run_episode(
             "observation": new.text, "reward": float(new.reward), "score": float(new.score),
             "done": bool(new.done), "won": bool(new.won), "latency_s": float(r.latency_s),
             "call_id": r.call_id, "review_call_id": review_id, "review_decision": decision, "experience": exp,
+            **(served.columns if served is not None else {}),
         })
         obs = new
         final_score = float(new.score)

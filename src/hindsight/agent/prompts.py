@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from hindsight.agent.memory import MemoryBlock
+from hindsight.memory.base import MemoryBlock
 from hindsight.agent.render import Message, Segment, render_block, render_chat
 from hindsight.prompts import PromptFiles
 

@@ -13,13 +13,24 @@ from __future__ import annotations
 from typing import Any
 
 from hindsight.envs.base import Env, Observation, RestoreMismatch
+from hindsight.envs.pool import EnvPool, env_factory
 from hindsight.envs.tasks import ENV_NAMES, load_tasks
 
-__all__ = ["ENV_NAMES", "Env", "Observation", "RestoreMismatch", "load_tasks", "make_env"]
+__all__ = ["ENV_NAMES", "PROCESS_ENVS", "Env", "EnvPool", "Observation", "RestoreMismatch", "env_factory",
+           "load_tasks", "make_env"]
+
+PROCESS_ENVS: tuple[str, ...] = ("appworld",)
+"""Environments that :func:`make_env` runs in a child process by default: AppWorld freezes
+the process clock while a world is open (an asyncio loop in that process stops) and fixes
+its data root per process."""
 
 
-def make_env(name: str, **options: Any) -> Env:
+def make_env(name: str, *, process: bool | None = None, **options: Any) -> Env:
     """A new environment object of ``name``; ``options`` are its constructor's keyword options.
+
+    ``process``: run it in a child process (:class:`~hindsight.envs.procenv.ProcessEnv`);
+    default ``True`` for :data:`PROCESS_ENVS`, so AppWorld is safe next to asyncio in any
+    process.  ``process=False`` builds the engine in this process.
 
     * ``scienceworld``: ``simplification`` (``""``), ``max_steps`` (``None``);
     * ``alfworld``: ``root`` (games folder; default ``resources/alfworld/games``),
@@ -27,6 +38,12 @@ def make_env(name: str, **options: Any) -> Env:
     * ``appworld``: ``root`` (AppWorld data root; default ``resources/appworld``, or
       ``$APPWORLD_ROOT`` with ``official=True``), ``max_steps``, ``experiment``.
     """
+    if name not in ENV_NAMES:
+        raise ValueError(f"make_env: unknown environment {name!r}; expected one of {ENV_NAMES}")
+    if process if process is not None else name in PROCESS_ENVS:
+        from hindsight.envs.procenv import ProcessEnv
+
+        return ProcessEnv(name, options)  # type: ignore[return-value]
     if name == "scienceworld":
         from hindsight.envs.scienceworld import ScienceWorldEnv
 

@@ -4,6 +4,7 @@ AppWorld freezes the process clock (freezegun) while a world is open; in the pro
 runs the actor's asyncio loop that stops every timer (the loop hangs).  AppWorld also fixes
 its data root per process.  :class:`ProcessEnv` runs the environment in a spawned child
 and forwards the interface calls over a pipe, so the actor's process never imports it.
+``make_env("appworld")`` returns one by default (:data:`hindsight.envs.PROCESS_ENVS`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def _serve(rfd: int, wfd: int, name: str, options: dict[str, Any]) -> None:
     try:
         from hindsight.envs import make_env
 
-        env = make_env(name, **options)
+        env = make_env(name, process=False, **options)
     except BaseException as exc:  # report construction errors to the parent
         _send(wr, (False, exc))
         return
@@ -40,6 +41,13 @@ def _serve(rfd: int, wfd: int, name: str, options: dict[str, Any]) -> None:
             _send(wr, (True, None))
             break
         try:
+            if method == "_random_action_with_state":
+                import random
+
+                rng = random.Random()
+                rng.setstate(args[0])
+                _send(wr, (True, (env.random_action(rng), rng.getstate())))
+                continue
             _send(wr, (True, getattr(env, method)(*args)))
         except BaseException as exc:
             _send(wr, (False, exc))
@@ -48,17 +56,19 @@ def _serve(rfd: int, wfd: int, name: str, options: dict[str, Any]) -> None:
 class ProcessEnv:
     """``make_env(name, **options)`` in a child process (see module docstring).
 
-    The child is ``python -m hindsight.agent.procenv`` (not multiprocessing: a spawned
+    The child is ``python -m hindsight.envs.procenv`` (not multiprocessing: a spawned
     child would re-run the calling script); requests and replies are pickled over two
     private pipes, so whatever the environment prints cannot corrupt them.
     """
+
+    thread_safe = True  # each object talks to its own child over its own pipes
 
     def __init__(self, name: str, options: Mapping[str, Any] | None = None) -> None:
         self.name = name
         c_read, p_write = os.pipe()
         p_read, c_write = os.pipe()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "hindsight.agent.procenv", str(c_read), str(c_write), name,
+            [sys.executable, "-m", "hindsight.envs.procenv", str(c_read), str(c_write), name,
              pickle.dumps(dict(options or {})).hex()],
             pass_fds=(c_read, c_write), stdin=subprocess.DEVNULL)
         os.close(c_read)
@@ -99,6 +109,12 @@ class ProcessEnv:
 
     def gold_actions(self, task_id: str) -> Any:
         return self._call("gold_actions", task_id)
+
+    def random_action(self, rng: Any) -> str:
+        """A random action drawn in the child; ``rng`` advances as if drawn here."""
+        action, state = self._call("_random_action_with_state", rng.getstate())
+        rng.setstate(state)
+        return action
 
     def close(self) -> None:
         if self._closed:

@@ -89,6 +89,12 @@ class Recorder:
             self._journal.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
             self._journal.flush()
 
+    def restore(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Take back records of calls made before a resume (already journaled: not again)."""
+        with self._lock:
+            for record in records:
+                self._records.setdefault(record["call_id"], dict(record))
+
     @property
     def records(self) -> list[dict[str, Any]]:
         with self._lock:

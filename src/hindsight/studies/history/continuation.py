@@ -202,11 +202,12 @@ async def continuation_cell(
     import asyncio
     import dataclasses
 
-    from hindsight.agent.actor import EnvPool
-    from hindsight.agent.prompts import REVIEW_SCHEMA, HistoryPrompts, parse_review
+    from hindsight.agent.prompts import HistoryPrompts
+    from hindsight.agent.review import review_transition
+    from hindsight.agent.runner import EpisodeSpec, Runner, write_episodes
+    from hindsight.envs.pool import EnvPool, env_factory
     from hindsight.llm import open_client
     from hindsight.studies.history.design import CONTINUATION_CONDITIONS
-    from hindsight.studies.history.rollouts import env_factory, run_episodes, write_episodes
 
     base_cond, sep, fmt = condition.partition("-")
     if base_cond not in CONTINUATION_CONDITIONS or (sep and fmt != "chat"):
@@ -221,31 +222,27 @@ async def continuation_cell(
     base = {"raw": "raw", "causal_reference": "causal_reference"}.get(base_cond, "reference")
     settings = dataclasses.replace(settings, review=base_cond == "calibrator", fmt="chat" if chat else "block",
                                    review_model=calibrator if base_cond == "calibrator" else None)
-    pool = EnvPool(make_env or env_factory(env, env_options), max(1, min(in_flight, len(sources) or 1)))
-    try:
-        async with open_client(config, cell, out_calls) as client:
-            resume: dict[str, tuple[str | None, str | None]] = {}
-            if base_cond == "experience":
-                async def review(src: Source) -> None:
-                    comp = ContinuationComposer("reference", src).bind(prompts)
-                    msgs = prompts.review_messages(
-                        env=env, task=src.task, history=comp.review([]), action=src.actions[src.m - 1],
-                        observation=src.reference_outcome())
-                    j = await client.complete_json(model, msgs, schema=REVIEW_SCHEMA, purpose="review",
-                                                   max_tokens=settings.review_max_tokens or settings.max_output_tokens)
-                    resume[src.episode_id] = (j.call_id, parse_review(j.value if j.valid else None)[1])
-                await asyncio.gather(*(review(s) for s in sources))
-            jobs = []
-            for src in sources:
-                call_id, exp = resume.get(src.episode_id, (None, None))
-                jobs.append(dict(
-                    settings=settings, env_name=env, task_id=src.task_id, episode_id=f"{cell}/{src.task_id}",
-                    seed=src.seed, composer=ContinuationComposer(base, src, exp, chat).bind(prompts),
-                    prepare=lambda e, s=src: restore(e, s)))
-            client.expect(len(jobs) * settings.max_actions * (2 if settings.review else 1))
-            episodes = await run_episodes(client, pool, prompts, jobs, in_flight)
-    finally:
-        await asyncio.to_thread(pool.close)
+    async with EnvPool(make_env or env_factory(env, env_options), max(1, min(in_flight, len(sources) or 1))) as pool, \
+            open_client(config, cell, out_calls) as client:
+        resume: dict[str, tuple[str | None, str | None]] = {}
+        if base_cond == "experience":
+            async def review(src: Source) -> None:
+                comp = ContinuationComposer("reference", src).bind(prompts)
+                r = await review_transition(
+                    client, prompts, model, env=env, task=src.task, history=comp.review([]),
+                    action=src.actions[src.m - 1], observation=src.reference_outcome(),
+                    max_tokens=settings.review_max_tokens or settings.max_output_tokens)
+                resume[src.episode_id] = (r.call_id, r.experience)
+            await asyncio.gather(*(review(s) for s in sources))
+        specs = []
+        for src in sources:
+            call_id, exp = resume.get(src.episode_id, (None, None))
+            specs.append(EpisodeSpec(
+                env, src.task_id, f"{cell}/{src.task_id}", src.seed, settings,
+                composer=ContinuationComposer(base, src, exp, chat).bind(prompts),
+                prepare=lambda e, s=src: restore(e, s)))
+        client.expect(len(specs) * settings.max_actions * (2 if settings.review else 1))
+        episodes = await Runner(client, pool, prompts, in_flight=in_flight).concurrent(specs)
     extra = [{"source_episode_id": s.episode_id, "source_length": s.length, "restored_step": s.k,
               "reference_end": s.m, "resume_review_call_id": resume.get(s.episode_id, (None, None))[0],
               "resume_experience": resume.get(s.episode_id, (None, None))[1]} for s in sources]

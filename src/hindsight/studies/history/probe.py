@@ -21,7 +21,8 @@ import pandas as pd
 
 from hindsight.agent.actor import ActorSettings
 from hindsight.agent.parse import normalize, parse_action
-from hindsight.agent.prompts import JUDGE_SCHEMA, REVIEW_SCHEMA, HistoryPrompts, parse_review
+from hindsight.agent.prompts import JUDGE_SCHEMA, HistoryPrompts
+from hindsight.agent.review import review_transition
 from hindsight.agent.render import Segment
 from hindsight.agent.views import Entry, apply_view, current_label, raw
 from hindsight.studies.history.design import PROBE_CONDITIONS
@@ -90,7 +91,7 @@ async def probe_cell(
     conditions: Sequence[str] = PROBE_CONDITIONS,
 ) -> pd.DataFrame:
     """Screen the repeat pairs of one Raw cell and ask the actor for one next action per condition."""
-    from hindsight.cells import write_parquet
+    from hindsight.files import write_parquet
     from hindsight.llm import open_client
 
     bad = [c for c in conditions if c not in PROBE_CONDITIONS]
@@ -120,11 +121,11 @@ async def probe_cell(
             entries = list(p.entries)
             review_id = decision = exp = None
             if condition == "experience":
-                rmsgs = prompts.review_messages(env=env, task=p.task, history=[Segment.of(raw(entries))],
-                                                action=p.action, observation=p.current_observation)
-                j = await client.complete_json(model, rmsgs, schema=REVIEW_SCHEMA, purpose="review",
-                                               max_tokens=settings.review_max_tokens or settings.max_output_tokens)
-                review_id, (decision, exp) = j.call_id, parse_review(j.value if j.valid else None)
+                r = await review_transition(client, prompts, model, env=env, task=p.task,
+                                            history=[Segment.of(raw(entries))], action=p.action,
+                                            observation=p.current_observation,
+                                            max_tokens=settings.review_max_tokens or settings.max_output_tokens)
+                review_id, decision, exp = r.call_id, r.decision, r.experience
                 entries[-1] = Entry(entries[-1].observation, entries[-1].action, exp)
             view = apply_view(condition, entries)
             msgs = prompts.actor_messages(

@@ -1,0 +1,16 @@
+"""Memory systems and the lifecycle they share (:mod:`hindsight.memory.base`).
+
+A study serves a :class:`MemoryView` to the runner (:mod:`hindsight.agent.runner`), which
+records the served lesson ids per step; a :class:`Memory` learns between batches of a
+stream and is snapshotted (:mod:`hindsight.memory.snapshot`).
+"""
+
+from hindsight.memory.base import (
+    EpisodeMemory, FixedView, Lesson, Memory, MemoryBlock, MemoryView, Served, StaticEpisode, StepContext,
+    TaskContext, fixed,
+)
+
+__all__ = [
+    "EpisodeMemory", "FixedView", "Lesson", "Memory", "MemoryBlock", "MemoryView", "Served", "StaticEpisode",
+    "StepContext", "TaskContext", "fixed",
+]
