@@ -57,8 +57,8 @@ def test_presets_merged_onto_the_defaults_validate(preset):
     check_config(merge(base_config(), overlay), f"config/presets/{preset}")
 
 
-MODULES = ["src/hindsight/studies/history/workflow.py", "src/hindsight/studies/history/cells.py",
-           "src/hindsight/studies/history/design.py", "src/hindsight/envs/pipeline.py",
+MODULES = ["src/hindsight/studies/history/workflow.py", "src/hindsight/studies/history/entry.py",
+           "src/hindsight/studies/history/design.py", "src/hindsight/envs/build.py",
            "workflow/rules/envs.smk", "workflow/rules/smoke.smk", "workflow/rules/history.smk"]
 
 

@@ -1,57 +1,12 @@
-"""What every cell's entry point shares: logging to console and log, atomic outputs,
-and a clean stop (a precise message, no deep traceback) on the errors a user can fix.
-"""
+"""Old path of :mod:`hindsight.rule_entry` (and the writers of :mod:`hindsight.files`), kept
+only until the luck study's and the runner's files switch; new code imports those."""
 
-from __future__ import annotations
-
-import asyncio
-import logging
-import os
-import sys
-from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
-
-import pandas as pd
-import pyarrow as pa
-
-from hindsight import files
-from hindsight.config import ConfigError
-from hindsight.llm.types import LLMError
-
-T = TypeVar("T")
+from hindsight.files import write_parquet  # noqa: F401
+from hindsight.rule_entry import run_cell, setup_logging  # noqa: F401
 
 
-def setup_logging(log_path: str | os.PathLike[str] | None, level: int = logging.INFO) -> None:
-    """Log to stderr (the console) and, if given, to the rule's log file."""
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    if log_path:
-        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_path, mode="w", encoding="utf-8"))
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        handlers=handlers, force=True)
-    for noisy in ("httpx", "httpx2", "openai", "httpcore"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+def write_text(text: str, path: str) -> None:
+    """``hindsight.files.atomic_write_text(path, text)`` (argument order of the old helper)."""
+    from hindsight.files import atomic_write_text
 
-
-def write_parquet(df: pd.DataFrame | pa.Table, path: str | os.PathLike[str],
-                  schema: pa.Schema | None = None) -> None:
-    """Write a table atomically (see :func:`hindsight.files.write_parquet`)."""
-    files.write_parquet(df, path, schema)
-
-
-def write_text(text: str, path: str | os.PathLike[str]) -> None:
-    files.atomic_write_text(path, text)
-
-
-def run_cell(main: Callable[[], Awaitable[T]] | Callable[[], T], log_path: Any = None) -> T:
-    """Run a cell's main (sync or async); on a user-fixable error, log it and exit 1."""
-    setup_logging(log_path)
-    log = logging.getLogger("hindsight.cell")
-    try:
-        result = main()
-        if asyncio.iscoroutine(result):
-            result = asyncio.run(result)
-        return result  # type: ignore[return-value]
-    except (ConfigError, LLMError) as exc:
-        log.error("%s", exc)
-        sys.exit(1)
+    atomic_write_text(path, text)

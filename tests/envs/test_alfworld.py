@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from hindsight.envs.agents import GoldAgent, RandomAgent, run_episode
+from hindsight.envs.scripted import GoldAgent, RandomAgent, run_episode
 from hindsight.envs.alfworld import AlfworldEnv, game_dirs, task_rows
 from hindsight.envs.alfworld_gen import GameSpec, build_problem, plan_specs
 from hindsight.envs.alfworld_scenes import TASK_TYPES

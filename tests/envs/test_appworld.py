@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from hindsight.envs.agents import GoldAgent, RandomAgent, run_episode
+from hindsight.envs.scripted import GoldAgent, RandomAgent, run_episode
 from hindsight.envs.base import RestoreMismatch
 from hindsight.envs.tasks import make_table, sample_tasks
 from tests.envs.conftest import REPO, restore_in_fresh_process

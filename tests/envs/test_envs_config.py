@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from hindsight.config import ConfigError, check_config
-from hindsight.envs.pipeline import env_options
+from hindsight.envs.build import env_options
 from tests.conftest import REPO, base_config
 
 
@@ -63,7 +63,7 @@ def test_dry_run_plans_tables_and_checks():
 
 
 def test_task_tables_depend_on_generated_data_only():
-    from hindsight.envs.pipeline import env_data_inputs
+    from hindsight.envs.build import env_data_inputs
 
     assert env_data_inputs(envs_with(), "alfworld") == ["resources/alfworld/games.parquet"]
     assert env_data_inputs(envs_with(appworld={"source": "official"}), "appworld") == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hindsight.envs.agents import GoldAgent, RandomAgent, run_episode
+from hindsight.envs.scripted import GoldAgent, RandomAgent, run_episode
 from hindsight.envs.base import RestoreMismatch
 from hindsight.envs.scienceworld import parse_options, parse_task_id, same_observation
 from tests.envs.conftest import random_prefix, restore_in_fresh_process

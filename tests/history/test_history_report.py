@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from hindsight.agent.records import EPISODE_SCHEMA, STEP_SCHEMA
-from hindsight.cells import write_parquet
+from hindsight.files import write_parquet
 from hindsight.studies.history import analysis as A
 from hindsight.studies.history.continuation import continuation_schema
 from hindsight.studies.history.report import write_report

@@ -1,8 +1,8 @@
 # Environments (issue 4; docs/environments.md): offline data, task tables, and the
-# scripted-agent check.  Logic lives in src/hindsight/envs/ (pipeline.py is what these
+# scripted-agent check.  Logic lives in src/hindsight/envs/ (build.py is what these
 # rules run); the scripts only pass snakemake.* on.
 
-from hindsight.envs.pipeline import env_data_inputs  # noqa: E402
+from hindsight.envs.build import env_data_inputs  # noqa: E402
 
 ENVS_CFG = config["envs"]
 

@@ -1,7 +1,7 @@
 """Rule env_alfworld_games: generate the offline ALFWorld games (see workflow/rules/envs.smk)."""
 
-from hindsight.cells import run_cell
-from hindsight.envs.pipeline import generate_alfworld
+from hindsight.envs.build import generate_alfworld
+from hindsight.rule_entry import run_cell
 
 s = snakemake  # noqa: F821
 run_cell(lambda: generate_alfworld(

@@ -1,7 +1,8 @@
 """Rule env_check: gold and random agents on a sample of each split (see workflow/rules/envs.smk)."""
 
-from hindsight.cells import run_cell, write_parquet
-from hindsight.envs.pipeline import run_envcheck
+from hindsight.envs.build import run_envcheck
+from hindsight.files import write_parquet
+from hindsight.rule_entry import run_cell
 
 s = snakemake  # noqa: F821
 run_cell(lambda: write_parquet(

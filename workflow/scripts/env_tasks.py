@@ -1,8 +1,8 @@
 """Rule env_tasks: write results/tasks/{env}.parquet (see workflow/rules/envs.smk)."""
 
-from hindsight.cells import run_cell
-from hindsight.envs.pipeline import build_task_table
+from hindsight.envs.build import build_task_table
 from hindsight.envs.tasks import write_table
+from hindsight.rule_entry import run_cell
 
 s = snakemake  # noqa: F821
 run_cell(lambda: write_table(build_task_table(name=s.wildcards.env, envs_cfg=s.params.envs), s.output[0]),

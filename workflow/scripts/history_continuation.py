@@ -1,10 +1,10 @@
 """Rule history_continuation: one reference-continuation cell (workflow/rules/history.smk)."""
 
-from hindsight.cells import run_cell
-from hindsight.studies.history import cells
+from hindsight.rule_entry import run_cell
+from hindsight.studies.history import entry
 
 s = snakemake  # noqa: F821
-run_cell(lambda: cells.continuation(
+run_cell(lambda: entry.continuation(
     s.config, model=s.wildcards.model, env=s.wildcards.env, condition=s.wildcards.condition,
     cell=s.params.cell, prompts_dir=s.params.prompts_dir, episodes_path=s.input.episodes,
     steps_path=s.input.steps, out_episodes=s.output.episodes, out_steps=s.output.steps,

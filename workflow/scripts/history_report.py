@@ -1,6 +1,6 @@
 """Rule history_report: tables and figures of the history study (workflow/rules/history.smk)."""
 
-from hindsight.cells import run_cell
+from hindsight.rule_entry import run_cell
 from hindsight.studies.history.report import write_report
 
 s = snakemake  # noqa: F821

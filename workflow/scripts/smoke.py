@@ -1,6 +1,6 @@
 """Rule smoke: ask one endpoint a fixed question (see workflow/rules/smoke.smk)."""
 
-from hindsight.cells import run_cell
+from hindsight.rule_entry import run_cell
 from hindsight.studies.smoke import ask
 
 s = snakemake  # noqa: F821

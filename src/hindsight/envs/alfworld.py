@@ -158,9 +158,9 @@ class AlfworldEnv(Env):
         walk = data.get("walkthrough")
         if walk:
             return [str(a) for a in walk]
-        from hindsight.envs.alfworld_solve import solve
+        from hindsight.envs.alfworld_planner import planner_walkthrough
 
-        plan = solve(str(self.gamefile(task_id)))
+        plan = planner_walkthrough(str(self.gamefile(task_id)))
         if plan is None:
             raise RuntimeError(f"alfworld: ALFWorld's planner found no plan for {task_id!r}")
         return plan

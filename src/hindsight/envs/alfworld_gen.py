@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from hindsight.envs import alfworld_scenes as sc
-from hindsight.envs.alfworld_solve import mangle as _fix
+from hindsight.envs.alfworld_planner import mangle as _fix
 from hindsight.envs.alfworld_solve import solve
 
 SPLITS: tuple[str, ...] = ("train", "practice", "eval")

@@ -1,4 +1,5 @@
-"""Solving generated ALFWorld games: ALFWorld's planner expert, or the generator's oracle.
+"""Solving generated ALFWorld games: ALFWorld's planner expert
+(:mod:`hindsight.envs.alfworld_planner`), or the generator's oracle.
 
 Every game the generator keeps is solved here and the solution is played in the TextWorld
 engine until it reports ``won``.  ALFWorld's fast-downward planner expert solves five task
@@ -14,15 +15,7 @@ import json
 from pathlib import Path
 
 from hindsight.envs import alfworld_scenes as sc
-
-MAX_PLAN_STEPS = 80
-
-
-def mangle(name: str) -> str:
-    """ALFRED's mangling of ids into PDDL symbols (``|`` -> ``_bar_`` ...)."""
-    for a, b in (("-", "_minus_"), ("|", "_bar_"), ("+", "_plus_"), (".", "_dot_"), (",", "_comma_")):
-        name = name.replace(a, b)
-    return name
+from hindsight.envs.alfworld_planner import MAX_PLAN_STEPS, mangle, planner_walkthrough
 
 
 def oracle_walkthrough(gamefile: str) -> list[str] | None:
@@ -100,35 +93,13 @@ EXPERT_OF_TASK = {t: "planner" for t in sc.TASK_TYPES} | {"pick_two_obj_and_plac
 
 
 def solve(gamefile: str) -> list[str] | None:
-    """A walkthrough of one game, checked by play in the engine to ``won``; ``None`` if unsolved.
-
-    ALFWorld's planner expert plans at reset; its plan is then played in the same engine
-    (with re-planning switched off) and must end in ``won``.  Two-object goals use the
-    oracle, which plays as it plans.
+    """A walkthrough of one generated game, checked by play in the engine to ``won``;
+    ``None`` if unsolved.  Two-object goals use the oracle, which plays as it plans; the
+    others ALFWorld's planner (:func:`~hindsight.envs.alfworld_planner.planner_walkthrough`).
     """
     folder = Path(gamefile).parent
     task_type = json.loads((folder / "traj_data.json").read_text())["task_type"]
     if EXPERT_OF_TASK.get(task_type, "planner") == "oracle":
         plan = oracle_walkthrough(gamefile)
         return plan if plan and len(plan) <= MAX_PLAN_STEPS else None
-    import textworld
-    from textworld.envs import PddlEnv
-    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos
-
-    inner = AlfredInfos(AlfredDemangler(PddlEnv(textworld.EnvInfos(admissible_commands=True, won=True,
-                                                                  extras=["gamefile"])), shuffle=False))
-    env = AlfredExpert(inner, expert_type="planner")
-    try:
-        env.load(gamefile)
-        plan = [str(a) for a in (env.reset()["extra.expert_plan"] or [])]
-    except Exception:  # the planner raises on games it cannot handle: unsolved
-        return None
-    if not plan or len(plan) > MAX_PLAN_STEPS:
-        return None
-    env.request_infos.policy_commands = False
-    state = None
-    for action in plan:
-        if action not in (state or env.state)["admissible_commands"]:
-            return None
-        state, _, _ = inner.step(action)
-    return plan if state is not None and state["won"] else None
+    return planner_walkthrough(gamefile)

@@ -16,7 +16,8 @@ module writes what AppWorld's own loaders read, with AppWorld's own code:
 Before the root is kept, every task's solution must pass all its unit tests and a bare
 ``complete_task()`` must fail at least one (:func:`verify`).
 
-The tasks themselves are defined in :mod:`hindsight.envs.appworld_tasks`.  Everything is
+The tasks themselves are defined in :mod:`hindsight.envs.appworld_tasks`, the people and
+accounts both share in :mod:`hindsight.envs.appworld_cast`.  Everything is
 deterministic in the seed.  Run it in its own process: AppWorld fixes ``APPWORLD_ROOT``
 at first use and freezes the clock while a world is open.
 """
@@ -30,23 +31,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger(__name__)
+from hindsight.envs.appworld_cast import APPS, BASE_TIME, FRIENDS, PASSWORDS, SUPERVISOR
 
-SUPERVISOR = {"first_name": "Ada", "last_name": "Moreau", "email": "ada.moreau@gmail.com",
-              "phone_number": "2125550143", "birthday": "1991-04-12", "sex": "female"}
-FRIENDS = [
-    {"first_name": "Ravi", "last_name": "Patel", "email": "ravi.patel@gmail.com", "phone_number": "2125550171",
-     "birthday": "1989-02-03", "sex": "male"},
-    {"first_name": "Lena", "last_name": "Fischer", "email": "lena.fischer@gmail.com", "phone_number": "2125550188",
-     "birthday": "1992-09-21", "sex": "female"},
-    {"first_name": "Tom", "last_name": "Okafor", "email": "tom.okafor@gmail.com", "phone_number": "2125550193",
-     "birthday": "1988-12-30", "sex": "male"},
-]
-APPS = ("simple_note", "todoist", "venmo", "splitwise")
-PASSWORDS = {"simple_note": "note-Ada-91", "todoist": "todo-Ada-91", "venmo": "venmo-Ada-91",
-             "splitwise": "split-Ada-91"}
-TASK_DATETIME = "2023-05-18T10:00:00"
-BASE_TIME = "2023-05-01T09:00:00"
+log = logging.getLogger(__name__)
 
 
 def set_root(root: str | os.PathLike) -> Path:

@@ -32,7 +32,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from hindsight.envs.appworld_data import FRIENDS, PASSWORDS, SUPERVISOR, TASK_DATETIME
+from hindsight.envs.appworld_cast import FRIENDS, PASSWORDS, SUPERVISOR, TASK_DATETIME
 
 SPLIT_OF_VARIANT = {0: "train", 1: "practice", 2: "eval"}
 TAGS = ["work", "recipes", "travel", "ideas", "books", "health", "finance", "garden"]

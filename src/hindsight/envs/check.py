@@ -1,7 +1,7 @@
 """The environment check behind ``results/envcheck/{env}.parquet``.
 
 A seeded sample of each split of the task table is played by the gold agent and by the
-random agent (:mod:`hindsight.envs.agents`); one row per (task, agent).  The gold agent must
+random agent (:mod:`hindsight.envs.scripted`); one row per (task, agent).  The gold agent must
 win at least ``gold_min_success`` of its episodes (a task it cannot solve is a generator
 or adapter bug); the random agent's rate is recorded and should be low.
 """
@@ -12,7 +12,7 @@ import logging
 
 import pandas as pd
 
-from hindsight.envs.agents import GoldAgent, RandomAgent, run_episode
+from hindsight.envs.scripted import GoldAgent, RandomAgent, run_episode
 from hindsight.envs.base import Env
 from hindsight.envs.tasks import sample_tasks
 

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from hindsight.cells import write_parquet
+from hindsight.files import write_parquet
 from hindsight.llm import open_client
 
 log = logging.getLogger(__name__)

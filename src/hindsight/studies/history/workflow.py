@@ -12,6 +12,12 @@ from typing import Any, Callable, Mapping
 from hindsight.config import ConfigError
 from hindsight.studies.history.design import rollout_conditions
 
+PARTS = ("rollouts", "continuation", "probe", "report")
+NOT_CODE = ("hindsight.config", "hindsight.files", "hindsight.llm", "hindsight.rule_entry", "hindsight.testing")
+"""Imported by every part but not deciding its outputs: config parsing (its values are in
+the rule's params), atomic writing, the model layer (its cache replays the calls), rule
+plumbing and the loopback server."""
+
 
 class HistoryWorkflow:
     """The history section of one config, resolved (``endpoint`` maps a name to its params)."""
@@ -68,15 +74,19 @@ class HistoryWorkflow:
     @staticmethod
     def code(part: str) -> list[str]:
         """Source files that determine a part's outputs (inputs of its rule: an edit reruns it;
-        the model cache makes that rerun replay every unchanged call)."""
-        agent = [f"src/hindsight/agent/{m}.py" for m in
-                 ("actor", "memory", "parse", "prompts", "records", "render", "views")]
-        study = [f"src/hindsight/studies/history/{m}.py" for m in ("cells", "design", "rollouts")]
-        extra = {"rollouts": [], "continuation": ["continuation"], "probe": ["probe"]}
+        the model cache makes that rerun replay every unchanged call): the part's module and
+        every package module it imports (:func:`hindsight.sources.source_files`), less the
+        plumbing in :data:`NOT_CODE`."""
+        from hindsight.sources import source_files
+
+        if part not in PARTS:
+            raise ValueError(f"history: unknown part {part!r}; known: {', '.join(PARTS)}")
+        study = "hindsight.studies.history"
         if part == "report":
-            return sorted([f"src/hindsight/studies/history/{m}.py" for m in ("analysis", "design", "report")]
-                          + [f"src/hindsight/stats/{m}.py" for m in ("intervals", "paired")])
-        return sorted(agent + study + [f"src/hindsight/studies/history/{m}.py" for m in extra[part]])
+            return source_files([f"{study}.report"], exclude=NOT_CODE)
+        # the rule's entry point itself, not what it imports (it imports every part)
+        entry = "src/hindsight/studies/history/entry.py"
+        return sorted({entry, *source_files([f"{study}.{part}", f"{study}.design"], exclude=NOT_CODE)})
 
     def api(self, model: str) -> int:
         return max(1, min(int(self.h["in_flight"]), int(self.models_registry[model].max_concurrency)))

@@ -1,0 +1,64 @@
+"""Import structure of the package, read statically (hindsight.sources): no import cycle
+anywhere (lazy imports inside functions included), layers below never import a study, no
+study imports another, and the lowest modules stay low."""
+
+from __future__ import annotations
+
+import pytest
+
+from hindsight import sources
+
+
+def test_no_import_cycle_in_the_package():
+    graph = sources.import_graph()
+    assert len(graph) > 50  # the whole package was read
+    cycle = sources.find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_cycle_finder_finds_a_planted_cycle():
+    assert sources.find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    cycle = sources.find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})
+    assert cycle is not None and cycle[0] == cycle[-1] and set(cycle) == {"a", "b", "c"}
+    # the real graph with one reversed edge planted has a cycle
+    graph = {m: set(d) for m, d in sources.import_graph().items()}
+    graph["hindsight.envs.alfworld_planner"].add("hindsight.envs.alfworld")
+    assert sources.find_cycle(graph) is not None
+
+
+def test_imports_are_resolved_statically():
+    alf = sources.imports("hindsight.envs.alfworld")
+    assert "hindsight.envs.alfworld_planner" in alf  # an import inside a method counts
+    assert "hindsight.envs.base" in alf
+    assert "hindsight.files" in sources.imports("hindsight.envs.tasks")
+    assert "hindsight.envs.alfworld_scenes" in sources.imports("hindsight.envs.alfworld_solve")  # from P import sub
+    with pytest.raises(ModuleNotFoundError):
+        sources.imports("hindsight.nowhere")
+
+
+def _studies(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "studies" else None
+
+
+def test_layers_never_import_a_study_and_studies_not_each_other():
+    bad = []
+    for module, deps in sources.import_graph().items():
+        mine = _studies(module)
+        for dep in deps:
+            theirs = _studies(dep)
+            if theirs is not None and theirs != mine:
+                bad.append(f"{module} -> {dep}")
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("module,forbidden", [
+    ("hindsight.files", ("hindsight",)),
+    ("hindsight.sources", ("hindsight",)),
+    ("hindsight.envs.tasks", ("hindsight.llm", "hindsight.agent", "hindsight.studies")),
+    ("hindsight.envs.build", ("hindsight.llm", "hindsight.agent", "hindsight.studies")),
+])
+def test_low_modules_stay_low(module, forbidden):
+    below = sources.closure([module])
+    reached = [m for m in below if m != module and any(m == f or m.startswith(f + ".") for f in forbidden)]
+    assert not reached, f"{module} reaches {reached}"
