@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -70,6 +71,13 @@ def test_smoke_run_records_and_no_key_leaks(workflow_copy):
         assert answer.loc[0, "answer"] == "Paris"
         assert len(calls) == 1 and calls.loc[0, "cost"] > 0
         assert srv.stats.completions == 1
+        # the rule's spec beside its outputs: what produced them
+        spec = json.loads((workflow_copy / "results/smoke/loop.spec.json").read_text())
+        assert spec["rule"] == "smoke" and spec["wildcards"] == {"model": "loop"}
+        assert spec["params"]["question"] == base_config()["smoke"]["question"]
+        assert spec["params"]["endpoint"]["identity"]["base_url"] == entry["base_url"]
+        assert spec["outputs"] == ["results/smoke/loop.parquet", "results/smoke/loop.calls.parquet"]
+        assert spec["git"]["revision"] != "unknown" and spec["prompts"] is None
         # rerunning the one cell on purpose replays the cache: no new call
         out = snakemake(workflow_copy, "--configfile", str(overlay), "--force", "--",
                         "results/smoke/loop.parquet", env=env)

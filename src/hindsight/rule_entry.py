@@ -1,6 +1,13 @@
 """What every rule's script shares when it enters Python: logging to the console and the
-rule's log, and a clean stop (a precise message, no deep traceback) on the errors a user
-can fix.
+rule's log, a clean stop (a precise message, no deep traceback) on the errors a user can
+fix, and the rule's *spec* written next to its outputs once it succeeds.
+
+:func:`run_rule` is the one entry: ``run_rule(snakemake, main)``.  The spec
+(``<output dir>/<first output's name less its suffix>.spec.json``, canonical JSON) says what
+produced the outputs: the rule, its wildcards, its params (the config slice that decides
+the outputs; endpoint params never hold a key, and anything that looks like one is
+redacted all the same), the digests of its prompt files (an input named ``prompts``),
+its input and output paths, the package version and the git revision of the code that ran.
 
 (Named for what it is, the entry of a Snakemake rule into the package; it was
 ``hindsight/cells.py``, a word that also meant a study's design cell and a history rule's
@@ -12,14 +19,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
+import subprocess
 import sys
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
+import hindsight
 from hindsight.config import ConfigError
+from hindsight.files import atomic_write_json
 from hindsight.llm.types import LLMError
+from hindsight.prompts import PromptFiles
 
 T = TypeVar("T")
+SPEC_SUFFIX = ".spec.json"
+REDACTED = "<redacted>"
+_SECRET_KEY = re.compile(r"(api[_-]?key|secret|token|authorization|password)$", re.IGNORECASE)
+_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)$")
 
 
 def setup_logging(log_path: str | os.PathLike[str] | None, level: int = logging.INFO) -> None:
@@ -46,3 +63,103 @@ def run_cell(main: Callable[[], Awaitable[T]] | Callable[[], T], log_path: Any =
     except (ConfigError, LLMError) as exc:
         log.error("%s", exc)
         sys.exit(1)
+
+
+def run_rule(smk: Any, main: Callable[[], Awaitable[T]] | Callable[[], T]) -> T:
+    """Run a rule's ``main`` (sync or async) with logging to ``smk.log[0]``; on success write
+    the rule's spec (:func:`write_spec`); on a user-fixable error log it and exit 1."""
+    result = run_cell(main, smk.log[0] if len(smk.log) else None)
+    path = write_spec(smk)
+    logging.getLogger("hindsight.rule").info("spec: %s", path)
+    return result
+
+
+def spec_path(first_output: str | os.PathLike[str]) -> Path:
+    """``results/a/raw.parquet`` -> ``results/a/raw.spec.json`` (a folder output: beside it)."""
+    p = Path(first_output)
+    return p.with_name((p.stem if p.suffix else p.name) + SPEC_SUFFIX)
+
+
+def write_spec(smk: Any) -> Path:
+    """Write :func:`rule_spec` of ``smk`` beside its first output, atomically."""
+    return atomic_write_json(spec_path(smk.output[0]), rule_spec(smk))
+
+
+def rule_spec(smk: Any) -> dict[str, Any]:
+    """What produced a rule's outputs (see the module docstring); JSON-ready, keys redacted."""
+    named_inputs = dict(smk.input.items())
+    prompts = named_inputs.get("prompts")
+    spec = {
+        "rule": smk.rule,
+        "wildcards": {k: str(v) for k, v in smk.wildcards.items()},
+        "params": {k: _plain(v) for k, v in smk.params.items()},
+        "prompts": prompt_digests([prompts] if isinstance(prompts, str) else list(prompts or [])),
+        "inputs": _paths(smk.input),
+        "outputs": _paths(smk.output),
+        "hindsight_version": hindsight.__version__,
+        "git": git_revision(),
+    }
+    return redact(spec)
+
+
+def prompt_digests(paths: list[str]) -> dict[str, Any] | None:
+    """Folder, per-file SHA-256 and version of prompt files (as :class:`PromptFiles` computes them)."""
+    if not paths:
+        return None
+    folders = sorted({str(Path(p).parent) for p in paths})
+    out = {}
+    for folder in folders:
+        names = sorted(Path(p).name for p in paths if str(Path(p).parent) == folder)
+        loaded = PromptFiles.load(folder, names, what="rule")
+        out[folder] = {"digests": loaded.digests(), "version": loaded.version()}
+    return out
+
+
+@lru_cache(maxsize=1)
+def git_revision() -> dict[str, Any]:
+    """``{"revision": <HEAD>, "dirty": bool}`` of the checkout the package runs from, or
+    ``{"revision": "unknown", "dirty": None}`` outside one (or without git)."""
+    repo = Path(hindsight.__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=20, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {"revision": "unknown", "dirty": None}
+    return {"revision": head, "dirty": bool(status.strip())}
+
+
+def redact(obj: Any, secrets: tuple[str, ...] | None = None) -> Any:
+    """``obj`` with the value of any key named like a secret (``api_key``, ``token``, ...;
+    not ``api_key_env``, which names a variable) and any string equal to a secret-looking
+    environment variable's value replaced by ``"<redacted>"``."""
+    if secrets is None:
+        secrets = tuple(v for k, v in os.environ.items() if _SECRET_ENV.search(k.upper()) and len(v) >= 8)
+    if isinstance(obj, Mapping):
+        return {k: REDACTED if _SECRET_KEY.search(str(k)) and obj[k] else redact(v, secrets)
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact(v, secrets) for v in obj]
+    if isinstance(obj, str) and any(s in obj for s in secrets):
+        return REDACTED
+    return obj
+
+
+def _paths(files: Any) -> list[str]:
+    """A rule's input or output files as a flat list of strings."""
+    out: list[str] = []
+    for f in files:
+        out.extend(_paths(f) if isinstance(f, (list, tuple)) else [str(f)])
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """A param as JSON data (Snakemake's lists and mappings become lists and dicts)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)

@@ -1,8 +1,8 @@
 """Rule env_alfworld_games: generate the offline ALFWorld games (see workflow/rules/envs.smk)."""
 
 from hindsight.envs.build import generate_alfworld
-from hindsight.rule_entry import run_cell
+from hindsight.rule_entry import run_rule
 
 s = snakemake  # noqa: F821
-run_cell(lambda: generate_alfworld(
-    envs_cfg=s.params.envs, out_dir=s.output.games, manifest=s.output.manifest, workers=s.threads), s.log[0])
+run_rule(s, lambda: generate_alfworld(
+    envs_cfg=s.params.envs, out_dir=s.output.games, manifest=s.output.manifest, workers=s.threads))

@@ -2,9 +2,9 @@
 
 from hindsight.envs.build import run_envcheck
 from hindsight.files import write_parquet
-from hindsight.rule_entry import run_cell
+from hindsight.rule_entry import run_rule
 
 s = snakemake  # noqa: F821
-run_cell(lambda: write_parquet(
+run_rule(s, lambda: write_parquet(
     run_envcheck(name=s.wildcards.env, envs_cfg=s.params.envs, tasks_path=s.input.tasks),
-    s.output[0]), s.log[0])
+    s.output[0]))

@@ -2,8 +2,7 @@
 
 from hindsight.envs.build import build_task_table
 from hindsight.envs.tasks import write_table
-from hindsight.rule_entry import run_cell
+from hindsight.rule_entry import run_rule
 
 s = snakemake  # noqa: F821
-run_cell(lambda: write_table(build_task_table(name=s.wildcards.env, envs_cfg=s.params.envs), s.output[0]),
-         s.log[0])
+run_rule(s, lambda: write_table(build_task_table(name=s.wildcards.env, envs_cfg=s.params.envs), s.output[0]))

@@ -1,11 +1,11 @@
 """Rule history_continuation: one reference-continuation cell (workflow/rules/history.smk)."""
 
-from hindsight.rule_entry import run_cell
+from hindsight.rule_entry import run_rule
 from hindsight.studies.history import entry
 
 s = snakemake  # noqa: F821
-run_cell(lambda: entry.continuation(
+run_rule(s, lambda: entry.continuation(
     s.config, model=s.wildcards.model, env=s.wildcards.env, condition=s.wildcards.condition,
     cell=s.params.cell, prompts_dir=s.params.prompts_dir, episodes_path=s.input.episodes,
     steps_path=s.input.steps, out_episodes=s.output.episodes, out_steps=s.output.steps,
-    out_calls=s.output.calls), s.log[0])
+    out_calls=s.output.calls))

@@ -1,10 +1,10 @@
 """Rule history_probe: the repetition probe of one Raw cell (workflow/rules/history.smk)."""
 
-from hindsight.rule_entry import run_cell
+from hindsight.rule_entry import run_rule
 from hindsight.studies.history import entry
 
 s = snakemake  # noqa: F821
-run_cell(lambda: entry.probe(
+run_rule(s, lambda: entry.probe(
     s.config, model=s.wildcards.model, env=s.wildcards.env, cell=s.params.cell,
     prompts_dir=s.params.prompts_dir, episodes_path=s.input.episodes, steps_path=s.input.steps,
-    out_responses=s.output.responses, out_screen=s.output.screen, out_calls=s.output.calls), s.log[0])
+    out_responses=s.output.responses, out_screen=s.output.screen, out_calls=s.output.calls))

@@ -1,10 +1,10 @@
 """Rule history_report: tables and figures of the history study (workflow/rules/history.smk)."""
 
-from hindsight.rule_entry import run_cell
+from hindsight.rule_entry import run_rule
 from hindsight.studies.history.report import write_report
 
 s = snakemake  # noqa: F821
-run_cell(lambda: write_report(
+run_rule(s, lambda: write_report(
     rollouts=list(s.input.rollouts), continuation=list(s.input.get("continuation", [])),
     probe=list(s.input.get("probe", [])), analysis=s.params.analysis, tables_dir=s.params.tables_dir,
-    figures_dir=s.params.figures_dir, index_path=s.output.index), s.log[0])
+    figures_dir=s.params.figures_dir, index_path=s.output.index))

@@ -1,10 +1,10 @@
 """Rule history_rollouts: one full-rollout cell (workflow/rules/history.smk)."""
 
-from hindsight.rule_entry import run_cell
+from hindsight.rule_entry import run_rule
 from hindsight.studies.history import entry
 
 s = snakemake  # noqa: F821
-run_cell(lambda: entry.rollouts(
+run_rule(s, lambda: entry.rollouts(
     s.config, model=s.wildcards.model, env=s.wildcards.env, condition=s.wildcards.condition,
     cell=s.params.cell, prompts_dir=s.params.prompts_dir, tasks_path=s.input.tasks,
-    out_episodes=s.output.episodes, out_steps=s.output.steps, out_calls=s.output.calls), s.log[0])
+    out_episodes=s.output.episodes, out_steps=s.output.steps, out_calls=s.output.calls))

@@ -1,9 +1,9 @@
 """Rule smoke: ask one endpoint a fixed question (see workflow/rules/smoke.smk)."""
 
-from hindsight.rule_entry import run_cell
+from hindsight.rule_entry import run_rule
 from hindsight.studies.smoke import ask
 
 s = snakemake  # noqa: F821
-run_cell(lambda: ask(
+run_rule(s, lambda: ask(
     s.config, model=s.wildcards.model, question=s.params.question, max_tokens=s.params.max_tokens,
-    out_path=s.output.answer, records_path=s.output.calls), s.log[0])
+    out_path=s.output.answer, records_path=s.output.calls))

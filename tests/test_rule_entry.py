@@ -1,0 +1,114 @@
+"""The one rule entry (hindsight.rule_entry.run_rule): logging to the rule's log, a clean
+exit on user-fixable errors, and the spec written beside the outputs once the rule succeeds."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from snakemake.io import Namedlist
+
+import hindsight
+from hindsight import rule_entry
+from hindsight.agent.prompts import PROMPT_FILES, HistoryPrompts
+from hindsight.config import ConfigError
+from hindsight.rule_entry import REDACTED, redact, run_rule, spec_path
+
+REPO = Path(__file__).resolve().parents[1]
+PROMPTS = REPO / "config" / "prompts" / "history"
+SECRET = "sk-rule-entry-DUMMY-0123456789"
+
+
+def fake_snakemake(tmp_path: Path, **params) -> SimpleNamespace:
+    return SimpleNamespace(
+        rule="history_rollouts",
+        wildcards=Namedlist(fromdict={"model": "loop", "env": "scienceworld", "condition": "raw"}),
+        params=Namedlist(fromdict=params),
+        input=Namedlist(fromdict={"tasks": str(tmp_path / "tasks.parquet"),
+                                  "prompts": [str(PROMPTS / f) for f in PROMPT_FILES]}),
+        output=Namedlist(fromdict={"episodes": str(tmp_path / "out" / "raw.parquet"),
+                                   "steps": str(tmp_path / "out" / "raw.steps.parquet")}),
+        log=Namedlist(toclone=[str(tmp_path / "logs" / "raw.log")]),
+    )
+
+
+def test_spec_written_after_success(tmp_path, monkeypatch):
+    monkeypatch.setenv("HINDSIGHT_RULE_TEST_KEY", SECRET)
+    endpoint = {"identity": {"base_url": "http://127.0.0.1:1/v1", "model": "m"}, "params": {"seed": 0},
+                "api_key_env": "HINDSIGHT_RULE_TEST_KEY"}
+    smk = fake_snakemake(tmp_path, cell={"seed": 3, "endpoint": endpoint, "api_key": "typed-in-by-mistake",
+                                         "note": f"header Bearer {SECRET}"}, prompts_dir=str(PROMPTS))
+
+    async def main():  # async mains run too
+        import logging
+
+        logging.getLogger("test").info("working")
+        Path(smk.output.episodes).parent.mkdir(parents=True, exist_ok=True)
+        Path(smk.output.episodes).write_text("done")
+        return 7
+
+    assert run_rule(smk, main) == 7
+    path = tmp_path / "out" / "raw.spec.json"
+    assert path == spec_path(smk.output[0])
+    text = path.read_text()
+    spec = json.loads(text)
+    assert spec["rule"] == "history_rollouts"
+    assert spec["wildcards"] == {"model": "loop", "env": "scienceworld", "condition": "raw"}
+    assert spec["params"]["cell"]["seed"] == 3 and spec["params"]["cell"]["endpoint"]["params"] == {"seed": 0}
+    assert spec["params"]["cell"]["endpoint"]["api_key_env"] == "HINDSIGHT_RULE_TEST_KEY"  # a name, kept
+    assert spec["params"]["cell"]["api_key"] == REDACTED and spec["params"]["cell"]["note"] == REDACTED
+    assert SECRET not in text and "typed-in-by-mistake" not in text
+    prompts = HistoryPrompts.load(PROMPTS)
+    assert spec["prompts"] == {str(PROMPTS): {"digests": prompts.digests(), "version": prompts.version()}}
+    assert spec["inputs"][0].endswith("tasks.parquet") and len(spec["inputs"]) == 1 + len(PROMPT_FILES)
+    assert spec["outputs"] == [smk.output.episodes, smk.output.steps]
+    assert spec["hindsight_version"] == hindsight.__version__
+    assert re.fullmatch(r"[0-9a-f]{40}", spec["git"]["revision"]) and isinstance(spec["git"]["dirty"], bool)
+    assert text == json.dumps(spec, sort_keys=True, ensure_ascii=False, indent=1) + "\n"  # canonical
+    assert "working" in (tmp_path / "logs" / "raw.log").read_text()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["raw.parquet", "raw.spec.json"]
+
+
+@pytest.mark.parametrize("error, code", [(ConfigError("config key history.seed: fix it"), 1)])
+def test_user_error_exits_1_without_spec(tmp_path, error, code):
+    smk = fake_snakemake(tmp_path)
+
+    def main():
+        raise error
+
+    with pytest.raises(SystemExit) as info:
+        run_rule(smk, main)
+    assert info.value.code == code
+    assert "config key history.seed: fix it" in (tmp_path / "logs" / "raw.log").read_text()
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bug_propagates_without_spec(tmp_path):
+    smk = fake_snakemake(tmp_path)
+    with pytest.raises(ZeroDivisionError):
+        run_rule(smk, lambda: 1 / 0)
+    assert not (tmp_path / "out").exists()
+
+
+def test_spec_path_of_files_and_folders():
+    assert spec_path("results/history/rollouts/m/e/raw.parquet").name == "raw.spec.json"
+    assert str(spec_path("resources/alfworld/games")) == "resources/alfworld/games.spec.json"
+    assert str(spec_path("results/history/tables/index.md")) == "results/history/tables/index.spec.json"
+
+
+def test_git_revision_outside_a_checkout(tmp_path, monkeypatch):
+    fake = tmp_path / "site" / "lib" / "hindsight" / "__init__.py"
+    fake.parent.mkdir(parents=True)
+    monkeypatch.setattr(hindsight, "__file__", str(fake))
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    assert rule_entry.git_revision.__wrapped__() == {"revision": "unknown", "dirty": None}
+
+
+def test_redact_keeps_ordinary_values(monkeypatch):
+    monkeypatch.setenv("SOME_PROVIDER_API_KEY", SECRET)
+    data = {"max_tokens": 32, "review_max_tokens": 8, "api_key_env": "X_KEY", "token": "", "list": [SECRET, "ok"]}
+    assert redact(data) == {"max_tokens": 32, "review_max_tokens": 8, "api_key_env": "X_KEY", "token": "",
+                            "list": [REDACTED, "ok"]}
