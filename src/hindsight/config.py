@@ -63,6 +63,8 @@ class Endpoint:
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     embedded: EmbeddedWeights | None = None
     source: str = "config/models.yaml"
+    task: str = "chat"
+    batch_size: int = 64
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -134,17 +136,21 @@ def parse_models(data: Any, source: str = "config/models.yaml") -> dict[str, End
         if raw["provider"] == "openai" and not raw.get("base_url"):
             raise ConfigError(f"{where}: key base_url is missing. Fix: add base_url: https://<host>/v1.")
         if raw["provider"] == "embedded" and not raw.get("embedded"):
-            raise ConfigError(f"{where}: key embedded is missing (distribution, file, sha256 of the GGUF).")
+            raise ConfigError(f"{where}: key embedded is missing (distribution, file, sha256 of the weights file).")
         if raw["provider"] == "embedded" and raw.get("base_url"):
             raise ConfigError(f"{where}: key base_url is not allowed for provider embedded (the pipeline starts the server).")
+        task = raw.get("task", "chat")
+        if task != "embed" and "batch_size" in raw:
+            raise ConfigError(f"{where}: key batch_size is only for embedding endpoints. "
+                              f"Fix: add task: embed or remove batch_size.")
         emb = raw.get("embedded")
         endpoints[name] = Endpoint(
             name=name,
             provider=raw["provider"],
             model=raw["model"],
             max_concurrency=raw["max_concurrency"],
-            params=dict(raw["params"]),
-            structured_output=raw["structured_output"],
+            params=dict(raw.get("params") or {}),
+            structured_output=raw.get("structured_output", False),
             price=Price(**raw["price"]),
             base_url=raw.get("base_url"),
             api_key_env=raw.get("api_key_env"),
@@ -154,6 +160,8 @@ def parse_models(data: Any, source: str = "config/models.yaml") -> dict[str, End
             extra_body=dict(raw.get("extra_body") or {}),
             embedded=EmbeddedWeights(**emb) if emb else None,
             source=source,
+            task=task,
+            batch_size=int(raw.get("batch_size", 64)),
         )
     return endpoints
 
@@ -166,8 +174,11 @@ def load_models(path: str | os.PathLike[str]) -> dict[str, Endpoint]:
 def check_config(config: Mapping[str, Any], source: str = "config/config.yaml") -> dict[str, Endpoint]:
     """Validate a pipeline config and its registry; return the registry.
 
-    Checks the schema, that the registry exists and is valid, and that every name in
-    ``panel`` and ``roles`` is a registry entry.
+    Checks the schema, that the registry exists and is valid, that every name in
+    ``panel`` and ``roles`` is a registry entry, that the panel and every role but
+    ``embedder`` name chat endpoints, and that ``roles.embedder`` names an endpoint that
+    can embed (``task: embed``, or an ``openai`` entry whose server also serves
+    ``/v1/embeddings``; the client says so clearly if it does not).
     """
     validate(dict(config), load_schema("config.schema.json"), source)
     models_path = Path(config["models_file"])
@@ -181,6 +192,23 @@ def check_config(config: Mapping[str, Any], source: str = "config/config.yaml") 
                     f"{source}: key {key}: model '{name}' is not in {config['models_file']} "
                     f"(known: {', '.join(sorted(models))}). Fix: add an entry for it or correct the name."
                 )
+    roles = dict(config.get("roles") or {})
+    for key, name in [("panel", n) for n in config["panel"]] + [(f"roles.{r}", n) for r, n in roles.items()]:
+        ep = models[name]
+        if key == "roles.embedder":
+            if ep.task != "embed" and ep.provider != "openai":
+                embedders = [n for n, e in sorted(models.items()) if e.task == "embed"]
+                raise ConfigError(
+                    f"{source}: key roles.embedder: endpoint '{name}' of {config['models_file']} is an embedded "
+                    f"chat model and serves no embeddings. Fix: name an embedding endpoint (task: embed; in the "
+                    f"registry: {', '.join(embedders) or 'none'}), e.g. the embedded embedder minilm."
+                )
+        elif ep.task != "chat":
+            raise ConfigError(
+                f"{source}: key {key}: endpoint '{name}' of {config['models_file']} is an embedding endpoint "
+                f"(task: embed) and cannot answer chat calls. Fix: name a chat endpoint here; embedding "
+                f"endpoints belong in roles.embedder."
+            )
     return models
 
 

@@ -5,15 +5,35 @@ Public API::
     async with open_client(config, cell_id, records_path) as client:
         r = await client.complete(model, messages, sample=0)
         j = await client.complete_json(model, messages, schema=..., sample=0)
+        e = await client.embed(config["roles"]["embedder"], ["a text", "another"])
+
+Names are imported on first use, so that the local servers' child processes
+(``hindsight.llm.embedded``, ``hindsight.llm.embedder_server``) start without loading the
+client and the ``openai`` SDK.
 """
 
-from hindsight.llm.cache import Cache, cache_key
-from hindsight.llm.client import Client
-from hindsight.llm.records import RECORD_SCHEMA, read_records
-from hindsight.llm.session import open_client, run_id
-from hindsight.llm.types import BudgetExceeded, CallFailed, ChatResult, JSONResult, LLMError, Usage
+from __future__ import annotations
 
-__all__ = [
-    "BudgetExceeded", "CallFailed", "Cache", "ChatResult", "Client", "JSONResult", "LLMError",
-    "RECORD_SCHEMA", "Usage", "cache_key", "open_client", "read_records", "run_id",
-]
+import importlib
+from typing import Any
+
+_WHERE = {
+    "Cache": "cache", "cache_key": "cache", "Client": "client", "RECORD_SCHEMA": "records",
+    "read_records": "records", "open_client": "session", "run_id": "session",
+    "BudgetExceeded": "types", "CallFailed": "types", "ChatResult": "types", "EmbedResult": "types",
+    "JSONResult": "types", "LLMError": "types", "Usage": "types",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'hindsight.llm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"hindsight.llm.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

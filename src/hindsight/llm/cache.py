@@ -4,7 +4,8 @@ The cache key is the SHA-256 of a canonical JSON of everything that determines a
 response: the endpoint identity (base URL + model, or the embedded weights' digest),
 the messages, every sampling parameter (seed, temperature, top_p, max_tokens, response
 format, grammar, extra body) and the caller's explicit ``sample`` index.  Transport
-settings (timeouts, retries) are not part of it.  Entries never expire: a registered
+settings (timeouts, retries) are not part of it.  An embedding is cached per text
+(:func:`embed_key`).  Entries never expire: a registered
 rerun must replay.
 
 Each completed call is committed before the caller sees it, so a process killed with
@@ -20,7 +21,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -54,6 +55,13 @@ def cache_key(identity: Mapping[str, Any], messages: Any, params: Mapping[str, A
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
+def embed_key(identity: Mapping[str, Any], text: str, options: Mapping[str, Any]) -> str:
+    """SHA-256 of one text's embedding: endpoint identity + the text + dimension/normalisation
+    options.  One entry per text, so calls that share some texts reuse those."""
+    payload = {"endpoint": dict(identity), "task": "embed", "input": text, "options": dict(options)}
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
 class Cache:
     """A process-safe response cache plus the ledger of paid calls.
 
@@ -84,25 +92,45 @@ class Cache:
             row = self._db.execute("SELECT record FROM responses WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The cached records among ``keys`` (one query per 500 keys)."""
+        if self.mode != "use" or not keys:
+            return {}
+        found: dict[str, dict[str, Any]] = {}
+        keys = list(dict.fromkeys(keys))
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                rows = self._db.execute(
+                    f"SELECT key, record FROM responses WHERE key IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
+                found.update((k, json.loads(r)) for k, r in rows)
+        return found
+
     def store(self, key: str, record: Mapping[str, Any], run_id: str) -> None:
         """Commit a fresh call: its response (unless mode is ``off``) and its ledger entry,
         in one transaction, before the caller sees the result."""
+        self.store_many([(key, record)], run_id)
+
+    def store_many(self, items: Sequence[tuple[str, Mapping[str, Any]]], run_id: str) -> None:
+        """Commit several fresh calls (e.g. the texts of one embeddings request) in one transaction."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                if self.mode != "off":
+                for key, record in items:
+                    if self.mode != "off":
+                        self._db.execute(
+                            "INSERT OR REPLACE INTO responses(key, endpoint, record, created_at) VALUES (?, ?, ?, ?)",
+                            (key, record["endpoint"], canonical_json(record), record.get("finished_at", "")),
+                        )
                     self._db.execute(
-                        "INSERT OR REPLACE INTO responses(key, endpoint, record, created_at) VALUES (?, ?, ?, ?)",
-                        (key, record["endpoint"], canonical_json(record), record.get("finished_at", "")),
+                        "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            record["call_id"], run_id, record["endpoint"], record["cell_id"],
+                            int(record["prompt_tokens"]), int(record["completion_tokens"]),
+                            float(record["cost"]), record["finished_at"],
+                        ),
                     )
-                self._db.execute(
-                    "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        record["call_id"], run_id, record["endpoint"], record["cell_id"],
-                        int(record["prompt_tokens"]), int(record["completion_tokens"]),
-                        float(record["cost"]), record["finished_at"],
-                    ),
-                )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")

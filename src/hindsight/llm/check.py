@@ -1,14 +1,17 @@
 """Check endpoints before any study call.
 
 ``preflight`` (run by the workflow's ``onstart``) fails fast on what a run would trip
-over later: an unset key variable, missing or corrupt embedded weights, an endpoint that
-does not answer ``/v1/models``.  ``check_endpoints`` (the ``models check`` command)
-also makes a one-token completion and reports its latency.
+over later: an unset key variable, missing or corrupt embedded weights (the GGUF of a
+chat model, the model.zip of the embedded embedder), an endpoint that does not answer
+``/v1/models``.  ``check_endpoint`` (the ``models check`` command) also makes a one-token
+completion, or for an embedding endpoint (``task: embed``) one tiny ``/v1/embeddings``
+call, and reports its latency (and the vectors' dimension).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -17,7 +20,8 @@ import httpx
 import openai
 
 from hindsight.config import ConfigError, Endpoint
-from hindsight.llm.embedded import EmbeddedServer, weights_path
+from hindsight.llm.embedded import weights_path
+from hindsight.llm.embedder_server import server_for
 
 
 @dataclass
@@ -61,9 +65,35 @@ def preflight(config: Mapping[str, Any], endpoints: Mapping[str, Endpoint], name
         if ep.provider == "embedded":
             assert ep.embedded is not None
             weights_path(ep.embedded)
+            missing = [m for m in ("tokenizers", "safetensors") if ep.task == "embed" and not importlib.util.find_spec(m)]
+            if missing:
+                raise ConfigError(f"{ep.source}: endpoint '{ep.name}' (the embedded embedder) needs the package(s) "
+                                  f"{', '.join(missing)}. Fix: run bin/setup (envs/requirements.txt lists them).")
         else:
             key = ep.api_key()
             _list_models(ep, ep.base_url or "", key, timeout)
+
+
+async def _one_embedding(base_url: str, key: str, ep: Endpoint, timeout: float) -> tuple[int, float]:
+    from hindsight.llm.embed import NO_EMBEDDINGS_STATUS, embed_options, no_embeddings, parse_embeddings
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=timeout)
+    body: dict[str, Any] = {"model": ep.model, "input": ["Say OK."], "encoding_format": "float"}
+    if "dimensions" in embed_options(ep, None):
+        body["dimensions"] = embed_options(ep, None)["dimensions"]
+    try:
+        t0 = time.monotonic()
+        try:
+            raw = await client.embeddings.with_raw_response.create(**body, extra_body=dict(ep.extra_body) or None)
+        except openai.APIStatusError as exc:
+            if exc.status_code in NO_EMBEDDINGS_STATUS:
+                raise no_embeddings(ep, f"answered HTTP {exc.status_code}") from None
+            raise
+        latency = time.monotonic() - t0
+        vectors, _, _ = parse_embeddings(ep, raw.http_response.json(), 1)
+        return len(vectors[0]), latency
+    finally:
+        await client.close()
 
 
 async def _one_token(base_url: str, key: str, ep: Endpoint, timeout: float) -> float:
@@ -80,25 +110,30 @@ async def _one_token(base_url: str, key: str, ep: Endpoint, timeout: float) -> f
 
 
 def check_endpoint(ep: Endpoint, timeout: float = 30.0) -> CheckResult:
-    """Key variable set, ``/v1/models`` answers, a 1-token completion works."""
+    """Key variable set, ``/v1/models`` answers, a 1-token completion (or 1-text embedding) works."""
+    from hindsight.llm.types import CallFailed
+
     server = None
     try:
         if ep.provider == "embedded":
-            server = EmbeddedServer(ep)
+            server = server_for(ep)
             base_url, key = server.start(), "EMPTY"
             what = "embedded server healthy"
         else:
             base_url, key = ep.base_url or "", ep.api_key()
             what = f"{base_url}"
         _list_models(ep, base_url, key, timeout)
+        if ep.task == "embed":
+            dim, latency = asyncio.run(_one_embedding(base_url, key, ep, timeout))
+            return CheckResult(ep.name, True, f"{what}; 1-text embedding of {ep.model} ok, {dim} dimensions", latency)
         latency = asyncio.run(_one_token(base_url, key, ep, timeout))
         return CheckResult(ep.name, True, f"{what}; 1-token completion of {ep.model} ok", latency)
-    except ConfigError as exc:
+    except (ConfigError, CallFailed) as exc:
         return CheckResult(ep.name, False, str(exc))
     except openai.APIStatusError as exc:
-        return CheckResult(ep.name, False, f"1-token completion refused: HTTP {exc.status_code} {str(exc)[:200]}")
+        return CheckResult(ep.name, False, f"1-request check refused: HTTP {exc.status_code} {str(exc)[:200]}")
     except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-        return CheckResult(ep.name, False, f"1-token completion failed: {type(exc).__name__}")
+        return CheckResult(ep.name, False, f"1-request check failed: {type(exc).__name__}")
     except RuntimeError as exc:
         return CheckResult(ep.name, False, str(exc))
     finally:

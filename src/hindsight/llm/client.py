@@ -13,54 +13,23 @@ live only inside that client object: never in records, logs, cache or messages.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
-import logging
-import random
-import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 import openai
 
 from hindsight.config import Endpoint
 from hindsight.llm.cache import Cache, cache_key, canonical_json
 from hindsight.llm.embedded import EmbeddedServer
+from hindsight.llm.embedder_server import server_for
 from hindsight.llm.limits import EndpointLimits
 from hindsight.llm.progress import Progress
 from hindsight.llm.records import Recorder
+from hindsight.llm.retry import Malformed, now, send_with_retries
 from hindsight.llm.structured import choice_schema, gbnf_choice, json_instruction, parse_json_reply, response_format
-from hindsight.llm.types import BudgetExceeded, CallFailed, ChatResult, JSONResult, Usage
+from hindsight.llm.types import BudgetExceeded, CallFailed, ChatResult, EmbedResult, JSONResult, Usage
 
-log = logging.getLogger("hindsight.llm")
-
-RETRYABLE = (
-    openai.RateLimitError,
-    openai.InternalServerError,
-    openai.APITimeoutError,
-    openai.APIConnectionError,
-    openai.APIResponseValidationError,
-    json.JSONDecodeError,
-)
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    value = headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-class _Malformed(Exception):
-    """A 200 reply whose body lacks what a chat completion must have."""
+T = TypeVar("T")
 
 
 def _reply(data: Any) -> dict[str, Any]:
@@ -69,7 +38,7 @@ def _reply(data: Any) -> dict[str, Any]:
         choice = data["choices"][0]
         message = choice["message"]
     except (KeyError, IndexError, TypeError):
-        raise _Malformed("reply has no choices[0].message") from None
+        raise Malformed("reply has no choices[0].message") from None
     usage = data.get("usage") or {}
     details = usage.get("prompt_tokens_details") or {}
     return {
@@ -127,6 +96,17 @@ class Client:
         except KeyError:
             raise KeyError(f"unknown model '{model}' (known: {', '.join(sorted(self.endpoints))})") from None
 
+    def chat_endpoint(self, model: str) -> Endpoint:
+        """The entry of ``model``, refusing an embedding-only one (``task: embed``)."""
+        ep = self.endpoint(model)
+        if ep.task != "chat":
+            raise CallFailed(
+                f"{ep.name} ({ep.source}): a chat call to an embedding endpoint (task: embed serves only "
+                f"/v1/embeddings). Fix: call client.embed('{ep.name}', texts) for vectors, or name a chat "
+                f"endpoint (the panel, roles.judge, roles.calibrator) for completions."
+            )
+        return ep
+
     def supports_structured(self, model: str) -> bool:
         return self.endpoint(model).structured_output
 
@@ -141,7 +121,7 @@ class Client:
         async with lock:
             if ep.name not in self._oai:
                 if ep.provider == "embedded":
-                    server = EmbeddedServer(ep, self.server_log)
+                    server = server_for(ep, self.server_log)
                     base_url = await asyncio.to_thread(server.start)
                     self._servers[ep.name] = server
                     key = "EMPTY"
@@ -213,7 +193,7 @@ class Client:
         ``ChatResult.constraint`` says which was used (``grammar``, ``json_enum`` or
         ``none``), so the study can record it.
         """
-        ep = self.endpoint(model)
+        ep = self.chat_endpoint(model)
         overrides: dict[str, Any] = {
             "max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "seed": seed,
             "stop": list(stop) if stop else None,
@@ -247,7 +227,7 @@ class Client:
         purpose: str = "",
     ) -> JSONResult:
         """A JSON answer validated against ``schema`` (never raises on a bad reply)."""
-        ep = self.endpoint(model)
+        ep = self.chat_endpoint(model)
         msgs = [dict(m) for m in messages]
         overrides: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed}
         if ep.structured_output:
@@ -264,6 +244,21 @@ class Client:
             value=value, valid=error is None, raw=chat.text, error=error, call_id=chat.call_id,
             structured=ep.structured_output, finish_reason=chat.finish_reason, chat=chat,
         )
+
+    async def embed(
+        self, model: str, texts: Sequence[str], *, dimensions: int | None = None, purpose: str = "",
+    ) -> EmbedResult:
+        """Vectors for ``texts`` from an embedding endpoint (``/v1/embeddings``).
+
+        Each distinct text is one call: cached by endpoint identity + text + the
+        dimension/normalisation options, recorded, charged at the entry's
+        ``price.input_per_mtok``.  Texts not in the cache go out in requests of the
+        entry's ``batch_size``, under the same limits and retries as completions
+        (:mod:`hindsight.llm.embed`).
+        """
+        from hindsight.llm.embed import embed_texts
+
+        return await embed_texts(self, model, texts, dimensions=dimensions, purpose=purpose)
 
     async def _call(
         self, ep: Endpoint, messages: list[dict[str, Any]], params: dict[str, Any],
@@ -301,58 +296,33 @@ class Client:
             constraint=record["constraint"], refusal=record.get("refusal", ""), record=record,
         )
 
+    async def _send(
+        self, ep: Endpoint, est_tokens: int, send: Callable[[], Awaitable[T]],
+        refuse: Callable[[openai.APIStatusError], Exception | None] | None = None,
+    ) -> tuple[T, float, int, list[str], str]:
+        """One request with limits, cost caps and retries (:func:`hindsight.llm.retry.send_with_retries`)."""
+        return await send_with_retries(self, ep, est_tokens, send, refuse)
+
     async def _fresh(
         self, ep: Endpoint, key: str, messages: list[dict[str, Any]], params: dict[str, Any],
         sample: int, purpose: str, constraint: str,
     ) -> dict[str, Any]:
         oai = await self._openai(ep)
-        limits = self._limits[ep.name]
         body: dict[str, Any] = {k: v for k, v in params.items() if k not in ("grammar", "extra_body")}
         extra = dict(params.get("extra_body") or {})
         if "grammar" in params:
             extra["grammar"] = params["grammar"]
         est_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4 + int(params.get("max_tokens", 0))
-        errors: list[str] = []
-        started_at = _now()
-        for attempt in range(1, self.max_retries + 2):
-            t0 = time.monotonic()
-            try:
-                async with limits.semaphore:
-                    # checked once a slot is free, so at most max_concurrency calls overshoot
-                    self._check_budget(ep)
-                    await limits.admit(est_tokens)
-                    t0 = time.monotonic()
-                    raw = await oai.chat.completions.with_raw_response.create(
-                        model=ep.model, messages=messages, extra_body=extra or None, **body
-                    )
-                    # parsed here (plain JSON) rather than into the SDK's models: a third
-                    # of the client's CPU per call; a malformed body is retried
-                    reply = _reply(json.loads(raw.content))
-                latency = time.monotonic() - t0
-                break
-            except (*RETRYABLE, _Malformed) as exc:
-                errors.append(f"attempt {attempt}: {type(exc).__name__}: {str(exc)[:200]}")
-                if attempt > self.max_retries:
-                    raise CallFailed(
-                        f"{ep.name} ({ep.source}): call failed after {attempt} attempts; last error: "
-                        f"{type(exc).__name__}: {str(exc)[:300]}. Check that the endpoint is up "
-                        f"(python -m hindsight models check {ep.name}); completed calls are cached."
-                    ) from None
-                delay = _retry_after(exc)
-                if delay is None:
-                    delay = random.uniform(0, min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1)))
-                log.debug("%s: retry %d in %.2f s after %s", ep.name, attempt, delay, type(exc).__name__)
-                await asyncio.sleep(delay)
-            except openai.APIStatusError as exc:
-                hint = (
-                    f" Fix: check the key in ${ep.api_key_env}." if exc.status_code in (401, 403) and ep.api_key_env
-                    else f" Fix: check model '{ep.model}' and the params of this entry." if exc.status_code in (400, 404, 422)
-                    else ""
-                )
-                raise CallFailed(
-                    f"{ep.name} ({ep.source}): the endpoint refused the request with HTTP {exc.status_code}: "
-                    f"{str(exc)[:300]}.{hint}"
-                ) from None
+
+        async def send() -> dict[str, Any]:
+            raw = await oai.chat.completions.with_raw_response.create(
+                model=ep.model, messages=messages, extra_body=extra or None, **body
+            )
+            # parsed here (plain JSON) rather than into the SDK's models: a third
+            # of the client's CPU per call; a malformed body is retried
+            return _reply(json.loads(raw.content))
+
+        reply, latency, attempt, errors, started_at = await self._send(ep, est_tokens, send)
         prompt_tokens, completion_tokens, cached_tokens = reply["usage"]
         record = {
             "call_id": key[:24],
@@ -379,7 +349,7 @@ class Client:
             "seed": params.get("seed"),
             "system_fingerprint": reply["fingerprint"],
             "started_at": started_at,
-            "finished_at": _now(),
+            "finished_at": now(),
         }
         self.cache.store(key, record, self.run_id)
         self.fresh_calls += 1

@@ -77,7 +77,11 @@ def _healthy(base: str, timeout: float = 2.0) -> bool:
 
 
 class EmbeddedServer:
-    """A llama.cpp server for one embedded endpoint, in a child process."""
+    """A llama.cpp server for one embedded endpoint, in a child process.
+
+    :class:`hindsight.llm.embedder_server.EmbedderServer` reuses this lifecycle (start,
+    ``/health``, stop, dying with its parent) for the embedded embedder.
+    """
 
     def __init__(self, endpoint: Endpoint, log_path: str | os.PathLike[str] | None = None) -> None:
         if endpoint.embedded is None:
@@ -87,19 +91,27 @@ class EmbeddedServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.base_url: str | None = None
 
+    def command(self, weights: Path, port: int) -> list[str]:
+        """The child's command line (a subclass serves another kind of model)."""
+        w = self.endpoint.embedded
+        assert w is not None
+        return [
+            sys.executable, "-m", "hindsight.llm.embedded", "_child",
+            "--gguf", str(weights), "--port", str(port), "--alias", self.endpoint.model,
+            "--parallel", str(self.endpoint.max_concurrency), "--ctx", str(w.ctx_size),
+            "--threads", str(w.threads), "--parent", str(os.getpid()),
+        ]
+
+    def child_env(self) -> dict[str, str]:
+        return dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+
     def start(self, timeout: float = 180.0) -> str:
         """Start the server; return its OpenAI base URL once ``/health`` answers ok."""
         w = self.endpoint.embedded
         assert w is not None
-        gguf = weights_path(w)
         port = free_port()
-        cmd = [
-            sys.executable, "-m", "hindsight.llm.embedded", "_child",
-            "--gguf", str(gguf), "--port", str(port), "--alias", self.endpoint.model,
-            "--parallel", str(self.endpoint.max_concurrency), "--ctx", str(w.ctx_size),
-            "--threads", str(w.threads), "--parent", str(os.getpid()),
-        ]
-        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+        cmd = self.command(weights_path(w), port)
+        env = self.child_env()
         if self.log_path:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             out = open(self.log_path, "ab")

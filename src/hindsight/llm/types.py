@@ -59,3 +59,31 @@ class JSONResult:
     structured: bool
     finish_reason: str = ""
     chat: ChatResult | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class EmbedResult:
+    """Vectors for the texts of one :meth:`Client.embed` call, in the order given.
+
+    ``vectors`` is a float32 array of shape (len(texts), dimension); ``call_ids[i]`` is the
+    record of text ``i`` (one record per distinct text: an embedding call is one text,
+    and a request to the endpoint batches several); ``cached[i]`` says whether text ``i``
+    was replayed from the cache; ``usage`` and ``cost`` count the fresh calls only.
+    """
+
+    vectors: Any
+    call_ids: list[str]
+    cached: list[bool]
+    usage: Usage
+    cost: float
+    model: str
+    records: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def dimension(self) -> int:
+        return int(self.vectors.shape[1])
+
+    @property
+    def fresh(self) -> int:
+        """Distinct texts embedded by a fresh call in this call (the rest replayed)."""
+        return len({cid for cid, c in zip(self.call_ids, self.cached) if not c})

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from hindsight.testing.policies import make_policy
-from hindsight.testing.server import FAULT_KINDS, FINGERPRINT, Faults, LoopbackServer
+from hindsight.testing.server import FAULT_KINDS, FINGERPRINT, Faults, LoopbackServer, hash_vector
 
 TEST_KEY_ENV = "HINDSIGHT_LOOPBACK_KEY"
 
@@ -37,6 +37,27 @@ def loopback_endpoint(
     return entry
 
 
+def loopback_embed_endpoint(
+    srv: LoopbackServer, *, batch_size: int = 8, max_concurrency: int = 4,
+    price_per_mtok: float = 0.0, params: dict[str, Any] | None = None,
+    api_key_env: str | None = TEST_KEY_ENV, **extra: Any,
+) -> dict[str, Any]:
+    """A registry entry (as YAML data) for ``srv``'s ``/v1/embeddings`` (``task: embed``)."""
+    entry: dict[str, Any] = {
+        "provider": "openai", "task": "embed", "base_url": srv.base_url, "model": srv.model,
+        "max_concurrency": max_concurrency, "batch_size": batch_size,
+        "price": {"input_per_mtok": price_per_mtok, "output_per_mtok": 0.0},
+    }
+    if params:
+        entry["params"] = params
+    if api_key_env:
+        entry["api_key_env"] = api_key_env
+        if api_key_env == TEST_KEY_ENV:
+            os.environ.setdefault(api_key_env, "loopback-test-key")
+    entry.update(extra)
+    return entry
+
+
 def loopback_models_yaml(srv: LoopbackServer, path: str | os.PathLike[str], name: str = "loop", **kw: Any) -> Path:
     """Write a models registry with one entry ``name`` pointing at ``srv``."""
     path = Path(path)
@@ -45,6 +66,6 @@ def loopback_models_yaml(srv: LoopbackServer, path: str | os.PathLike[str], name
 
 
 __all__ = [
-    "FAULT_KINDS", "FINGERPRINT", "Faults", "LoopbackServer", "TEST_KEY_ENV",
-    "loopback_endpoint", "loopback_models_yaml", "make_policy",
+    "FAULT_KINDS", "FINGERPRINT", "Faults", "LoopbackServer", "TEST_KEY_ENV", "hash_vector",
+    "loopback_embed_endpoint", "loopback_endpoint", "loopback_models_yaml", "make_policy",
 ]

@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--faults", default="{}", help="JSON object of Faults fields")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--model", default="loopback-model")
+    parser.add_argument("--embed-dim", type=int, default=16, help="dimensions of /v1/embeddings vectors")
+    parser.add_argument("--no-embeddings", action="store_true", help="serve chat only: /v1/embeddings answers 404")
     args = parser.parse_args(argv)
     policy = json.loads(args.policy) if args.policy.startswith("{") else args.policy
     try:
@@ -32,7 +34,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--faults: {exc}")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with LoopbackServer(policy=policy, faults=faults, model=args.model, port=args.port) as srv:
+    with LoopbackServer(policy=policy, faults=faults, model=args.model, port=args.port,
+                        embeddings=not args.no_embeddings, embed_dim=args.embed_dim) as srv:
         print(f"BASE_URL {srv.base_url}", flush=True)
         try:
             stop.wait()

@@ -1,9 +1,11 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for tests, with fault injection.
 
 It speaks HTTP/1.1 (keep-alive) on asyncio streams, written here so that every fault can
-be produced exactly: ``/v1/chat/completions`` (usage, ``system_fingerprint``), ``/v1/models``
-and ``/health``; ``/_stats`` returns its counters.  Replies come from a scripted policy
-(:mod:`hindsight.testing.policies`).
+be produced exactly: ``/v1/chat/completions`` (usage, ``system_fingerprint``),
+``/v1/embeddings`` (deterministic unit vectors from a hash of each text, ``embed_dim``
+dimensions or the request's ``dimensions``; off with ``embeddings=False``, which answers
+404 as a chat-only server does), ``/v1/models`` and ``/health``; ``/_stats`` returns its
+counters.  Chat replies come from a scripted policy (:mod:`hindsight.testing.policies`).
 
 Faults (:class:`Faults`) are decided per request from a seeded hash of the request body
 and how many times that body was seen before, so a run's fault pattern does not depend
@@ -19,7 +21,7 @@ import json
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from hindsight.testing.policies import Policy, make_policy
 
@@ -64,6 +66,8 @@ class Faults:
 class Stats:
     requests: int = 0
     completions: int = 0
+    embedding_requests: int = 0     # answered /v1/embeddings requests
+    embedded_texts: int = 0         # texts in those requests
     in_flight: int = 0
     max_in_flight: int = 0
     faults: dict[str, int] = field(default_factory=dict)
@@ -72,6 +76,19 @@ class Stats:
 
 def _tokens(text: str) -> int:
     return max(1, len(text.split()))
+
+
+def hash_vector(text: str, dim: int) -> list[float]:
+    """The loopback's embedding of ``text``: a unit vector drawn from a hash of the text."""
+    out: list[float] = []
+    counter = 0
+    while len(out) < dim:
+        digest = hashlib.sha256(f"{counter}:{text}".encode()).digest()
+        out += [(int.from_bytes(digest[i:i + 4], "big") / 2**32) * 2 - 1 for i in range(0, 32, 4)]
+        counter += 1
+    out = out[:dim]
+    norm = sum(x * x for x in out) ** 0.5 or 1.0
+    return [x / norm for x in out]
 
 
 class LoopbackServer:
@@ -84,8 +101,16 @@ class LoopbackServer:
         model: str = "loopback-model",
         host: str = "127.0.0.1",
         port: int = 0,
+        embeddings: bool = True,
+        embed_dim: int = 16,
+        no_embeddings_status: int = 404,
     ) -> None:
+        """``embeddings=False`` makes a chat-only server: ``/v1/embeddings`` answers
+        ``no_embeddings_status`` (404, 405 or 501; 200 answers a body without ``data``)."""
         self.policy = make_policy(policy)
+        self.embeddings = embeddings
+        self.embed_dim = embed_dim
+        self.no_embeddings_status = no_embeddings_status
         self.faults = faults or Faults()
         self.model = model
         self.host = host
@@ -168,8 +193,9 @@ class LoopbackServer:
 
     async def _send(self, writer: asyncio.StreamWriter, status: int, payload: bytes, extra: Mapping[str, str] = {},
                     declared_length: int | None = None) -> None:
-        reason = {200: "OK", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
-                  503: "Service Unavailable", 400: "Bad Request"}.get(status, "Error")
+        reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 429: "Too Many Requests",
+                  500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
+                  400: "Bad Request"}.get(status, "Error")
         head = [f"HTTP/1.1 {status} {reason}", "Content-Type: application/json",
                 f"Content-Length: {declared_length if declared_length is not None else len(payload)}"]
         head += [f"{k}: {v}" for k, v in extra.items()]
@@ -189,11 +215,38 @@ class LoopbackServer:
                 await self._send(writer, 200, json.dumps(asdict(self.stats)).encode())
             return True
         if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
-            return await self._chat(body, writer)
+            return await self._serve(body, writer, self._completion_payload)
+        if method == "POST" and path in ("/v1/embeddings", "/embeddings"):
+            if self.embeddings:
+                return await self._serve(body, writer, self._embedding_payload)
+            with self._lock:
+                self.stats.requests += 1
+            status = self.no_embeddings_status
+            await self._send(writer, status, b'{"object": "list", "note": "no embeddings here"}' if status == 200 else
+                             json.dumps({"error": {"message": f"no route {method} {path}"}}).encode())
+            return True
         await self._send(writer, 404, json.dumps({"error": {"message": f"no route {method} {path}"}}).encode())
         return True
 
-    async def _chat(self, body: bytes, writer: asyncio.StreamWriter) -> bool:
+    def _completion_payload(self, request: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 200, self._completion(request, self.policy(request))
+
+    def _embedding_payload(self, request: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        inputs = request.get("input")
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        if not isinstance(inputs, list) or not inputs or not all(isinstance(t, str) for t in inputs):
+            return 400, {"error": {"message": "input must be a string or a non-empty list of strings"}}
+        dim = int(request.get("dimensions") or self.embed_dim)
+        used = sum(_tokens(t) for t in inputs)
+        return 200, {
+            "object": "list", "model": request.get("model", self.model),
+            "data": [{"object": "embedding", "index": i, "embedding": hash_vector(t, dim)} for i, t in enumerate(inputs)],
+            "usage": {"prompt_tokens": used, "total_tokens": used},
+        }
+
+    async def _serve(self, body: bytes, writer: asyncio.StreamWriter,
+                     answer: Callable[[Mapping[str, Any]], tuple[int, dict[str, Any]]]) -> bool:
+        """Answer one POST: count it, inject its fault (if any), else reply with ``answer``."""
         digest = hashlib.sha256(body).hexdigest()[:16]
         with self._lock:
             st = self.stats
@@ -229,8 +282,11 @@ class LoopbackServer:
             except json.JSONDecodeError:
                 await self._send(writer, 400, b'{"error": {"message": "body is not JSON"}}')
                 return True
-            content = self.policy(request)
-            payload = json.dumps(self._completion(request, content)).encode()
+            status, reply = answer(request)
+            payload = json.dumps(reply).encode()
+            if status != 200:
+                await self._send(writer, status, payload)
+                return True
             if fault == "rate_malformed":
                 await self._send(writer, 200, payload[: len(payload) // 2] + b"<<not json")
                 return True
@@ -240,7 +296,11 @@ class LoopbackServer:
                 return False
             await self._send(writer, 200, payload)
             with self._lock:
-                st.completions += 1
+                if answer == self._completion_payload:
+                    st.completions += 1
+                else:
+                    st.embedding_requests += 1
+                    st.embedded_texts += len(reply["data"])
             return True
         finally:
             with self._lock:
