@@ -58,7 +58,8 @@ def test_presets_merged_onto_the_defaults_validate(preset):
 
 
 MODULES = ["src/hindsight/studies/history/workflow.py", "src/hindsight/studies/history/entry.py",
-           "src/hindsight/studies/history/design.py", "src/hindsight/envs/build.py",
+           "src/hindsight/studies/history/design.py", "src/hindsight/studies/history/report.py",
+           "src/hindsight/envs/build.py",
            "workflow/rules/envs.smk", "workflow/rules/smoke.smk", "workflow/rules/history.smk"]
 
 
