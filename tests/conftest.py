@@ -78,18 +78,3 @@ def make_config(tmp_path: Path) -> Callable[..., dict[str, Any]]:
         return cfg
 
     return make
-
-
-# Test modules that open AppWorld worlds in the pytest process itself.  Once AppWorld
-# has opened a world in a process (appworld 0.1.3.post1: it freezes the clock and
-# installs its own SIGINT/SIGALRM handlers), a later ``asyncio.run`` of a coroutine
-# that raises hangs in that process.  The pipeline never mixes the two (AppWorld runs
-# in its own rule process or behind ``hindsight.agent.procenv.ProcessEnv``); in the
-# test session these modules run last, so that nothing asynchronous follows them.
-IN_PROCESS_APPWORLD = ("tests/envs/test_appworld.py",)
-
-
-def pytest_collection_modifyitems(config, items) -> None:
-    late = [item for item in items if item.nodeid.startswith(IN_PROCESS_APPWORLD)]
-    if late:
-        items[:] = [item for item in items if not item.nodeid.startswith(IN_PROCESS_APPWORLD)] + late

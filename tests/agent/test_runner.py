@@ -179,3 +179,45 @@ def test_kill_9_mid_stream_resumes_from_the_last_checkpoint(loopback, make_confi
     assert a.drop(TIMING).equals(b.drop(TIMING))
     sa, sb = pd.read_parquet(out / "steps.parquet"), pd.read_parquet(clean / "steps.parquet")
     pd.testing.assert_frame_equal(sa.drop(columns=["latency_s"]), sb.drop(columns=["latency_s"]))
+
+
+@pytest.mark.slow
+def test_memory_declared_columns_are_recorded_per_step_and_episode(loopback, make_config, tmp_path):
+    """A memory may declare columns (an arm and its propensity per episode, retrieved ids per
+    step); the runner writes them beside the served lesson ids, with the declared types."""
+    import pyarrow as pa
+
+    from hindsight.memory.base import Lesson, MemoryBlock, StaticEpisode
+    from hindsight.studies.history.design import actor_settings
+    from hindsight.studies.history.rollouts import rollout_cell
+
+    from .stream_cell import PROMPTS, TASKS
+
+    class ArmView:
+        step_columns = (pa.field("retrieved", pa.string()),)
+        episode_columns = (pa.field("arm", pa.string()), pa.field("propensity", pa.float64()))
+
+        async def for_episode(self, client, task):
+            arm = "imitation" if task.task_id == TASKS[0] else "corrective"
+            block = MemoryBlock((Lesson(f"{arm}-1", f"Guidance for {arm}."),), "Guidance")
+            return StaticEpisode(block, {"arm": arm, "propensity": 0.25}, {"retrieved": json.dumps([task.task_id])})
+
+    srv = loopback(policy="first_admissible")
+    cfg = make_config(srv)
+    s = actor_settings("loop", "raw", {"mode": "choice", "max_actions": 2, "max_output_tokens": 32,
+                                       "max_listed_actions": 5})
+    asyncio.run(rollout_cell(cfg, model="loop", env="scienceworld", condition="raw", tasks=TASKS[:2], seeds=[0, 1],
+                             settings=s, prompts_dir=PROMPTS, in_flight=2, out_episodes=str(tmp_path / "e.parquet"),
+                             out_steps=str(tmp_path / "s.parquet"), out_calls=str(tmp_path / "c.parquet"),
+                             memory=ArmView()))
+    eps, steps = pq.read_table(tmp_path / "e.parquet"), pq.read_table(tmp_path / "s.parquet")
+    assert eps.schema.field("propensity").type == pa.float64() and eps.column_names[-2:] == ["arm", "propensity"]
+    assert eps.column("arm").to_pylist() == ["imitation", "corrective"]
+    st = steps.to_pandas()
+    assert st.columns[-1] == "retrieved"
+    for _, row in st.iterrows():
+        assert json.loads(row["retrieved"]) == [row["task_id"]]
+        arm = "imitation" if row["task_id"] == TASKS[0] else "corrective"
+        assert json.loads(row["memory_ids"]) == [f"{arm}-1"]
+    calls = read_records(tmp_path / "c.parquet").to_pandas()
+    assert all("Guidance:\n- Guidance for" in json.loads(m)[-1]["content"] for m in calls["messages"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -31,9 +32,11 @@ def aw_root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def aw_env(aw_root):
-    from hindsight.envs.appworld import AppWorldEnv
+    from hindsight.envs import make_env
+    from hindsight.envs.procenv import ProcessEnv
 
-    env = AppWorldEnv(root=aw_root)
+    env = make_env("appworld", root=aw_root)  # in a child process by default: no world opens here
+    assert isinstance(env, ProcessEnv)
     yield env
     env.close()
 
@@ -142,18 +145,32 @@ def test_official_split_listing_and_errors(aw_root, tmp_path, monkeypatch):
         AppWorldEnv(root=tmp_path / "nothing")
 
 
-def test_build_check_rejects_a_task_its_solution_does_not_solve(aw_env, aw_root):
-    import dataclasses
+BROKEN_TASK = """
+import dataclasses, sys
+from pathlib import Path
+from hindsight.envs.appworld import _activate_root
+from hindsight.envs.appworld_data import TaskCheckFailed, verify
+from hindsight.envs.appworld_tasks import save_task, task_specs
+root = Path(sys.argv[1])
+_activate_root(root)
+spec = next(s for s in task_specs(0) if s.family == "venmo_balance")
+save_task(dataclasses.replace(spec, task_id="hsbroken_1", answer=spec.answer + 1))
+try:
+    verify(root, ["hsbroken_1"])
+except TaskCheckFailed as exc:
+    print(exc)
+    sys.exit(3)
+"""
+
+
+def test_build_check_rejects_a_task_its_solution_does_not_solve(aw_root):
     import shutil
 
-    from hindsight.envs.appworld_data import TaskCheckFailed, verify
-    from hindsight.envs.appworld_tasks import save_task, task_specs
-
-    spec = next(s for s in task_specs(0) if s.family == "venmo_balance")
-    broken = dataclasses.replace(spec, task_id="hsbroken_1", answer=spec.answer + 1)
-    save_task(broken)
+    # the check opens AppWorld worlds: in its own process, as the pipeline's build rule does
     try:
-        with pytest.raises(TaskCheckFailed, match="hsbroken_1: its solution fails.*answer matches"):
-            verify(aw_root, ["hsbroken_1"])
+        proc = subprocess.run([sys.executable, "-c", BROKEN_TASK, str(aw_root)], capture_output=True, text=True,
+                              timeout=600, env=dict(os.environ, PYTHONPATH=str(REPO / "src")))
+        assert proc.returncode == 3, proc.stderr[-2000:]
+        assert re.search("hsbroken_1: its solution fails.*answer matches", proc.stdout, re.S), proc.stdout
     finally:
-        shutil.rmtree(aw_root / "data" / "tasks" / "hsbroken_1")
+        shutil.rmtree(aw_root / "data" / "tasks" / "hsbroken_1", ignore_errors=True)

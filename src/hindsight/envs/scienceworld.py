@@ -77,6 +77,7 @@ class ScienceWorldEnv(Env):
     """
 
     name = "scienceworld"
+    thread_safe = True  # each object drives its own JVM over its own gateway (EnvPool runs them unlocked)
 
     def __init__(self, simplification: str = "", max_steps: int | None = None) -> None:
         import logging

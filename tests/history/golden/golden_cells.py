@@ -52,7 +52,7 @@ def task_table(path: Path) -> Path:
 
 def run_cells(out: Path, cache_path: Path, max_retries: int = 0) -> list[Path]:
     """Run every golden cell into ``out``; return the Parquet files written (in a fixed order)."""
-    from hindsight.studies.history import cells
+    from hindsight.studies.history import entry as cells
     from hindsight.studies.history.workflow import HistoryWorkflow
 
     from hindsight.config import check_config
