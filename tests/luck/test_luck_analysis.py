@@ -1,13 +1,15 @@
-"""The registered analysis recovers planted effects and keeps its error rates.
+"""The registered analysis recovers planted effects and applies its rules.
 
 Simulated answers (hindsight.studies.luck.simulate) plant a known P2 / P3m; the
 checks use the same code path as the pipeline (world values -> summaries -> readings).
+Operating characteristics (detection and false-detection rates): test_luck_simulate.py.
 """
 
 from __future__ import annotations
 
 import gc
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -15,8 +17,6 @@ import pytest
 
 from hindsight.studies.luck.analysis import analyse, endpoint_primaries
 from hindsight.studies.luck.contrasts import CONTRAST_BY_NAME, world_values, y_matrix
-from dataclasses import replace
-
 from hindsight.studies.luck.inference import REGISTERED_RULES, SUFFIX, summarize
 from hindsight.studies.luck.simulate import simulate_answers
 from hindsight.studies.luck.worlds import generate_worlds, worlds_frame
@@ -38,43 +38,16 @@ def _ymat(rng, **kw):
     return y_matrix(simulate_answers(WORLDS, "m", rng, **kw), IDS)
 
 
-def test_planted_p2_is_detected_and_covered():
-    rng = np.random.default_rng(11)
-    reps, detected, covered, carrying, mirror = 60, 0, 0, 0, 0
-    for _ in range(reps):
-        readings, s = endpoint_primaries(_ymat(rng, p2=0.10, background=0.02), RULES)
-        detected += readings["P2"].detected
-        carrying += readings["P2"].word == "luck-carrying"
-        covered += s["P2"].lo <= 0.10 <= s["P2"].hi
-        mirror += readings["P3m"].detected  # the mirror is null here
-    # registered operating characteristic: 96.8 % at background 0.02
-    assert detected / reps >= 0.85
-    assert carrying / reps >= 0.80
-    assert 0.85 <= covered / reps <= 1.0
-    assert mirror / reps <= 0.05
-
-
-def test_null_is_rarely_detected_even_with_heterogeneous_worlds():
-    rng = np.random.default_rng(12)
-    reps, false, covered = 80, 0, 0
-    for _ in range(reps):
-        readings, s = endpoint_primaries(_ymat(rng, background=0.10, world_sd=0.08), RULES)
-        false += readings["P2"].detected or readings["P3m"].detected
-        covered += s["P2"].lo <= 0.0 <= s["P2"].hi
-    assert false / reps <= 0.05
-    assert covered / reps >= 0.85
-
-
 def test_planted_p3m_reads_the_mirror():
     rng = np.random.default_rng(13)
-    readings, s = endpoint_primaries(_ymat(rng, p3m=0.30, background=0.0), RULES)
+    readings, s = endpoint_primaries(_ymat(rng, p3m=0.30, discordance=0.0), RULES)
     assert readings["P3m"].word == "luck-carrying"
     assert readings["P2"].word == "bounded below 0.10"
     assert s["P3m"].estimate == pytest.approx(0.30, abs=0.08)
 
 
 def test_zero_effect_constant_sample_gets_degenerate_interval_and_bound():
-    readings, s = endpoint_primaries(_ymat(np.random.default_rng(0), background=0.0), RULES)
+    readings, s = endpoint_primaries(_ymat(np.random.default_rng(0), discordance=0.0), RULES)
     p2 = s["P2"]
     assert p2.estimate == 0.0 and p2.degenerate
     q = 1 - 0.025 ** (1 / 256)
@@ -85,7 +58,7 @@ def test_zero_effect_constant_sample_gets_degenerate_interval_and_bound():
 def test_outcome_dependent_when_the_swapped_lesson_moves_readers_too():
     """Raise both RB and RBx in the adverse cell: P2 and A2 positive, L2 about 0."""
     rng = np.random.default_rng(14)
-    ans = simulate_answers(WORLDS, "m", rng, p2=0.3, background=0.0)
+    ans = simulate_answers(WORLDS, "m", rng, p2=0.3, discordance=0.0)
     sel = (ans.decision == "good") & (ans.outcome == "failure") & (ans.arm == "RBx")
     ans.loc[sel, "y"] = (rng.random(sel.sum()) < 0.3).astype(float)
     readings, s = endpoint_primaries(y_matrix(ans, IDS), RULES)
@@ -100,7 +73,7 @@ def test_few_complete_worlds_is_descriptive_only():
 
 def test_missing_answers_bounds_and_suffix():
     rng = np.random.default_rng(15)
-    ans = simulate_answers(WORLDS, "m", rng, p2=0.10, background=0.0)
+    ans = simulate_answers(WORLDS, "m", rng, p2=0.10, discordance=0.0)
     y = y_matrix(ans, IDS)
     c = CONTRAST_BY_NAME["P2"]
     # drop the failure/RB answer of 40 worlds in which it was the worse tool
@@ -121,7 +94,7 @@ def test_panel_averaging_rule_by_hand():
     rng = np.random.default_rng(16)
     worlds = WORLDS[:32]
     wf = worlds_frame(worlds)
-    parts = [simulate_answers(worlds, f"e{i}", rng, p2=0.2 * i, background=0.05) for i in range(3)]
+    parts = [simulate_answers(worlds, f"e{i}", rng, p2=0.2 * i, discordance=0.05) for i in range(3)]
     ans = pd.concat(parts, ignore_index=True)
     # e2 misses world 0 entirely; e1 misses world 1's adverse RB answer
     ans.loc[(ans.model == "e2") & (ans.world_id == worlds[0].world_id), "y"] = np.nan
@@ -149,7 +122,7 @@ def test_panel_averaging_rule_by_hand():
 def test_remedy_credit_and_cue_split():
     rng = np.random.default_rng(17)
     worlds = WORLDS
-    ans = simulate_answers(worlds, "m", rng, p2=0.3, background=0.0)
+    ans = simulate_answers(worlds, "m", rng, p2=0.3, discordance=0.0)
     # RBD lessons move nobody: the remedy removes the effect
     a = analyse(ans, worlds_frame(worlds), replace(RULES, panel_min_endpoints=1))
     rem = a.remedies.query("unit == 'm' and remedy == 'RBD' and contrast == 'P2'").iloc[0]
@@ -180,18 +153,30 @@ def test_remedy_rule_null_and_planted():
         return all(out)
 
     reps = 60
-    null = sum(credited(_ymat(rng, p2=0.2, background=0.02, lesson_arms=("RB", "RBD", "N")))
+    null = sum(credited(_ymat(rng, p2=0.2, discordance=0.02, lesson_arms=("RB", "RBD", "N")))
                for _ in range(reps))
-    planted = sum(credited(_ymat(rng, p2=0.2, background=0.02)) for _ in range(reps))
+    planted = sum(credited(_ymat(rng, p2=0.2, discordance=0.02)) for _ in range(reps))
     assert null / reps <= 0.05
     assert planted / reps >= 0.9
 
 
 def test_ceiling_flag():
     rng = np.random.default_rng(19)
-    ans = simulate_answers(WORLDS, "m", rng, background=0.0)
+    ans = simulate_answers(WORLDS, "m", rng, discordance=0.0)
     sel = (ans.decision == "good") & (ans.outcome == "failure") & (ans.arm == "NEUTRAL")
     ans.loc[sel, "y"] = (rng.random(sel.sum()) < 0.95).astype(float)
     readings, _ = endpoint_primaries(y_matrix(ans, IDS), RULES)
     assert readings["P2"].ceiling and "[adverse cell at ceiling]" in readings["P2"].label()
     assert not readings["P3m"].ceiling
+
+
+def test_a_primary_with_no_complete_world_stays_in_the_holm_family():
+    """P3m has no complete world: it counts as p = 1, and P2 is adjusted for a family of two."""
+    rng = np.random.default_rng(20)
+    y = _ymat(rng, p2=0.10, discordance=0.02)
+    y[("bad", "success", "RB")] = np.nan
+    readings, s = endpoint_primaries(y, RULES)
+    assert s["P3m"].n == 0 and readings["P3m"].word == "descriptive only"
+    assert readings["P3m"].p_t_holm == 1.0 and not readings["P3m"].detected
+    assert readings["P2"].p_t_holm == pytest.approx(min(1.0, 2 * s["P2"].p_t))
+    assert readings["P2"].p_bet_holm == pytest.approx(min(1.0, 2 * s["P2"].p_bet_pos))
