@@ -58,6 +58,18 @@ def test_recovery_rule():
     assert recover_first_tool("", TOOLS) is None
 
 
+def test_recovery_of_a_mixed_reply():
+    """The paper's rule: the values name exactly one of the two tools; a value naming
+    neither does not block recovery, a value naming both does."""
+    a, b = TOOLS
+    mixed = f'{{"first_tool": "none yet"}} Let me reconsider. {{"first_tool": "{a}", "reason": "the rec'
+    assert recover_first_tool(mixed, TOOLS) == a
+    assert recover_first_tool(f'"first_tool": "unknown_tool", "first_tool": "{b}"', TOOLS) == b
+    assert recover_first_tool(f'{{"first_tool": "{a} or {b}"}}', TOOLS) is None
+    assert recover_first_tool(f'first_tool = {b}\nreason: cut', TOOLS) == b
+    assert recover_first_tool('{"first_tool": "", "reason": "x"}', TOOLS) is None
+
+
 def _result(value, raw, valid=True):
     return SimpleNamespace(value=value, valid=valid, raw=raw, error=None if valid else "bad", call_id="c",
                            finish_reason="stop", structured=True)

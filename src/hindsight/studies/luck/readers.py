@@ -33,17 +33,20 @@ ANSWER_SCHEMA = pa.schema([
     ("finish_reason", pa.string()), ("structured", pa.bool_()), ("call_id", pa.string()),
 ])
 
-_FIRST_TOOL = re.compile(r'"?first_tool"?\s*[:=]\s*"?([A-Za-z0-9_.\-]+)"?')
+# a first_tool value: quoted (possibly cut off by the token cap) or bare up to , } or a line end
+_FIRST_TOOL = re.compile(r'"?first_tool"?\s*[:=]\s*(?:"([^"\n]*)"?|([^,}\n"]*))')
+_TOKEN = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
 def recover_first_tool(raw: str, tools: tuple[str, str]) -> str | None:
-    """The registered recovery rule: the tool named by every ``first_tool`` value in the
-    raw text, when those values name exactly one of the two tools; else ``None``."""
-    values = [v.strip() for v in _FIRST_TOOL.findall(raw or "")]
-    named = {v for v in values if v in tools}
-    if len(named) == 1 and all(v in tools for v in values):
-        return named.pop()
-    return None
+    """The registered recovery rule (section 4, "Outcome"): the ``first_tool`` values in
+    the raw text name exactly one of the two tools (values that name neither, such as
+    "none" or a third name, do not block it; values naming both tools, in one value or
+    across values, do); else ``None``."""
+    named: set[str] = set()
+    for quoted, bare in _FIRST_TOOL.findall(raw or ""):
+        named.update(t for t in _TOKEN.findall(quoted or bare) if t in tools)
+    return named.pop() if len(named) == 1 else None
 
 
 def score(first_tool: str | None, w: World) -> float:
