@@ -221,3 +221,52 @@ def test_memory_declared_columns_are_recorded_per_step_and_episode(loopback, mak
         assert json.loads(row["memory_ids"]) == [f"{arm}-1"]
     calls = read_records(tmp_path / "c.parquet").to_pandas()
     assert all("Guidance:\n- Guidance for" in json.loads(m)[-1]["content"] for m in calls["messages"])
+
+
+def test_top_k_retrieval_plants_a_match_and_breaks_ties_by_order():
+    import numpy as np
+
+    from hindsight.memory.retrieval import top_k
+
+    rng = np.random.default_rng(0)
+    keys = rng.normal(size=(50, 8))
+    for planted in (0, 17, 49):
+        query = keys[planted] * 3.0 + rng.normal(scale=0.01, size=8)  # scale does not matter
+        idx, sims = top_k(query, keys, 3)
+        assert idx[0] == planted and sims[0] > 0.99 and sims == sorted(sims, reverse=True)
+    same = np.ones((4, 3))
+    assert top_k(np.ones(3), same, 2)[0] == [0, 1]
+    assert top_k(np.ones(3), np.zeros((0, 3)), 2) == ([], [])
+
+
+def test_top_k_view_retrieves_through_the_embedder_and_records_it(loopback, tmp_path):
+    import copy
+
+    import yaml
+
+    from hindsight.llm import open_client
+    from hindsight.memory.base import Lesson, TaskContext
+    from hindsight.memory.retrieval import TopKView
+    from hindsight.testing import loopback_embed_endpoint, loopback_endpoint
+    from tests.conftest import base_config
+
+    srv = loopback()
+    cfg = copy.deepcopy(base_config())
+    (tmp_path / "models.yaml").write_text(yaml.safe_dump({"endpoints": {
+        "loop": loopback_endpoint(srv), "emb": loopback_embed_endpoint(srv)}}))
+    cfg.update(models_file=str(tmp_path / "models.yaml"), panel=["loop"], roles={"embedder": "emb"},
+               cache={"path": str(tmp_path / "llm.sqlite"), "mode": "use"})
+    task = "Your task is to boil water. First, focus on the substance."
+    lessons = [Lesson("L1", "Open the fridge first."), Lesson("L2", task), Lesson("L3", "Read the thermometer.")]
+    view = TopKView(lessons, 2, "emb")
+
+    async def main():
+        async with open_client(cfg, "tests/topk", tmp_path / "calls.parquet") as client:
+            return await view.for_episode(client, TaskContext("scienceworld", "boil:0", task, "e1"))
+
+    ep = asyncio.run(main())
+    assert ep.block.ids[0] == "L2" and len(ep.block.ids) == 2  # the identical text is the nearest
+    info = json.loads(ep.columns["retrieval"])
+    assert info[0] == {"id": "L2", "cosine": 1.0}
+    calls = read_records(tmp_path / "calls.parquet").to_pandas()
+    assert (calls["purpose"] == "retrieval").sum() == 3  # one record per distinct text (L2 is the task text)
