@@ -116,6 +116,13 @@ def test_panel_averaging_rule_by_hand():
     # the panel's cell rate is the mean of the endpoints' rates
     r = a.cell_rates.query("decision == 'good' and outcome == 'failure' and arm == 'RB'")
     assert r[r.unit == "panel"].rate.iloc[0] == pytest.approx(r[r.unit != "panel"].rate.mean())
+    # ... and its interval is one for that mean (not the pooled counts' Wilson interval)
+    from hindsight.stats.rates import mean_of_rates
+
+    ends, pan = r[r.unit != "panel"], r[r.unit == "panel"].iloc[0]
+    iv = mean_of_rates(list(ends.worse), list(ends.counted))
+    assert (pan.lo, pan.hi) == pytest.approx((iv.lo, iv.hi)) and pan.lo <= pan.rate <= pan.hi
+    assert pan.interval.startswith("mean of rates")
     assert a.coverage.query("quantity == 'P2'").worlds.sum() == 32
 
 

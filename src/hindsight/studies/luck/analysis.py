@@ -6,7 +6,7 @@ within each world, the endpoints complete for that world (worlds with at least
 ``panel_min_endpoints`` complete endpoints) and then averages over worlds.  The
 missing-data bounds use every world with missing answers set adversarially; the
 panel's bounds weight all endpoints equally.  Cell rates carry Wilson intervals; the
-panel's cell rate is the mean of the endpoints' rates.
+panel's cell rate is the mean of the endpoints' rates, with an interval for that mean.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from hindsight.stats import wilson_interval
+from hindsight.stats.rates import mean_of_rates
 from hindsight.studies.luck.contrasts import (
     ADVERSE_NEUTRAL, CONTRASTS, PRIMARIES, QUALIFIERS, Contrast, world_values, y_matrix,
 )
@@ -82,16 +83,18 @@ def _contrast_set(worlds: pd.DataFrame) -> list[tuple[Contrast, str, list[str]]]
     return out
 
 
-def cell_rates(answers: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+def cell_rates(answers: pd.DataFrame, level: float) -> pd.DataFrame:
     """Worse-tool rate of every endpoint x decision x outcome x arm, with Wilson intervals;
-    panel rows are the mean of the endpoints' rates (with pooled counts)."""
+    panel rows are the mean of the endpoints' rates (as the paper reports them) with an
+    interval for that mean (:func:`hindsight.stats.rates.mean_of_rates`: Wilson at the
+    effective sample size of the mean); ``worse`` / ``counted`` there are pooled counts."""
     rows = []
     for (m, d, o, a), g in answers.groupby(["model", "decision", "outcome", "arm"], sort=True):
         counted = g.y.dropna()
         k, n = int(counted.sum()), int(counted.size)
         iv = wilson_interval(k, n, level)
         rows.append(dict(unit=m, decision=d, outcome=o, arm=a, worse=k, counted=n, rate=iv.estimate,
-                         lo=iv.lo, hi=iv.hi, invalid=int((g.status == "invalid").sum()),
+                         lo=iv.lo, hi=iv.hi, interval="wilson", invalid=int((g.status == "invalid").sum()),
                          recovered=int((g.status == "recovered").sum()),
                          not_scheduled=int((g.status == "not_scheduled").sum())))
     df = pd.DataFrame(rows)
@@ -99,10 +102,10 @@ def cell_rates(answers: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
         return df
     panel = []
     for (d, o, a), g in df.groupby(["decision", "outcome", "arm"], sort=True):
-        k, n = int(g.worse.sum()), int(g.counted.sum())
-        iv = wilson_interval(k, n, level)
-        panel.append(dict(unit=PANEL, decision=d, outcome=o, arm=a, worse=k, counted=n,
-                          rate=float(g.rate.mean()), lo=iv.lo, hi=iv.hi, invalid=int(g.invalid.sum()),
+        iv = mean_of_rates(list(g.worse), list(g.counted), level)
+        panel.append(dict(unit=PANEL, decision=d, outcome=o, arm=a, worse=int(g.worse.sum()),
+                          counted=int(g.counted.sum()), rate=iv.estimate, lo=iv.lo, hi=iv.hi,
+                          interval="mean of rates (Wilson, effective n)", invalid=int(g.invalid.sum()),
                           recovered=int(g.recovered.sum()), not_scheduled=int(g.not_scheduled.sum())))
     return pd.concat([df, pd.DataFrame(panel)], ignore_index=True)
 

@@ -133,7 +133,7 @@ def table_cell_rates(cell_rates: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "unit": df.unit, "decision": df.decision, "previous run": df.outcome, "arm": df.arm,
         "worse / counted": [f"{w}/{c}" for w, c in zip(df.worse, df.counted)],
-        "rate [Wilson 95%]": [fmt_interval(r, lo, hi).replace("+", "") for r, lo, hi in zip(df.rate, df.lo, df.hi)],
+        "rate [95%]": [fmt_interval(r, lo, hi).replace("+", "") for r, lo, hi in zip(df.rate, df.lo, df.hi)],
         "invalid": df.invalid, "recovered": df.recovered, "not scheduled": df.not_scheduled,
     })
 
@@ -173,7 +173,9 @@ CAPTIONS = {
                        "both the P and the A difference have 95% intervals below 0.",
     "table_secondary": "Secondary quantities with registered 95% intervals (no multiplicity adjustment); "
                        "cue splits are descriptive.",
-    "table_cell_rates": "Worse-tool choices / counted answers per cell, with Wilson 95% intervals.",
+    "table_cell_rates": "Worse-tool choices / counted answers per cell, with Wilson 95% intervals; panel rows: "
+                        "the mean of the endpoints' rates (pooled counts shown) with a 95% interval for that "
+                        "mean (Wilson at the mean's effective sample size).",
     "table_lessons": "Lessons and answers per endpoint: missing lessons (refusals, empty responses), the "
                      "registered lesson descriptive, and reader answers by status (recovered: by the "
                      "registered rule; not scheduled: the lesson was missing).",
