@@ -131,7 +131,8 @@ class Reading:
 SUFFIX = "complete cases; not robust to missing answers"
 
 
-def _detected(s: Summary, p_t_holm: float, p_bet_holm: float, rules: Rules) -> bool:
+def detected(s: Summary, p_t_holm: float, p_bet_holm: float, rules: Rules) -> bool:
+    """The registered detection rule for one primary (Holm-adjusted p-values given)."""
     return bool(
         s.n >= rules.min_complete and s.estimate > 0
         and p_t_holm < rules.alpha and p_bet_holm < rules.alpha
@@ -157,15 +158,15 @@ def read_primaries(
     out: dict[str, Reading] = {}
     for i, n in enumerate(names):
         s = prim[n]
-        detected = _detected(s, p_t[i], p_bet[i], rules)
+        is_detected = detected(s, p_t[i], p_bet[i], rules)
         check = "not applicable"
         if s.n < rules.min_complete:
             word = "descriptive only"
-        elif detected:
+        elif is_detected:
             a, l_ = quals[n]
             word = "luck-carrying" if (a.robust_pos and l_.robust_pos) else "outcome-dependent"
             lower = bound_prim[n][0]
-            ok = _detected(lower, lb_t[i], lb_bet[i], rules)
+            ok = detected(lower, lb_t[i], lb_bet[i], rules)
             if word == "luck-carrying":
                 qa, ql = bound_quals[n]
                 ok = ok and qa.robust_pos and ql.robust_pos
@@ -177,7 +178,7 @@ def read_primaries(
             word = "unresolved"
         rate = neutral_rates.get(n, math.nan)
         out[n] = Reading(
-            contrast=n, word=word, detected=detected, suffix=SUFFIX if check == "failed" else "",
+            contrast=n, word=word, detected=is_detected, suffix=SUFFIX if check == "failed" else "",
             ceiling=bool(rate > rules.ceiling) if not math.isnan(rate) else False,
             neutral_rate=rate, p_t_holm=p_t[i], p_bet_holm=p_bet[i], bound_check=check,
         )

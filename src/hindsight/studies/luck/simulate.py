@@ -169,3 +169,51 @@ def operating_characteristics(s: Scenario, rules: Any, reps: int, n_worlds: int 
         out[k] = r
         out[f"{k}_se"] = math.sqrt(max(r * (1 - r), 1.0 / reps) / reps)
     return out
+
+
+def detection_rates(s: Scenario, rules: Any, reps: int, n_worlds: int = 256,
+                    seed: int = 0) -> dict[str, Any]:
+    """The primaries' detection rates only (no qualifiers, bounds or words): the registered
+    rule and the t rule alone, through the same summaries, Holm family and detection rule
+    as the readings (:func:`hindsight.studies.luck.inference.read_primaries`), about five
+    times faster than :func:`operating_characteristics`."""
+    from hindsight.stats import holm
+    from hindsight.studies.luck.contrasts import CONTRAST_BY_NAME
+    from hindsight.studies.luck.inference import detected, summarize
+
+    rng = np.random.default_rng(seed)
+    coef = {}
+    for p in ("P2", "P3m"):
+        c = CONTRAST_BY_NAME[p]
+        v = np.zeros(len(CELLS))
+        for cell, k in c.terms:
+            v[_COL[cell]] = k
+        coef[p] = (v, c.support)
+    counts = {"P2": 0, "P3m": 0, "either": 0, "t_alone_either": 0}
+    frozen = gc.isfrozen() if hasattr(gc, "isfrozen") else False
+    gc.freeze()
+    try:
+        for _ in range(reps):
+            y = simulate_y(n_worlds, s, rng)
+            summ = {}
+            for p, (v, support) in coef.items():
+                vals = y @ v
+                summ[p] = summarize(vals[~np.isnan(vals)], support, rules)
+            p_t = holm([summ[p].p_t for p in coef])
+            p_bet = holm([summ[p].p_bet_pos for p in coef])
+            det = [detected(summ[p], p_t[i], p_bet[i], rules) for i, p in enumerate(coef)]
+            t_alone = [summ[p].n >= rules.min_complete and summ[p].estimate > 0 and p_t[i] < rules.alpha
+                       for i, p in enumerate(coef)]
+            counts["P2"] += det[0]
+            counts["P3m"] += det[1]
+            counts["either"] += any(det)
+            counts["t_alone_either"] += any(t_alone)
+    finally:
+        if not frozen:
+            gc.unfreeze()
+    out: dict[str, Any] = {"scenario": asdict(s), "reps": reps, "n_worlds": n_worlds}
+    for k, c in counts.items():
+        r = c / reps
+        out[k] = r
+        out[f"{k}_se"] = math.sqrt(max(r * (1 - r), 1.0 / reps) / reps)
+    return out
