@@ -19,10 +19,12 @@ from hindsight.envs.tasks import ENV_NAMES, load_tasks
 __all__ = ["ENV_NAMES", "PROCESS_ENVS", "Env", "EnvPool", "Observation", "RestoreMismatch", "env_factory",
            "load_tasks", "make_env"]
 
-PROCESS_ENVS: tuple[str, ...] = ("appworld",)
-"""Environments that :func:`make_env` runs in a child process by default: AppWorld freezes
+PROCESS_ENVS: tuple[str, ...] = ("appworld", "alfworld")
+"""Environments that :func:`make_env` runs in a child process by default.  AppWorld freezes
 the process clock while a world is open (an asyncio loop in that process stops) and fixes
-its data root per process."""
+its data root per process.  ALFWorld's engine (TextWorld) is pure Python and not
+thread-safe: in threads its calls would be serialized under one lock and one core; each
+in its own process, concurrent episodes use every core (``benchmarks/bench_runner.py``)."""
 
 
 def make_env(name: str, *, process: bool | None = None, **options: Any) -> Env:
@@ -30,7 +32,7 @@ def make_env(name: str, *, process: bool | None = None, **options: Any) -> Env:
 
     ``process``: run it in a child process (:class:`~hindsight.envs.procenv.ProcessEnv`);
     default ``True`` for :data:`PROCESS_ENVS`, so AppWorld is safe next to asyncio in any
-    process.  ``process=False`` builds the engine in this process.
+    process and ALFWorld episodes run in parallel.  ``process=False`` builds the engine in this process.
 
     * ``scienceworld``: ``simplification`` (``""``), ``max_steps`` (``None``);
     * ``alfworld``: ``root`` (games folder; default ``resources/alfworld/games``),
