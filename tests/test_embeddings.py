@@ -81,6 +81,18 @@ def test_partial_overlap_reuses_cached_texts_and_duplicates_are_sent_once(loopba
     assert r.call_ids[1] == r.call_ids[2] and np.array_equal(r.vectors[1], r.vectors[2])
 
 
+def test_concurrent_calls_send_a_shared_text_once(loopback, tmp_path):
+    srv = loopback(faults=Faults(latency_s=0.2))
+    cfg = _config(tmp_path, srv)
+
+    async def run():
+        async with open_client(cfg, "cell/c") as client:
+            return await asyncio.gather(client.embed("emb", ["p q", "r s"]), client.embed("emb", ["r s", "t u"]))
+    a, b = asyncio.run(run())
+    assert srv.stats.embedded_texts == 3 and np.array_equal(a.vectors[1], b.vectors[0])
+    assert a.cached == [False, False] and b.cached == [True, False]  # awaited the other call's request
+
+
 def test_one_record_per_fresh_call_in_parquet_journal_and_ledger(loopback, tmp_path):
     srv = loopback()
     cfg = _config(tmp_path, srv, batch_size=2, price_per_mtok=1000.0)

@@ -29,6 +29,11 @@ __all__ = sorted(_WHERE)
 
 def __getattr__(name: str) -> Any:
     if name not in _WHERE:
+        try:  # a submodule, as `import hindsight.llm` once imported several
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
         raise AttributeError(f"module 'hindsight.llm' has no attribute {name!r}")
     value = getattr(importlib.import_module(f"hindsight.llm.{_WHERE[name]}"), name)
     globals()[name] = value

@@ -62,6 +62,10 @@ def server_for(endpoint: Endpoint, log_path: str | os.PathLike[str] | None = Non
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: "_Server"
+    # one send per reply, no Nagle: headers and body in separate segments would wait for
+    # a delayed ACK (about 40 ms a request on keep-alive connections)
+    disable_nagle_algorithm = True
+    wbufsize = 1 << 16
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (quiet by default)
         return

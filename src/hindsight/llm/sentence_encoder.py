@@ -83,10 +83,6 @@ class SentenceEncoder:
         tokenizer.enable_padding(pad_id=int(cfg.get("pad_token_id", 0)), pad_token="[PAD]")
         self.tokenizer = tokenizer
 
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Tokens per text after truncation (the usage a request reports)."""
-        return [int(sum(e.attention_mask)) for e in self.tokenizer.encode_batch(list(texts))]
-
     def _layer_norm(self, x: np.ndarray, name: str) -> np.ndarray:
         mean = x.mean(-1, keepdims=True)
         var = ((x - mean) ** 2).mean(-1, keepdims=True)
@@ -97,10 +93,23 @@ class SentenceEncoder:
         w = self.w[name + ".weight"]
         return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[1]) + self.w[name + ".bias"]
 
-    def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, list[int]]:
-        """Vectors (n, dimension) and tokens per text."""
+    def encode(self, texts: Sequence[str], chunk: int = 32) -> tuple[np.ndarray, list[int]]:
+        """Vectors (n, dimension) and tokens per text.
+
+        Texts run in chunks of ``chunk`` of similar length (as sentence-transformers
+        sorts them), so a short text is not padded to a long one's length.
+        """
+        out = np.zeros((len(texts), self.dimension), np.float32)
         if not texts:
-            return np.zeros((0, self.dimension), np.float32), []
+            return out, []
+        lengths = [int(sum(e.attention_mask)) for e in self.tokenizer.encode_batch(list(texts))]  # after truncation
+        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+        for start in range(0, len(order), chunk):
+            idx = order[start:start + chunk]
+            out[idx] = self._forward([texts[i] for i in idx])
+        return out, lengths
+
+    def _forward(self, texts: Sequence[str]) -> np.ndarray:
         enc = self.tokenizer.encode_batch(list(texts))
         ids = np.array([e.ids for e in enc], dtype=np.int64)
         mask = np.array([e.attention_mask for e in enc], dtype=np.float32)
@@ -129,7 +138,7 @@ class SentenceEncoder:
         pooled = (x * mask[..., None]).sum(1) / np.clip(counts, 1e-9, None)
         if self.normalize:
             pooled = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-        return pooled.astype(np.float32), [int(c) for c in counts[:, 0]]
+        return pooled.astype(np.float32)
 
     def info(self) -> dict[str, Any]:
         return {"dimension": self.dimension, "max_seq_length": self.max_seq_length, "normalize": self.normalize}
