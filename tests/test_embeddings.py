@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from hindsight.config import ConfigError, Endpoint, EmbeddedWeights, Price, check_config, load_models, parse_models
-from hindsight.llm import CallFailed, open_client, read_records
+from hindsight.llm import BudgetExceeded, CallFailed, open_client, read_records
 from hindsight.llm.cache import Cache
 from hindsight.llm.check import check_endpoint, preflight
 from hindsight.llm.embed import token_shares
@@ -113,6 +113,19 @@ def test_one_record_per_fresh_call_in_parquet_journal_and_ledger(loopback, tmp_p
     assert cache.totals() == [("emb", 4, 10, 0, pytest.approx(0.01))]
     assert cache.spent(endpoint="emb") == pytest.approx(0.01)
     cache.close()
+
+
+def test_embeddings_count_against_the_cost_caps(loopback, tmp_path):
+    srv = loopback()
+    cfg = _config(tmp_path, srv, price_per_mtok=1e6)  # $1 a token
+    cfg["budget"] = {"max_usd_per_run": 5.0, "max_usd_per_endpoint": {}}
+    first, _, _ = _embed(cfg, "cell/a", ["a b", "c d e", "f g"])
+    assert first.cost == pytest.approx(7.0)
+    with pytest.raises(BudgetExceeded, match="max_usd_per_run"):
+        _embed(cfg, "cell/b", ["new text"])
+    assert srv.stats.embedded_texts == 3
+    again, _, _ = _embed(cfg, "cell/c", ["c d e"])  # a cached text is free and still served
+    assert again.cached == [True]
 
 
 def test_token_shares_add_up():
