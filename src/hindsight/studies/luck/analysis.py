@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,7 @@ from hindsight.studies.luck.inference import Reading, Rules, Summary, read_prima
 PANEL = "panel"
 CUE_SPLIT = ("P2", "P3m")
 # the analysis tables written beside registered.json
-TABLES = ("quantities", "readings", "remedies", "cell_rates", "missingness", "lessons", "coverage")
+TABLES = ("quantities", "readings", "remedies", "cell_rates", "missingness", "lessons", "coverage", "endpoints")
 
 
 @dataclass
@@ -43,6 +43,7 @@ class Analysis:
     coverage: pd.DataFrame
     rules: Rules
     lock: dict[str, Any] | None = None  # the records' lock (registered manifest), if locked
+    endpoints: pd.DataFrame = field(default_factory=pd.DataFrame)  # Table 6: ids, pins, sent params
 
     def to_json(self) -> str:
         def rec(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -56,6 +57,7 @@ class Analysis:
             "quantities": rec(self.quantities), "remedies": rec(self.remedies),
             "cell_rates": rec(self.cell_rates), "missingness": rec(self.missingness),
             "lesson_descriptives": rec(self.lessons), "panel_coverage": rec(self.coverage),
+            "endpoints": rec(self.endpoints),
         }, indent=1, sort_keys=True)
 
 

@@ -136,11 +136,28 @@ def lock_records(*, worlds: pd.DataFrame, answers: Sequence[str], lessons: Seque
     return lock
 
 
+def endpoint_table(config_slice: Mapping[str, Any]) -> pd.DataFrame:
+    """Table 6's content: each panel endpoint's model id, base URL and provider pin, and the
+    parameters each role sent (from the frozen config slice)."""
+    rows = []
+    for name in config_slice["panel"]:
+        e = config_slice["endpoints"][name]
+        ident = e.get("identity") or {}
+        pin = (e.get("extra_body") or {}).get("provider")
+        rows.append({"unit": name, "model": ident.get("model"),
+                     "base_url": ident.get("base_url") or ("embedded " + str(ident.get("embedded", ""))[:12]),
+                     "provider_pin": json.dumps(pin, sort_keys=True) if pin else "",
+                     "writer_params": json.dumps(e["sent"]["writer"]["params"], sort_keys=True),
+                     "reader_params": json.dumps(e["sent"]["reader"]["params"], sort_keys=True),
+                     "structured_output": bool(e.get("structured_output"))})
+    return pd.DataFrame(rows)
+
+
 def analysis(*, worlds: str, answers: Sequence[str], lessons: Sequence[str], prompts_dir: str,
              config_slice: Mapping[str, Any], registered: str, rules: Mapping[str, Any],
              outdir: str) -> None:
     from hindsight.studies.luck.analysis import TABLES, analyse
-    from hindsight.studies.luck.examples import examples_markdown, select_examples
+    from hindsight.studies.luck.examples import appendix_c, examples_markdown, select_examples
     from hindsight.studies.luck.inference import Rules
     from hindsight.studies.luck.readers import check_answers
     from hindsight.studies.luck.writers import check_lessons
@@ -154,9 +171,12 @@ def analysis(*, worlds: str, answers: Sequence[str], lessons: Sequence[str], pro
     lesson_table = pd.concat(lesson_parts, ignore_index=True) if lesson_parts else None
     a = analyse(answer_table, world_table, Rules.from_config(dict(rules)), lesson_table)
     a.lock = lock
+    a.endpoints = endpoint_table(config_slice)
     out = Path(outdir)
     if lesson_table is not None:
-        write_text(examples_markdown(select_examples(answer_table, lesson_table, world_table)),
+        chosen = appendix_c(answer_table, lesson_table, world_table, a.quantities, a.readings, a.remedies,
+                            a.lessons)
+        write_text(examples_markdown(select_examples(answer_table, lesson_table, world_table), chosen),
                    out / "examples.md")
     for name in TABLES:
         write_parquet(getattr(a, name), out / f"{name}.parquet")
@@ -175,6 +195,6 @@ def report(*, analysis_dir: str, tables_dir: str, figures: Sequence[str]) -> Non
     d = Path(analysis_dir)
     rules = Rules.from_config(json.loads((d / "registered.json").read_text(encoding="utf-8"))["rules"])
     tables = {n: pd.read_parquet(d / f"{n}.parquet") for n in
-              ("quantities", "readings", "remedies", "cell_rates", "lessons", "missingness")}
-    write_all(build_tables(**tables), tables_dir, note=rules.caption_note())
+              ("quantities", "readings", "remedies", "cell_rates", "lessons", "missingness", "endpoints")}
+    write_all(build_tables(**tables, margin=rules.margin), tables_dir, note=rules.caption_note())
     write_figure1(tables["quantities"], list(figures), rules.margin)

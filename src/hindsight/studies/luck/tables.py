@@ -17,7 +17,8 @@ from hindsight.studies.luck.analysis import PANEL
 from hindsight.studies.luck.design import ARMS
 
 TABLES = ("table1_panel", "table2_rates", "table3_endpoints", "table4_remedy_rates",
-          "table5_remedies", "table_secondary", "table_cell_rates", "table_lessons")
+          "table5_remedies", "table6_endpoints", "table7_good", "table8_bad", "table_secondary",
+          "table_cell_rates", "table_lessons")
 
 
 def _q(quantities: pd.DataFrame, unit: str, name: str, subset: str = "all") -> pd.Series:
@@ -107,6 +108,51 @@ def table5(remedies: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def table6(endpoints: pd.DataFrame) -> pd.DataFrame:
+    """The panel: model identifiers, the pinned provider and what each role sent (Appendix D)."""
+    return pd.DataFrame({"endpoint": endpoints.unit, "model": endpoints.model, "base URL": endpoints.base_url,
+                         "provider pin": endpoints.provider_pin.replace("", "—"),
+                         "writer params": endpoints.writer_params, "reader params": endpoints.reader_params,
+                         "structured output": endpoints.structured_output})
+
+
+def _with_ci(q: pd.Series) -> str:
+    return fmt_interval(q.estimate, q.lo, q.hi)
+
+
+def table7(quantities: pd.DataFrame) -> pd.DataFrame:
+    """Good decision per endpoint (Appendix E, Table 7): complete worlds of P2, the
+    qualifiers in the failure cell and the lesson-source effect in the benign cell."""
+    rows = []
+    for u in [*_units(quantities), PANEL]:
+        row: dict[str, object] = {"endpoint": u, "n (P2)": int(_q(quantities, u, "P2").n)}
+        for name in ("P2", "A2", "L2", "L2b"):
+            q = _q(quantities, u, name)
+            row[f"{name} [95% CI]"] = _with_ci(q)
+            if name in ("A2", "L2"):
+                row[f"{name} rob. positive"] = "yes" if q.robust_pos else "no"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def table8(quantities: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """Bad decision and the planted increment per endpoint (Appendix E, Table 8): complete
+    worlds of P3m, the qualifiers in the success cell, Sus with its reading."""
+    rows = []
+    for u in [*_units(quantities), PANEL]:
+        row: dict[str, object] = {"endpoint": u, "n (P3m)": int(_q(quantities, u, "P3m").n)}
+        for name in ("P3m", "A3", "L3"):
+            q = _q(quantities, u, name)
+            row[f"{name} [95% CI]"] = _with_ci(q)
+            if name != "P3m":
+                row[f"{name} rob. positive"] = "yes" if q.robust_pos else "no"
+        sus = _q(quantities, u, "Sus")
+        row["Sus [95% CI]"] = _with_ci(sus)
+        row["Sus reading"] = f"above {margin:g}" if sus.estimate > margin else f"below {margin:g}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def table_secondary(quantities: pd.DataFrame) -> pd.DataFrame:
     """Secondary quantities (registered; intervals without multiplicity adjustment)."""
     names = ["T1", "T3", "L2b", "L3b", "P2[RBD]", "A2[RBD]", "L2[RBD]", "P2[N]", "A2[N]", "L2[N]",
@@ -171,6 +217,14 @@ CAPTIONS = {
                            "under four memory arms.",
     "table5_remedies": "Table 5 (analogue). Remedy differences against RB, paired by world; credited only if "
                        "both the P and the A difference have 95% intervals below 0.",
+    "table6_endpoints": "Table 6 (analogue). The panel: model identifiers, base URL, the pinned provider and "
+                        "the parameters each role sent (as frozen).",
+    "table7_good": "Table 7 (analogue). Good decision, per endpoint (exploratory): complete worlds (n) of P2, "
+                   "the qualifiers A2 and L2 in the failure cell and the lesson-source effect L2b in the benign "
+                   "cell, with registered 95% intervals.",
+    "table8_bad": "Table 8 (analogue). Bad decision and planted increment, per endpoint (exploratory): complete "
+                  "worlds (n) of P3m, the qualifiers A3 and L3 in the success cell, and Sus with its reading, "
+                  "with registered 95% intervals.",
     "table_secondary": "Secondary quantities with registered 95% intervals (no multiplicity adjustment); "
                        "cue splits are descriptive.",
     "table_cell_rates": "Worse-tool choices / counted answers per cell, with Wilson 95% intervals; panel rows: "
@@ -184,16 +238,21 @@ CAPTIONS = {
 
 def build_tables(quantities: pd.DataFrame, readings: pd.DataFrame, remedies: pd.DataFrame,
                  cell_rates: pd.DataFrame, lessons: pd.DataFrame | None = None,
-                 missingness: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+                 missingness: pd.DataFrame | None = None, endpoints: pd.DataFrame | None = None,
+                 *, margin: float) -> dict[str, pd.DataFrame]:
     out = {
         "table1_panel": table1(quantities, readings),
         "table2_rates": table2(cell_rates),
         "table3_endpoints": table3(quantities, readings),
         "table4_remedy_rates": table4(cell_rates, readings),
         "table5_remedies": table5(remedies),
+        "table7_good": table7(quantities),
+        "table8_bad": table8(quantities, margin),
         "table_secondary": table_secondary(quantities),
         "table_cell_rates": table_cell_rates(cell_rates),
     }
+    if endpoints is not None:
+        out["table6_endpoints"] = table6(endpoints)
     if missingness is not None:
         out["table_lessons"] = table_lessons(lessons if lessons is not None else pd.DataFrame(), missingness)
     return out
