@@ -128,6 +128,17 @@ def test_embeddings_count_against_the_cost_caps(loopback, tmp_path):
     assert again.cached == [True]
 
 
+def test_first_writer_wins_for_embeddings(tmp_path):
+    cache = Cache(tmp_path / "c.sqlite")
+    rec = {"call_id": "k", "endpoint": "e", "cell_id": "a", "prompt_tokens": 1, "completion_tokens": 0,
+           "cost": 0.0, "finished_at": "t", "response_text": "[1.0]"}
+    assert cache.store_many([("k", rec)], "r1", first_wins=True)["k"]["response_text"] == "[1.0]"
+    later = cache.store_many([("k", {**rec, "cell_id": "b", "response_text": "[2.0]"})], "r2", first_wins=True)
+    assert later["k"]["response_text"] == "[1.0]" and cache.get("k")["cell_id"] == "a"
+    assert cache.totals() == [("e", 2, 2, 0, 0.0)]  # both calls were made, and are counted
+    cache.close()
+
+
 def test_token_shares_add_up():
     assert token_shares(["aaaa", "aa", "a"], 7) == [4, 2, 1]
     assert sum(token_shares(["x" * 5, "y" * 3, "z"], 10)) == 10

@@ -112,17 +112,29 @@ class Cache:
         in one transaction, before the caller sees the result."""
         self.store_many([(key, record)], run_id)
 
-    def store_many(self, items: Sequence[tuple[str, Mapping[str, Any]]], run_id: str) -> None:
-        """Commit several fresh calls (e.g. the texts of one embeddings request) in one transaction."""
+    def store_many(self, items: Sequence[tuple[str, Mapping[str, Any]]], run_id: str,
+                   first_wins: bool = False) -> dict[str, dict[str, Any]]:
+        """Commit several fresh calls (e.g. the texts of one embeddings request) in one transaction.
+
+        With ``first_wins`` (mode ``use``), an entry that another process stored meanwhile
+        is kept, and returned in place of this call's record, so every process replays
+        the same response; the ledger still counts this call (it was paid).  Returns the
+        stored record of each key.
+        """
+        verb = "INSERT OR IGNORE" if first_wins and self.mode == "use" else "INSERT OR REPLACE"
+        stored = {key: dict(record) for key, record in items}
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for key, record in items:
                     if self.mode != "off":
                         self._db.execute(
-                            "INSERT OR REPLACE INTO responses(key, endpoint, record, created_at) VALUES (?, ?, ?, ?)",
+                            f"{verb} INTO responses(key, endpoint, record, created_at) VALUES (?, ?, ?, ?)",
                             (key, record["endpoint"], canonical_json(record), record.get("finished_at", "")),
                         )
+                        if verb == "INSERT OR IGNORE":
+                            (kept,) = self._db.execute("SELECT record FROM responses WHERE key = ?", (key,)).fetchone()
+                            stored[key] = json.loads(kept)
                     self._db.execute(
                         "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (
@@ -135,6 +147,7 @@ class Cache:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+        return stored
 
     def spent(self, *, run_id: str | None = None, endpoint: str | None = None) -> float:
         """USD paid so far, for one run and/or one endpoint (all runs if ``run_id`` is None)."""
