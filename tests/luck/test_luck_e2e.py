@@ -131,7 +131,26 @@ def test_pipeline_recovers_planted_p2_and_reads_luck_carrying(workflow_copy):
         assert (wf / "results/luck/figures/figure1_p2_p3m.png").read_bytes()[:4] == b"\x89PNG"
         examples = (wf / "results/luck/analysis/examples.md").read_text()
         assert "## loop, RB, world" in examples and "Switch tools after an error" in examples
+        # the records are locked into the registered manifest; the run says its thresholds are not registered
+        lock = json.loads((wf / "results/luck/freeze/registered.json").read_text())["lock"]
+        assert "results/luck/loop/answers.calls.parquet" in lock["records"]
+        assert reg["thresholds"]["registered"] is False and "min_complete" in reg["thresholds"]["differs"]
+        assert "NOT the registered thresholds" in (wf / "results/luck/tables/table1_panel.md").read_text()
+        assert entry["model"] in (wf / "results/luck/tables/table6_endpoints.md").read_text()
+        assert "# Appendix C by its rules" in examples
+        assert all(w.startswith("lk-") for w in worlds.world_id)
         calls_before = srv.stats.requests
+
+        # a locked record changed afterwards: the analysis refuses it (and the original bytes pass again)
+        answers_path = wf / "results/luck/loop/answers.parquet"
+        original = answers_path.read_bytes()
+        edited = answers.copy()
+        edited.loc[edited.y == 0.0, "y"] = 1.0
+        edited.to_parquet(answers_path)
+        out = run_snakemake(wf, "--configfile", "overlay.yaml", "--forcerun", "luck_analysis", "--",
+                            "results/luck/analysis/registered.json")
+        assert out.returncode != 0 and "have changed since" in out.stdout + out.stderr
+        answers_path.write_bytes(original)
 
         # drift: an edited prompt makes the freeze (and every writer/reader) refuse
         prompt = wf / "config/prompts/luck/writer_rbd_success.md"

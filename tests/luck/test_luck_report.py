@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 import pandas as pd
 import pyarrow as pa
 
@@ -82,3 +83,30 @@ def test_appendix_c_rules_as_written():
     assert chosen["A"]["example"]["world_id"] == first["world_id"]
     md = examples_markdown([], list(chosen.values()))
     assert "# Appendix C by its rules" in md and "**A** (largest P2" in md and "**C**" in md
+
+
+def test_supplement_anomalies_regret_and_coverage():
+    answers, lessons, a = _study()
+    # no anomaly in a clean simulated run
+    assert a.anomalies.empty
+    lessons.loc[0, ["status", "lesson", "finish_reason"]] = ["refusal", None, "content_filter"]
+    lessons.loc[1, "finish_reason"] = "length"
+    answers.loc[3, ["status", "raw", "finish_reason", "error"]] = ["invalid", "I cannot decide.", "stop", "bad"]
+    from hindsight.studies.luck.supplement import anomalies, regret
+
+    an = anomalies(answers, lessons)
+    assert list(an.status) == ["refusal", "ok (cut at max_tokens)", "invalid"]
+    assert list(an.finish_reason) == ["content_filter", "length", "stop"] and an.raw.iloc[2] == "I cannot decide."
+    # regret: each worse-tool answer gives up its world's gap; by hand for one cell
+    wf = worlds_frame(WORLDS).set_index("world_id")
+    gap = (wf.better_successes - wf.worse_successes) / wf.n_runs
+    rg = regret(answers, worlds_frame(WORLDS)).set_index(["unit", "decision", "outcome", "arm"])
+    cell = answers[(answers.model == "big") & (answers.decision == "good") & (answers.outcome == "failure")
+                   & (answers.arm == "RB")]
+    assert rg.loc[("big", "good", "failure", "RB"), "regret"] == pytest.approx(
+        (cell.y * cell.world_id.map(gap)).mean())
+    assert rg.loc[("panel", "good", "failure", "RB"), "regret"] == pytest.approx(
+        rg.xs(("good", "failure", "RB"), level=[1, 2, 3]).drop("panel").regret.mean())
+    t = build_tables(a.quantities, a.readings, a.remedies, a.cell_rates, a.lessons, a.missingness,
+                     coverage=a.coverage, anomalies=an, regret=a.regret, margin=RULES.margin)
+    assert len(t["table_anomalies"]) == 3 and t["table_coverage"].worlds.sum() == 2 * len(WORLDS)

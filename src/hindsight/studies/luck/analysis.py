@@ -25,11 +25,13 @@ from hindsight.studies.luck.contrasts import (
     ADVERSE_NEUTRAL, CONTRASTS, PRIMARIES, QUALIFIERS, Contrast, world_values, y_matrix,
 )
 from hindsight.studies.luck.inference import Reading, Rules, Summary, read_primaries, summarize
+from hindsight.studies.luck.supplement import anomalies, regret
 
 PANEL = "panel"
 CUE_SPLIT = ("P2", "P3m")
 # the analysis tables written beside registered.json
-TABLES = ("quantities", "readings", "remedies", "cell_rates", "missingness", "lessons", "coverage", "endpoints")
+TABLES = ("quantities", "readings", "remedies", "cell_rates", "missingness", "lessons", "coverage", "endpoints",
+          "anomalies", "regret")
 
 
 @dataclass
@@ -44,6 +46,8 @@ class Analysis:
     rules: Rules
     lock: dict[str, Any] | None = None  # the records' lock (registered manifest), if locked
     endpoints: pd.DataFrame = field(default_factory=pd.DataFrame)  # Table 6: ids, pins, sent params
+    anomalies: pd.DataFrame = field(default_factory=pd.DataFrame)  # supplement: odd lessons and answers
+    regret: pd.DataFrame = field(default_factory=pd.DataFrame)  # supplement: regret per cell
 
     def to_json(self) -> str:
         def rec(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -57,7 +61,7 @@ class Analysis:
             "quantities": rec(self.quantities), "remedies": rec(self.remedies),
             "cell_rates": rec(self.cell_rates), "missingness": rec(self.missingness),
             "lesson_descriptives": rec(self.lessons), "panel_coverage": rec(self.coverage),
-            "endpoints": rec(self.endpoints),
+            "endpoints": rec(self.endpoints), "anomalies": rec(self.anomalies), "regret": rec(self.regret),
         }, indent=1, sort_keys=True)
 
 
@@ -194,6 +198,7 @@ def analyse(answers: pd.DataFrame, worlds: pd.DataFrame, rules: Rules,
         remedies=pd.DataFrame(remedies), cell_rates=rates, missingness=miss,
         lessons=lesson_descriptives(lessons) if lessons is not None else pd.DataFrame(),
         coverage=pd.DataFrame(cov), rules=rules,
+        anomalies=anomalies(answers, lessons), regret=regret(answers, worlds),
     )
 
 

@@ -18,7 +18,7 @@ from hindsight.studies.luck.design import ARMS
 
 TABLES = ("table1_panel", "table2_rates", "table3_endpoints", "table4_remedy_rates",
           "table5_remedies", "table6_endpoints", "table7_good", "table8_bad", "table_secondary",
-          "table_cell_rates", "table_lessons")
+          "table_cell_rates", "table_lessons", "table_coverage", "table_anomalies", "table_regret")
 
 
 def _q(quantities: pd.DataFrame, unit: str, name: str, subset: str = "all") -> pd.Series:
@@ -205,6 +205,28 @@ def table_lessons(lessons: pd.DataFrame, missingness: pd.DataFrame) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+def table_coverage(coverage: pd.DataFrame) -> pd.DataFrame:
+    """The panel's availability weighting: worlds by the number of endpoints complete there."""
+    return pd.DataFrame({"quantity": coverage.quantity, "complete endpoints": coverage.complete_endpoints,
+                         "worlds": coverage.worlds,
+                         "in the panel average": ["yes" if x else "no" for x in coverage.included]})
+
+
+def table_anomalies(anomalies: pd.DataFrame) -> pd.DataFrame:
+    """Missing or cut lessons, recovered or invalid answers, with the finish reasons."""
+    if anomalies.empty:
+        return pd.DataFrame({"unit": ["—"], "kind": ["none"], "world_id": [""], "cell": [""], "status": [""],
+                             "finish_reason": [""], "error": [""], "raw (start)": [""]})
+    return anomalies.rename(columns={"raw": "raw (start)"})
+
+
+def table_regret(regret: pd.DataFrame) -> pd.DataFrame:
+    """Regret per cell: the log's success-rate gap given up by naming the worse tool."""
+    r = regret.copy()
+    r["regret"] = [f"{100 * v:.2f}" for v in r.regret]
+    return r.rename(columns={"regret": "regret (points)", "outcome": "previous run"})
+
+
 CAPTIONS = {
     "table1_panel": "Table 1 (analogue). The panel's primary contrasts, their qualifiers and the planted "
                     "increment (instruction RB): estimate with its registered 95% interval; p_t two-sided t-test "
@@ -225,6 +247,13 @@ CAPTIONS = {
     "table8_bad": "Table 8 (analogue). Bad decision and planted increment, per endpoint (exploratory): complete "
                   "worlds (n) of P3m, the qualifiers A3 and L3 in the success cell, and Sus with its reading, "
                   "with registered 95% intervals.",
+    "table_coverage": "The panel's availability weighting: for each primary, worlds by the number of endpoints "
+                      "complete there, and whether they enter the panel average.",
+    "table_anomalies": "Anomalies: lessons that are missing (refusal, empty) or were cut at max_tokens, and reader "
+                       "answers that were recovered (registered rule) or are invalid, with the provider's finish "
+                       "reason and the start of the raw text.",
+    "table_regret": "Regret per cell (our definition): mean over counted answers of Y x (better rate - worse "
+                    "rate) in the log, in percentage points; panel: the mean of the endpoints'.",
     "table_secondary": "Secondary quantities with registered 95% intervals (no multiplicity adjustment); "
                        "cue splits are descriptive.",
     "table_cell_rates": "Worse-tool choices / counted answers per cell, with Wilson 95% intervals; panel rows: "
@@ -239,7 +268,8 @@ CAPTIONS = {
 def build_tables(quantities: pd.DataFrame, readings: pd.DataFrame, remedies: pd.DataFrame,
                  cell_rates: pd.DataFrame, lessons: pd.DataFrame | None = None,
                  missingness: pd.DataFrame | None = None, endpoints: pd.DataFrame | None = None,
-                 *, margin: float) -> dict[str, pd.DataFrame]:
+                 coverage: pd.DataFrame | None = None, anomalies: pd.DataFrame | None = None,
+                 regret: pd.DataFrame | None = None, *, margin: float) -> dict[str, pd.DataFrame]:
     out = {
         "table1_panel": table1(quantities, readings),
         "table2_rates": table2(cell_rates),
@@ -253,6 +283,10 @@ def build_tables(quantities: pd.DataFrame, readings: pd.DataFrame, remedies: pd.
     }
     if endpoints is not None:
         out["table6_endpoints"] = table6(endpoints)
+    for name, df, fn in (("table_coverage", coverage, table_coverage), ("table_anomalies", anomalies, table_anomalies),
+                         ("table_regret", regret, table_regret)):
+        if df is not None:
+            out[name] = fn(df)
     if missingness is not None:
         out["table_lessons"] = table_lessons(lessons if lessons is not None else pd.DataFrame(), missingness)
     return out
