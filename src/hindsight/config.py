@@ -37,11 +37,15 @@ class Price:
 
 @dataclass(frozen=True)
 class EmbeddedWeights:
+    """Where an embedded model's weights file lies: one file of one installed distribution,
+    or ``parts`` (distribution, file) to join in order; ``sha256`` is of the whole file."""
+
     distribution: str
     file: str
     sha256: str
     ctx_size: int = 4096
     threads: int = 2
+    parts: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,14 @@ def parse_models(data: Any, source: str = "config/models.yaml") -> dict[str, End
         if task != "embed" and "batch_size" in raw:
             raise ConfigError(f"{where}: key batch_size is only for embedding endpoints. "
                               f"Fix: add task: embed or remove batch_size.")
-        emb = raw.get("embedded")
+        emb = dict(raw.get("embedded") or {})
+        if emb:
+            parts = tuple((p["distribution"], p["file"]) for p in emb.pop("parts", []))
+            single = bool(emb.get("distribution")) and bool(emb.get("file"))
+            if bool(parts) == single:
+                raise ConfigError(f"{where}: key embedded: give either distribution and file, or parts "
+                                  f"(a file split over several distributions), not both and not neither.")
+            emb = {"distribution": "", "file": "", **emb, "parts": parts}
         endpoints[name] = Endpoint(
             name=name,
             provider=raw["provider"],

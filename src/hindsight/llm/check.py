@@ -20,7 +20,7 @@ import httpx
 import openai
 
 from hindsight.config import ConfigError, Endpoint
-from hindsight.llm.embedded import weights_path
+from hindsight.llm.embedded import weights_paths
 from hindsight.llm.embedder_server import server_for
 
 
@@ -64,7 +64,7 @@ def preflight(config: Mapping[str, Any], endpoints: Mapping[str, Endpoint], name
         ep = endpoints[name]
         if ep.provider == "embedded":
             assert ep.embedded is not None
-            weights_path(ep.embedded)
+            weights_paths(ep.embedded)
             missing = [m for m in ("tokenizers", "safetensors") if ep.task == "embed" and not importlib.util.find_spec(m)]
             if missing:
                 raise ConfigError(f"{ep.source}: endpoint '{ep.name}' (the embedded embedder) needs the package(s) "

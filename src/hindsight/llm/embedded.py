@@ -29,38 +29,54 @@ from pathlib import Path
 
 from hindsight.config import ConfigError, EmbeddedWeights, Endpoint
 
-_VERIFIED: dict[tuple[str, int, float], str] = {}
+_VERIFIED: dict[tuple[tuple[str, int, float], ...], str] = {}
 
 
-def weights_path(weights: EmbeddedWeights, verify: bool = True) -> Path:
-    """Path of the GGUF inside its installed distribution, SHA-256 checked."""
+def _locate(distribution: str, file: str) -> Path:
     try:
-        dist = md.distribution(weights.distribution)
+        dist = md.distribution(distribution)
     except md.PackageNotFoundError:
         raise ConfigError(
-            f"embedded weights: the package '{weights.distribution}' is not installed. "
+            f"embedded weights: the package '{distribution}' is not installed. "
             f"Fix: run bin/setup (it installs envs/requirements-nodeps.txt)."
         ) from None
-    matches = [f for f in (dist.files or []) if Path(str(f)).name == weights.file]
+    matches = [f for f in (dist.files or []) if Path(str(f)).name == file]
     if not matches:
-        raise ConfigError(f"embedded weights: '{weights.file}' is not among the files of {weights.distribution}.")
-    path = Path(dist.locate_file(matches[0])).resolve()
+        raise ConfigError(f"embedded weights: '{file}' is not among the files of {distribution}.")
+    return Path(dist.locate_file(matches[0])).resolve()
+
+
+def weights_paths(weights: EmbeddedWeights, verify: bool = True) -> list[Path]:
+    """Paths of the weights file, or of its parts in order (``parts``: a file split over
+    several distributions), each inside its installed distribution; the SHA-256 of the
+    file (the parts joined) is checked once per process and file version."""
+    pairs = weights.parts or ((weights.distribution, weights.file),)
+    paths = [_locate(d, f) for d, f in pairs]
     if verify:
-        st = path.stat()
-        key = (str(path), st.st_size, st.st_mtime)
+        key = tuple((str(p), p.stat().st_size, p.stat().st_mtime) for p in paths)
         digest = _VERIFIED.get(key)
         if digest is None:
             h = hashlib.sha256()
-            with open(path, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
+            for path in paths:
+                with open(path, "rb") as fh:
+                    for chunk in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(chunk)
             digest = _VERIFIED[key] = h.hexdigest()
         if digest != weights.sha256:
+            what = str(paths[0]) if len(paths) == 1 else f"{len(paths)} parts joined ({paths[0]} ...)"
+            dists = ", ".join(dict.fromkeys(d for d, _ in pairs))
             raise ConfigError(
-                f"embedded weights: {path} has SHA-256 {digest}, the registry expects {weights.sha256}. "
-                f"Fix: reinstall {weights.distribution} at the pinned version."
+                f"embedded weights: {what} has SHA-256 {digest}, the registry expects {weights.sha256}. "
+                f"Fix: reinstall {dists} at the pinned version."
             )
-    return path
+    return paths
+
+
+def weights_path(weights: EmbeddedWeights, verify: bool = True) -> Path:
+    """Path of a single-file weights (the GGUF, a model.zip) inside its distribution, SHA-256 checked."""
+    if weights.parts:
+        raise ValueError("weights in parts have no single path: use weights_paths")
+    return weights_paths(weights, verify)[0]
 
 
 def free_port() -> int:
@@ -92,13 +108,13 @@ class EmbeddedServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.base_url: str | None = None
 
-    def command(self, weights: Path, port: int) -> list[str]:
+    def command(self, weights: list[Path], port: int) -> list[str]:
         """The child's command line (a subclass serves another kind of model)."""
         w = self.endpoint.embedded
         assert w is not None
         return [
             sys.executable, "-m", "hindsight.llm.embedded", "_child",
-            "--gguf", str(weights), "--port", str(port), "--alias", self.endpoint.model,
+            "--gguf", str(weights[0]), "--port", str(port), "--alias", self.endpoint.model,
             "--parallel", str(self.endpoint.max_concurrency), "--ctx", str(w.ctx_size),
             "--threads", str(w.threads), "--parent", str(os.getpid()),
         ]
@@ -111,7 +127,7 @@ class EmbeddedServer:
         w = self.endpoint.embedded
         assert w is not None
         port = free_port()
-        cmd = self.command(weights_path(w), port)
+        cmd = self.command(weights_paths(w), port)
         env = self.child_env()
         if self.log_path:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)

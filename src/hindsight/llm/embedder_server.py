@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import io
 import json
 import os
 import sys
@@ -37,12 +38,12 @@ MAX_INPUTS = 2048
 class EmbedderServer(EmbeddedServer):
     """The embedded embedder for one registry entry, in a child process."""
 
-    def command(self, weights: Path, port: int) -> list[str]:
+    def command(self, weights: list[Path], port: int) -> list[str]:
         w = self.endpoint.embedded
         assert w is not None
         return [
             sys.executable, "-m", "hindsight.llm.embedder_server",
-            "--archive", str(weights), "--port", str(port), "--alias", self.endpoint.model,
+            "--archive", *map(str, weights), "--port", str(port), "--alias", self.endpoint.model,
             "--parent", str(os.getpid()),
         ]
 
@@ -140,11 +141,14 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, port: int, alias: str, archive: str) -> None:
+    def __init__(self, port: int, alias: str, archive: list[str]) -> None:
         from hindsight.llm.sentence_encoder import SentenceEncoder
 
         self.alias = alias
-        self.model = SentenceEncoder(archive)
+        if len(archive) == 1:
+            self.model = SentenceEncoder(archive[0])
+        else:  # a zip split over several packages: joined in memory, in order
+            self.model = SentenceEncoder(io.BytesIO(b"".join(Path(p).read_bytes() for p in archive)))
         self.dimension = self.model.dimension
         super().__init__(("127.0.0.1", port), _Handler)
 
@@ -157,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     import signal
 
     parser = argparse.ArgumentParser(prog="python -m hindsight.llm.embedder_server")
-    parser.add_argument("--archive", required=True)
+    parser.add_argument("--archive", nargs="+", required=True, help="the model zip, or its parts in order")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--alias", required=True)
     parser.add_argument("--parent", type=int, required=True)

@@ -25,7 +25,7 @@ REQUEST_FILES = ("hindsight/llm/client.py", "hindsight/llm/structured.py", "hind
 # imported by the study, but not protocol: rule plumbing, config parsing (its values are
 # frozen in the slice), the client's session/recording/limits (A's model layer beyond
 # request building)
-NOT_PROTOCOL = ("hindsight.cells", "hindsight.config", "hindsight.llm")
+NOT_PROTOCOL = ("hindsight.cells", "hindsight.rule_entry", "hindsight.config", "hindsight.llm")
 
 
 def _module_file(module: str) -> Path | None:

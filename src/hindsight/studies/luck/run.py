@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from hindsight.cells import write_parquet, write_text
+from hindsight.files import atomic_write_text, write_parquet
 
 # Heavier modules (analysis, tables, figure, the model client) are imported inside the
 # functions that need them: each rule runs in a fresh process.
@@ -47,7 +47,8 @@ def freeze(*, worlds: str, prompts_dir: str, config_slice: Mapping[str, Any], re
 
     current = _current_manifest(worlds, prompts_dir, config_slice)
     manifest = register_or_verify(current, registered)
-    write_text(json.dumps({k: v for k, v in manifest.items() if k != "lock"}, indent=1, sort_keys=True), out)
+    shown = {k: v for k, v in manifest.items() if k != "lock"}
+    atomic_write_text(out, json.dumps(shown, indent=1, sort_keys=True))
     log.info("freeze verified: %s (registered %s)", manifest["registered"]["digest"][:16],
              manifest["registered"]["at"])
     return manifest
@@ -176,11 +177,11 @@ def analysis(*, worlds: str, answers: Sequence[str], lessons: Sequence[str], pro
     if lesson_table is not None:
         chosen = appendix_c(answer_table, lesson_table, world_table, a.quantities, a.readings, a.remedies,
                             a.lessons)
-        write_text(examples_markdown(select_examples(answer_table, lesson_table, world_table), chosen),
-                   out / "examples.md")
+        atomic_write_text(out / "examples.md",
+                          examples_markdown(select_examples(answer_table, lesson_table, world_table), chosen))
     for name in TABLES:
         write_parquet(getattr(a, name), out / f"{name}.parquet")
-    write_text(a.to_json(), out / "registered.json")
+    atomic_write_text(out / "registered.json", a.to_json())
     if not a.rules.registered:
         log.warning("analysis on NOT registered thresholds: %s", a.rules.caption_note())
     for r in a.readings.itertuples():
