@@ -36,6 +36,17 @@ def test_imports_are_resolved_statically():
         sources.imports("hindsight.nowhere")
 
 
+def test_type_checking_imports_do_not_count():
+    import ast
+
+    tree = ast.parse("from typing import TYPE_CHECKING\nimport typing\n"
+                     "if TYPE_CHECKING:\n    import hindsight.a\nelse:\n    import hindsight.b\n"
+                     "if typing.TYPE_CHECKING:\n    import hindsight.c\n"
+                     "def f():\n    import hindsight.d\n")
+    names = {a.name for n in sources._nodes(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert names == {"typing", "hindsight.b", "hindsight.d"}
+
+
 def _studies(module: str) -> str | None:
     parts = module.split(".")
     return parts[2] if len(parts) > 2 and parts[1] == "studies" else None

@@ -5,6 +5,8 @@ Used for two things: the source files a rule depends on (:func:`source_files` of
 modules its entry point imports, transitively), and the guard against import cycles
 (:func:`find_cycle`; ``tests/test_imports.py``).  Every ``import`` counts, including those
 inside functions: a lazy import hides a cycle from the interpreter, not from the design.
+Imports under ``if TYPE_CHECKING:`` do not count: they name a type for the checker and
+never run.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def imports(module: str) -> frozenset[str]:
         raise ModuleNotFoundError(f"no module {module!r} under {SRC}")
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    for node in _nodes(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -65,6 +67,25 @@ def imports(module: str) -> frozenset[str]:
                 found.add(sub if module_file(sub) is not None else base)
     return frozenset(m for m in found if m.split(".")[0] == "hindsight" and m != module
                      and module_file(m) is not None)
+
+
+def _type_checking_only(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _nodes(tree: ast.AST) -> Iterable[ast.AST]:
+    """Every node of ``tree`` except the bodies of ``if TYPE_CHECKING:`` (their ``else`` runs)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if _type_checking_only(node):
+            todo.extend(node.orelse)  # type: ignore[attr-defined]
+            continue
+        todo.extend(ast.iter_child_nodes(node))
 
 
 def import_graph(modules: Iterable[str] | None = None) -> dict[str, frozenset[str]]:
