@@ -12,8 +12,12 @@ from hindsight import sources
 def test_no_import_cycle_in_the_package():
     graph = sources.import_graph()
     assert len(graph) > 50  # the whole package was read
-    cycle = sources.find_cycle(graph)
-    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+    graph = {m: set(d) for m, d in graph.items()}
+    cycles = []
+    while (cycle := sources.find_cycle(graph)) is not None and len(cycles) < 20:
+        cycles.append(" -> ".join(cycle))
+        graph[cycle[0]].discard(cycle[1])  # cut it to find the next one
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
 def test_cycle_finder_finds_a_planted_cycle():
