@@ -139,6 +139,8 @@ def test_pipeline_recovers_planted_p2_and_reads_luck_carrying(workflow_copy):
         assert entry["model"] in (wf / "results/luck/tables/table6_endpoints.md").read_text()
         assert "# Appendix C by its rules" in examples
         assert all(w.startswith("lk-") for w in worlds.world_id)
+        spec = json.loads((wf / "results/luck/loop/answers.spec.json").read_text())  # run_rule's spec
+        assert spec["rule"] == "luck_readers" and spec["params"]["slice"]["panel"] == ["loop"]
         calls_before = srv.stats.requests
 
         # a locked record changed afterwards: the analysis refuses it (and the original bytes pass again)

@@ -135,5 +135,4 @@ rule luck_report:
         "../scripts/luck_report.py"
 
 
-# C's enable_study(...) (issue 8) replaces this line once it is in common.smk
-FINAL_TARGETS.extend(LW.final_targets())
+enable_study(LW)

@@ -3,12 +3,12 @@ over the luck panel (workflow/rules/luck.smk)."""
 
 from pathlib import Path
 
-from hindsight.cells import run_cell
+from hindsight.rule_entry import run_rule
 from hindsight.studies.luck import run
 from hindsight.studies.luck.freeze import refusing
 
 s = snakemake  # noqa: F821
-run_cell(refusing(lambda: run.analysis(
+run_rule(s, refusing(lambda: run.analysis(
     worlds=s.input.worlds, answers=list(s.input.answers), lessons=list(s.input.lessons),
     prompts_dir=s.params.prompts_dir, config_slice=s.params.slice, registered=s.params.registered,
-    rules=s.params.rules, outdir=str(Path(s.output.registered).parent))), s.log[0])
+    rules=s.params.rules, outdir=str(Path(s.output.registered).parent))))

@@ -1,11 +1,11 @@
 """Rule luck_readers: 32 reader requests per world for one endpoint (workflow/rules/luck.smk)."""
 
-from hindsight.cells import run_cell
+from hindsight.rule_entry import run_rule
 from hindsight.studies.luck import run
 from hindsight.studies.luck.freeze import refusing
 
 s = snakemake  # noqa: F821
-run_cell(refusing(lambda: run.readers(
+run_rule(s, refusing(lambda: run.readers(
     config=s.config, model=s.wildcards.model, worlds=s.input.worlds, lessons=s.input.lessons,
     prompts_dir=s.params.prompts_dir, config_slice=s.params.slice, registered=s.params.registered,
-    max_tokens=s.params.max_tokens, out=s.output.answers, calls=s.output.calls)), s.log[0])
+    max_tokens=s.params.max_tokens, out=s.output.answers, calls=s.output.calls)))

@@ -1,7 +1,7 @@
 """Rule luck_worlds: generate the worlds table (workflow/rules/luck.smk)."""
 
-from hindsight.cells import run_cell
+from hindsight.rule_entry import run_rule
 from hindsight.studies.luck import run
 
 s = snakemake  # noqa: F821
-run_cell(lambda: run.make_worlds(**s.params.worlds, out=s.output[0]), s.log[0])
+run_rule(s, lambda: run.make_worlds(**s.params.worlds, out=s.output[0]))

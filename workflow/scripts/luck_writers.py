@@ -1,11 +1,11 @@
 """Rule luck_writers: 12 lessons per world for one endpoint (workflow/rules/luck.smk)."""
 
-from hindsight.cells import run_cell
+from hindsight.rule_entry import run_rule
 from hindsight.studies.luck import run
 from hindsight.studies.luck.freeze import refusing
 
 s = snakemake  # noqa: F821
-run_cell(refusing(lambda: run.writers(
+run_rule(s, refusing(lambda: run.writers(
     config=s.config, model=s.wildcards.model, worlds=s.input.worlds, prompts_dir=s.params.prompts_dir,
     config_slice=s.params.slice, registered=s.params.registered, max_tokens=s.params.max_tokens,
-    out=s.output.lessons, calls=s.output.calls)), s.log[0])
+    out=s.output.lessons, calls=s.output.calls)))
