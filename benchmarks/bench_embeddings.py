@@ -10,7 +10,7 @@ Figures, not a timed test:
 - cache hits: texts/s of ``Client.embed`` when every text is cached (a second client over
   the same cache), and the same against the loopback endpoint's fresh path.
 
-    .venv/bin/python benchmarks/bench_embeddings.py [--n 256] [--batch-sizes 1,8,32,64]
+    .venv/bin/python benchmarks/bench_embeddings.py [--endpoint minilm|mpnet] [--n 256] [--batch-sizes 1,8,32,64]
 
 Texts are short lesson-like sentences (about 20 tokens).  On a shared 2-core machine the
 figures move with the load: run it on an idle machine and read the ratios.
@@ -49,16 +49,19 @@ def corpus(n: int, seed: int = 0) -> list[str]:
     return [f"{rng.choice(SUBJ)} {rng.choice(VERB)} {rng.choice(OBJ)} {rng.choice(TAIL)} (#{i})" for i in range(n)]
 
 
-def in_process(n: int, batch_sizes: list[int], threads: int) -> dict[int, float]:
+def in_process(endpoint: str, n: int, batch_sizes: list[int], threads: int) -> dict[int, float]:
     """Run the model in a fresh process with ``threads`` BLAS threads (set before numpy loads)."""
     code = f"""
 import time, sys
 sys.path.insert(0, {str(REPO / 'benchmarks')!r})
 from bench_embeddings import corpus
 from hindsight.config import load_models
-from hindsight.llm.embedded import weights_path
+import io
+from hindsight.llm.embedded import weights_paths
 from hindsight.llm.sentence_encoder import SentenceEncoder
-t0 = time.monotonic(); enc = SentenceEncoder(weights_path(load_models({str(REPO / 'config/models.yaml')!r})['minilm'].embedded))
+t0 = time.monotonic()
+paths = weights_paths(load_models({str(REPO / 'config/models.yaml')!r})[{endpoint!r}].embedded)
+enc = SentenceEncoder(paths[0] if len(paths) == 1 else io.BytesIO(b"".join(p.read_bytes() for p in paths)))
 print(f"  model load in-process: {{time.monotonic() - t0:.2f}} s (hash checked, archive read, model built)")
 texts = corpus({n}); enc.encode(texts[:8]); rates = {{}}
 for bs in {batch_sizes}:
@@ -79,20 +82,20 @@ print("RATES", json.dumps(rates))
     return {int(k): v for k, v in rates.items()}
 
 
-async def served(config: dict, n: int, batch_sizes: list[int], one_thread: dict[int, float]) -> None:
+async def served(config: dict, endpoint: str, n: int, batch_sizes: list[int], one_thread: dict[int, float]) -> None:
     """Served texts/s; ideal = the 1-thread in-process rate x the requests that can run at once
     (the server runs one BLAS thread per request, up to max_concurrency, at most one per core)."""
     texts = corpus(n, seed=1)
     async with open_client(config, "bench/embeddings") as client:
         t0 = time.monotonic()
-        await client.embed("minilm", ["warm-up"])
+        await client.embed(endpoint, ["warm-up"])
         print(f"  server start + first call: {time.monotonic() - t0:.2f} s")
-        ep = client.endpoints["minilm"]
+        ep = client.endpoints[endpoint]
         for bs in batch_sizes:
-            client.endpoints["minilm"] = dataclasses.replace(ep, batch_size=bs)
+            client.endpoints[endpoint] = dataclasses.replace(ep, batch_size=bs)
             m = min(n, 64) if bs == 1 else n
             t0 = time.monotonic()
-            await client.embed("minilm", [f"{t} [{bs}]" for t in texts[:m]])
+            await client.embed(endpoint, [f"{t} [{bs}]" for t in texts[:m]])
             wall = time.monotonic() - t0
             parallel = min(ep.max_concurrency, os.cpu_count() or 1, -(-m // bs))
             ideal = one_thread.get(bs, 0.0) * parallel
@@ -126,6 +129,7 @@ async def cache_hits(config: dict, n: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--endpoint", default="minilm", help="an embedded embedder of config/models.yaml (minilm, mpnet)")
     ap.add_argument("--n", type=int, default=256)
     ap.add_argument("--batch-sizes", default="1,8,32,64")
     ap.add_argument("--threads", default="1,2", help="BLAS thread counts for the in-process figures")
@@ -133,13 +137,13 @@ def main() -> None:
     sizes = [int(x) for x in args.batch_sizes.split(",")]
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config["models_file"] = str(REPO / config["models_file"])
-    print(f"embedded embedder: all-MiniLM-L6-v2, {args.n} lesson-like texts, {os.cpu_count()} CPUs, "
+    print(f"embedded embedder: {args.endpoint}, {args.n} lesson-like texts, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
-    rates = {threads: in_process(args.n, sizes, threads) for threads in [int(x) for x in args.threads.split(",")]}
+    rates = {threads: in_process(args.endpoint, args.n, sizes, threads) for threads in [int(x) for x in args.threads.split(",")]}
     with tempfile.TemporaryDirectory() as tmp:
         cfg = copy.deepcopy(config)
         cfg["cache"] = {"path": str(Path(tmp) / "c.sqlite"), "mode": "off"}
-        asyncio.run(served(cfg, args.n, sizes, rates.get(1, {})))
+        asyncio.run(served(cfg, args.endpoint, args.n, sizes, rates.get(1, {})))
         print("cache:")
         asyncio.run(cache_hits(cfg, max(args.n, 1000)))
 
