@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from threadpoolctl import threadpool_limits
 
 from hindsight.config import ConfigError, Endpoint, EmbeddedWeights, Price, check_config, load_models, parse_models
 from hindsight.llm import BudgetExceeded, CallFailed, open_client, read_records
@@ -289,8 +290,9 @@ def test_the_archive_holds_the_upstream_model():
 @pytest.mark.embedded
 def test_numpy_encoder_matches_sentence_transformers_reference_vectors():
     enc = SentenceEncoder(weights_path(MINILM.embedded))
-    short, _ = enc.encode(REFERENCE["texts"][:-1])  # padded within the batch
-    long, tokens = enc.encode(REFERENCE["texts"][-1:])
+    with threadpool_limits(1):  # as the server runs it (threads: 1)
+        short, _ = enc.encode(REFERENCE["texts"][:-1])  # padded within the batch
+        long, tokens = enc.encode(REFERENCE["texts"][-1:])
     np.testing.assert_allclose(np.vstack([short, long]), np.array(REFERENCE["vectors"]), atol=2e-6)
     assert tokens == [256] and enc.dimension == 384  # the long text is truncated as sentence-transformers does
 
@@ -301,8 +303,9 @@ def test_numpy_encoder_runs_the_papers_mpnet_as_sentence_transformers_does():
     paths = weights_paths(MPNET.embedded)
     enc = SentenceEncoder(io.BytesIO(b"".join(p.read_bytes() for p in paths)))
     assert (enc.kind, enc.dimension, enc.max_seq_length) == ("mpnet", 768, 384)
-    short, _ = enc.encode(MPNET_REFERENCE["texts"][:-1])
-    long, tokens = enc.encode(MPNET_REFERENCE["texts"][-1:])
+    with threadpool_limits(1):
+        short, _ = enc.encode(MPNET_REFERENCE["texts"][:-1])
+        long, tokens = enc.encode(MPNET_REFERENCE["texts"][-1:])
     np.testing.assert_allclose(np.vstack([short, long]), np.array(MPNET_REFERENCE["vectors"]), atol=2e-6)
     assert tokens == [384]
 
