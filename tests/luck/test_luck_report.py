@@ -110,3 +110,40 @@ def test_supplement_anomalies_regret_and_coverage():
     t = build_tables(a.quantities, a.readings, a.remedies, a.cell_rates, a.lessons, a.missingness,
                      coverage=a.coverage, anomalies=an, regret=a.regret, margin=RULES.margin)
     assert len(t["table_anomalies"]) == 3 and t["table_coverage"].worlds.sum() == 2 * len(WORLDS)
+
+
+def test_bootstrap_bounds_and_counts_tables():
+    answers, lessons, a = _study()
+    b = a.bootstrap.set_index(["unit", "quantity"])
+    assert set(b.index.get_level_values(1)) == {"P2", "A2", "L2", "P3m", "A3", "L3", "Sus"}
+    q = a.quantities.query("subset == 'all'").set_index(["unit", "quantity"])
+    big = b.loc[("big", "P2")]
+    assert big.boot_lo < q.loc[("big", "P2")].estimate < big.boot_hi
+    # close to the registered t interval for a planted effect over 64 worlds
+    assert big.boot_lo == pytest.approx(q.loc[("big", "P2")].lo, abs=0.05)
+    assert b.loc[("none", "P2")].boot_lo == b.loc[("none", "P2")].boot_hi == 0.0  # a constant sample
+    t = build_tables(a.quantities, a.readings, a.remedies, a.cell_rates, bootstrap=a.bootstrap, margin=0.1)
+    assert len(t["table_bootstrap"]) == len(a.bootstrap)
+    counts = t["table_counts"].set_index(["decision", "endpoint", "previous run"])
+    r = a.cell_rates.query("unit == 'big' and decision == 'good' and outcome == 'failure' and arm == 'RB'").iloc[0]
+    assert counts.loc[("good", "big", "failure"), "RB"] == f"{r.worse}/{r.counted}"
+    bounds = t["table_bounds"]
+    assert set(bounds.quantity) == {"P2", "A2", "L2", "P3m", "A3", "L3"}
+
+
+def test_bootstrap_interval_covers_planted_and_null_means():
+    """Coverage of the percentile bootstrap of a per-world mean, planted (0.10) and null,
+    within 3 binomial SE of 95 %."""
+    from hindsight.studies.luck.supplement import bootstrap_interval
+
+    rng = np.random.default_rng(12)
+    reps = 300
+    for mean in (0.10, 0.0):
+        hits = 0
+        for _ in range(reps):
+            # P2-like values on {-1, 0, 1}: +1 with prob 0.05 + mean, -1 with prob 0.05
+            u = rng.random(256)
+            v = np.where(u < 0.05 + mean, 1.0, np.where(u > 0.95, -1.0, 0.0))
+            lo, hi = bootstrap_interval(v, 0.95)
+            hits += lo <= mean <= hi
+        assert hits / reps >= 0.95 - 3 * (0.95 * 0.05 / reps) ** 0.5, mean

@@ -25,13 +25,13 @@ from hindsight.studies.luck.contrasts import (
     ADVERSE_NEUTRAL, CONTRASTS, PRIMARIES, QUALIFIERS, Contrast, world_values, y_matrix,
 )
 from hindsight.studies.luck.inference import Reading, Rules, Summary, read_primaries, summarize
-from hindsight.studies.luck.supplement import anomalies, regret
+from hindsight.studies.luck.supplement import BOOTSTRAP_QUANTITIES, anomalies, bootstrap_table, regret
 
 PANEL = "panel"
 CUE_SPLIT = ("P2", "P3m")
 # the analysis tables written beside registered.json
 TABLES = ("quantities", "readings", "remedies", "cell_rates", "missingness", "lessons", "coverage", "endpoints",
-          "anomalies", "regret")
+          "anomalies", "regret", "bootstrap")
 
 
 @dataclass
@@ -48,6 +48,7 @@ class Analysis:
     endpoints: pd.DataFrame = field(default_factory=pd.DataFrame)  # Table 6: ids, pins, sent params
     anomalies: pd.DataFrame = field(default_factory=pd.DataFrame)  # supplement: odd lessons and answers
     regret: pd.DataFrame = field(default_factory=pd.DataFrame)  # supplement: regret per cell
+    bootstrap: pd.DataFrame = field(default_factory=pd.DataFrame)  # supplement: bootstrap intervals
 
     def to_json(self) -> str:
         def rec(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -62,6 +63,7 @@ class Analysis:
             "cell_rates": rec(self.cell_rates), "missingness": rec(self.missingness),
             "lesson_descriptives": rec(self.lessons), "panel_coverage": rec(self.coverage),
             "endpoints": rec(self.endpoints), "anomalies": rec(self.anomalies), "regret": rec(self.regret),
+            "bootstrap": rec(self.bootstrap),
         }, indent=1, sort_keys=True)
 
 
@@ -172,6 +174,7 @@ def analyse(answers: pd.DataFrame, worlds: pd.DataFrame, rules: Rules,
     # the panel
     S = {}
     cov = []
+    boot = {(m, q): per_model_vals[(m, q, "all")].value for m in models for q in BOOTSTRAP_QUANTITIES}
     for c, subset, ids in contrast_set:
         vals = pd.DataFrame({m: per_model_vals[(m, c.name, subset)].value for m in models})
         k = vals.notna().sum(axis=1)
@@ -185,6 +188,8 @@ def analyse(answers: pd.DataFrame, worlds: pd.DataFrame, rules: Rules,
         qrows.append(row)
         if subset == "all":
             S[c.name] = triple
+            if c.name in BOOTSTRAP_QUANTITIES:
+                boot[(PANEL, c.name)] = panel_vals
             if c.name in PRIMARIES:
                 for kk, cnt in k.value_counts().sort_index().items():
                     cov.append(dict(quantity=c.name, complete_endpoints=int(kk), worlds=int(cnt),
@@ -199,6 +204,7 @@ def analyse(answers: pd.DataFrame, worlds: pd.DataFrame, rules: Rules,
         lessons=lesson_descriptives(lessons) if lessons is not None else pd.DataFrame(),
         coverage=pd.DataFrame(cov), rules=rules,
         anomalies=anomalies(answers, lessons), regret=regret(answers, worlds),
+        bootstrap=bootstrap_table(boot, rules.level),
     )
 
 

@@ -197,6 +197,6 @@ def report(*, analysis_dir: str, tables_dir: str, figures: Sequence[str]) -> Non
     rules = Rules.from_config(json.loads((d / "registered.json").read_text(encoding="utf-8"))["rules"])
     tables = {n: pd.read_parquet(d / f"{n}.parquet") for n in
               ("quantities", "readings", "remedies", "cell_rates", "lessons", "missingness", "endpoints",
-               "coverage", "anomalies", "regret")}
+               "coverage", "anomalies", "regret", "bootstrap")}
     write_all(build_tables(**tables, margin=rules.margin), tables_dir, note=rules.caption_note())
     write_figure1(tables["quantities"], list(figures), rules.margin)

@@ -18,7 +18,8 @@ from hindsight.studies.luck.design import ARMS
 
 TABLES = ("table1_panel", "table2_rates", "table3_endpoints", "table4_remedy_rates",
           "table5_remedies", "table6_endpoints", "table7_good", "table8_bad", "table_secondary",
-          "table_cell_rates", "table_lessons", "table_coverage", "table_anomalies", "table_regret")
+          "table_cell_rates", "table_lessons", "table_coverage", "table_anomalies", "table_regret",
+          "table_bootstrap", "table_bounds", "table_counts")
 
 
 def _q(quantities: pd.DataFrame, unit: str, name: str, subset: str = "all") -> pd.Series:
@@ -227,6 +228,45 @@ def table_regret(regret: pd.DataFrame) -> pd.DataFrame:
     return r.rename(columns={"regret": "regret (points)", "outcome": "previous run"})
 
 
+def table_bootstrap(bootstrap: pd.DataFrame, quantities: pd.DataFrame) -> pd.DataFrame:
+    """Bootstrap intervals (resampling worlds) beside the registered t intervals."""
+    rows = []
+    for r in bootstrap.itertuples():
+        q = _q(quantities, r.unit, r.quantity)
+        rows.append({"unit": r.unit, "quantity": r.quantity, "n": int(r.n),
+                     "estimate [registered 95%]": fmt_interval(q.estimate, q.lo, q.hi),
+                     "bootstrap 95%": fmt_interval(r.estimate, r.boot_lo, r.boot_hi).split(" ", 1)[-1]})
+    return pd.DataFrame(rows)
+
+
+def table_bounds(quantities: pd.DataFrame) -> pd.DataFrame:
+    """Missing-data bounds of the primaries and their qualifiers per unit."""
+    rows = []
+    for u in [*_units(quantities), PANEL]:
+        for name in ("P2", "A2", "L2", "P3m", "A3", "L3"):
+            q = _q(quantities, u, name)
+            rows.append({"unit": u, "quantity": name, "n complete": int(q.n), "worlds": int(q.n_worlds),
+                         "estimate": fmt_signed(q.estimate), "lower bound": fmt_signed(q.lower_bound),
+                         "upper bound": fmt_signed(q.upper_bound)})
+    return pd.DataFrame(rows)
+
+
+def table_counts(cell_rates: pd.DataFrame) -> pd.DataFrame:
+    """Worse-tool choices / counted answers per endpoint, decision, outcome and arm, in the
+    layout of the paper's Tables 10 (good decision) and 11 (bad decision)."""
+    rows = []
+    r = cell_rates[cell_rates.unit != PANEL]
+    for d in ("good", "bad"):
+        for u in dict.fromkeys(r.unit):
+            for o in ("failure", "success"):
+                row: dict[str, object] = {"decision": d, "endpoint": u, "previous run": o}
+                for a in ARMS:
+                    x = r[(r.unit == u) & (r.decision == d) & (r.outcome == o) & (r.arm == a)]
+                    row[a] = f"{int(x.worse.iloc[0])}/{int(x.counted.iloc[0])}" if len(x) else "—"
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
 CAPTIONS = {
     "table1_panel": "Table 1 (analogue). The panel's primary contrasts, their qualifiers and the planted "
                     "increment (instruction RB): estimate with its registered 95% interval; p_t two-sided t-test "
@@ -254,6 +294,12 @@ CAPTIONS = {
                        "reason and the start of the raw text.",
     "table_regret": "Regret per cell (our definition): mean over counted answers of Y x (better rate - worse "
                     "rate) in the log, in percentage points; panel: the mean of the endpoints'.",
+    "table_bootstrap": "Percentile bootstrap 95% intervals (2,000 resamples of the worlds, seed 0) of the "
+                       "primaries, qualifiers and Sus, beside the registered t intervals (supplement).",
+    "table_bounds": "Missing-data bounds (every missing answer over all worlds set to lower / raise the "
+                    "contrast) of the primaries and their qualifiers.",
+    "table_counts": "Worse-tool choices / counted answers by endpoint, previous-run outcome and memory arm "
+                    "(Tables 10-11 layout: good decision, then bad decision).",
     "table_secondary": "Secondary quantities with registered 95% intervals (no multiplicity adjustment); "
                        "cue splits are descriptive.",
     "table_cell_rates": "Worse-tool choices / counted answers per cell, with Wilson 95% intervals; panel rows: "
@@ -269,7 +315,8 @@ def build_tables(quantities: pd.DataFrame, readings: pd.DataFrame, remedies: pd.
                  cell_rates: pd.DataFrame, lessons: pd.DataFrame | None = None,
                  missingness: pd.DataFrame | None = None, endpoints: pd.DataFrame | None = None,
                  coverage: pd.DataFrame | None = None, anomalies: pd.DataFrame | None = None,
-                 regret: pd.DataFrame | None = None, *, margin: float) -> dict[str, pd.DataFrame]:
+                 regret: pd.DataFrame | None = None, bootstrap: pd.DataFrame | None = None, *,
+                 margin: float) -> dict[str, pd.DataFrame]:
     out = {
         "table1_panel": table1(quantities, readings),
         "table2_rates": table2(cell_rates),
@@ -280,6 +327,8 @@ def build_tables(quantities: pd.DataFrame, readings: pd.DataFrame, remedies: pd.
         "table8_bad": table8(quantities, margin),
         "table_secondary": table_secondary(quantities),
         "table_cell_rates": table_cell_rates(cell_rates),
+        "table_bounds": table_bounds(quantities),
+        "table_counts": table_counts(cell_rates),
     }
     if endpoints is not None:
         out["table6_endpoints"] = table6(endpoints)
@@ -287,6 +336,8 @@ def build_tables(quantities: pd.DataFrame, readings: pd.DataFrame, remedies: pd.
                          ("table_regret", regret, table_regret)):
         if df is not None:
             out[name] = fn(df)
+    if bootstrap is not None:
+        out["table_bootstrap"] = table_bootstrap(bootstrap, quantities)
     if missingness is not None:
         out["table_lessons"] = table_lessons(lessons if lessons is not None else pd.DataFrame(), missingness)
     return out
