@@ -8,8 +8,8 @@ free port.  A cell starts it when one of its endpoints is embedded, checks ``/he
 before use and stops it when the cell ends; the child also exits by itself if its
 parent dies (e.g. ``kill -9``), so no server outlives its cell.
 
-Run by hand: ``python -m hindsight.llm.embedded serve --endpoint smollm2`` (or an
-embedded embedder: ``--endpoint minilm``).
+Run by hand: ``python -m hindsight.llm.embedded serve --endpoint smollm2`` (an embedded
+embedder: ``python -m hindsight.llm.embedder_server serve --endpoint minilm``).
 """
 
 from __future__ import annotations
@@ -217,9 +217,10 @@ def main(argv: list[str] | None = None) -> None:
     models = load_models(args.models)
     if args.endpoint not in models:
         sys.exit(f"{args.models}: no endpoint '{args.endpoint}' (known: {', '.join(sorted(models))})")
-    from hindsight.llm.embedder_server import server_for
-
-    with server_for(models[args.endpoint]) as srv:
+    if models[args.endpoint].task == "embed":
+        sys.exit(f"'{args.endpoint}' is an embedding endpoint: "
+                 f"python -m hindsight.llm.embedder_server serve --endpoint {args.endpoint}")
+    with EmbeddedServer(models[args.endpoint]) as srv:
         print(f"serving {args.endpoint} at {srv.base_url} (Ctrl-C to stop)", flush=True)
         try:
             while srv.proc is not None and srv.proc.poll() is None:

@@ -11,7 +11,7 @@ calls it over HTTP like any embedding endpoint.  The model is
 Routes: ``GET /health``, ``GET /v1/models``, ``POST /v1/embeddings`` (``input`` a string
 or a list of strings; ``encoding_format`` ``float`` or ``base64``; ``dimensions`` only
 equal to the model's).  Chat routes answer 404 with a message saying what this server
-is.  Run by hand: ``python -m hindsight.llm.embedded serve --endpoint minilm``.
+is.  Run by hand: ``python -m hindsight.llm.embedder_server serve --endpoint minilm``.
 """
 
 from __future__ import annotations
@@ -156,10 +156,35 @@ class _Server(ThreadingHTTPServer):
         return self.model.encode(texts)
 
 
+def serve(argv: list[str]) -> None:
+    """``serve --endpoint NAME``: serve an embedded embedder of the registry until Ctrl-C."""
+    from hindsight.config import load_models
+
+    parser = argparse.ArgumentParser(prog="python -m hindsight.llm.embedder_server serve")
+    parser.add_argument("--endpoint", default="minilm")
+    parser.add_argument("--models", default="config/models.yaml")
+    args = parser.parse_args(argv)
+    models = load_models(args.models)
+    if args.endpoint not in models or models[args.endpoint].task != "embed" or models[args.endpoint].provider != "embedded":
+        embedders = [n for n, e in models.items() if e.task == "embed" and e.provider == "embedded"]
+        sys.exit(f"{args.models}: no embedded embedder '{args.endpoint}' (embedded embedders: {', '.join(embedders)})")
+    with EmbedderServer(models[args.endpoint]) as srv:
+        print(f"serving {args.endpoint} at {srv.base_url} (Ctrl-C to stop)", flush=True)
+        try:
+            while srv.proc is not None and srv.proc.poll() is None:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+
+
 def main(argv: list[str] | None = None) -> None:
     """Child entry point: serve until SIGTERM, or until the parent process is gone."""
     import signal
 
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:
+        serve(argv[1:])
+        return
     parser = argparse.ArgumentParser(prog="python -m hindsight.llm.embedder_server")
     parser.add_argument("--archive", nargs="+", required=True, help="the model zip, or its parts in order")
     parser.add_argument("--port", type=int, required=True)
