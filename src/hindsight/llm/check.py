@@ -22,6 +22,7 @@ import openai
 from hindsight.config import ConfigError, Endpoint
 from hindsight.llm.embedded import weights_paths
 from hindsight.llm.embedder_server import server_for
+from hindsight.llm.types import CallFailed
 
 
 @dataclass
@@ -111,8 +112,6 @@ async def _one_token(base_url: str, key: str, ep: Endpoint, timeout: float) -> f
 
 def check_endpoint(ep: Endpoint, timeout: float = 30.0) -> CheckResult:
     """Key variable set, ``/v1/models`` answers, a 1-token completion (or 1-text embedding) works."""
-    from hindsight.llm.types import CallFailed
-
     server = None
     try:
         if ep.provider == "embedded":
