@@ -139,3 +139,25 @@ def test_default_thresholds_say_so_in_registered_json_and_every_caption(complete
     assert out["thresholds"] == {"registered": True, "differs": {}, "note": ""}
     run.report(analysis_dir=str(tmp / "analysis"), tables_dir=str(tmp / "tables2"), figures=figs)
     assert not any("NOT the registered" in p.read_text() for p in (tmp / "tables2").glob("*.md"))
+
+
+def test_frozen_sent_params_match_what_the_client_builds():
+    """The freeze's `sent` entry equals the parameters the model layer puts in each call
+    record (seed offset and the reader's response_format aside), for the embedded default
+    and a pinned router entry; check_sent accepts those records."""
+    from hindsight.config import load_models
+    from hindsight.llm.client import Client
+    from hindsight.studies.luck.freeze import sent_params
+    from hindsight.studies.luck.lock import check_sent
+
+    models = {**load_models(REPO / "config/models.yaml"),
+              **load_models(REPO / "config/presets/luck-paper.models.yaml")}
+    for name in ("smollm2", "qwen-3.8-max"):
+        ep = models[name]
+        for role, max_tokens, extra in (("writer", 32, {}), ("reader", None, {"response_format": {"type": "x"}})):
+            built = Client._params(None, ep, 7, {"max_tokens": max_tokens, **extra})  # what a call records
+            frozen = sent_params(ep, max_tokens)
+            endpoint = {"identity": ep.identity, "sent": {role: frozen}}
+            check_sent(_calls(3, "x", built, model=ep.model).to_pandas(), "records", endpoint, role)
+            if ep.params.get("seed") is not None:
+                assert built["seed"] == ep.params["seed"] + 7 and frozen["seed"] == "entry seed + sample index"
