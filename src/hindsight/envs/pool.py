@@ -20,7 +20,7 @@ def env_factory(name: str, options: Mapping[str, Any] | None = None) -> Callable
     opts = dict(options or {})
 
     def make() -> Any:
-        from hindsight.envs import make_env
+        from hindsight.envs.make import make_env
 
         return make_env(name, **opts)
 

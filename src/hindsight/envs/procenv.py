@@ -24,9 +24,9 @@ def _serve(rfd: int, wfd: int, name: str, options: dict[str, Any]) -> None:
     """The child: build the environment, then answer (method, args) requests until close."""
     rd, wr = os.fdopen(rfd, "rb"), os.fdopen(wfd, "wb")
     try:
-        from hindsight.envs import make_env
+        from hindsight.envs.engines import build_engine
 
-        env = make_env(name, process=False, **options)
+        env = build_engine(name, **options)
     except BaseException as exc:  # report construction errors to the parent
         _send(wr, (False, exc))
         return
