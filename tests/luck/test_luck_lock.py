@@ -128,6 +128,8 @@ def test_default_thresholds_say_so_in_registered_json_and_every_caption(complete
     run.report(analysis_dir=str(tmp / "analysis"), tables_dir=str(tmp / "tables"), figures=figs)
     mds = sorted((tmp / "tables").glob("*.md"))
     assert mds and all("NOT the registered thresholds" in p.read_text() for p in mds)
+    supplement = (tmp / "tables/registered_supplement.md").read_text()
+    assert "## table_bootstrap" in supplement and "## table_anomalies" in supplement
     assert all("NOT the registered thresholds" in p.read_text() for p in (tmp / "tables").glob("*.tex"))
     # registered thresholds: no note
     from dataclasses import asdict

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from hindsight.report import fmt_interval, fmt_p, fmt_signed, write_table
+from hindsight.files import atomic_write_text
+from hindsight.report import fmt_interval, fmt_p, fmt_signed, table_markdown, write_table
 from hindsight.studies.luck.analysis import PANEL
 from hindsight.studies.luck.design import ARMS
 
@@ -343,6 +344,22 @@ def build_tables(quantities: pd.DataFrame, readings: pd.DataFrame, remedies: pd.
     return out
 
 
+# the generated supplement (Appendix H, registered_supplement.md): these tables in one file
+SUPPLEMENT = ("table_coverage", "table3_endpoints", "table_bounds", "table_secondary", "table_bootstrap",
+              "table_cell_rates", "table_anomalies", "table_regret", "table_lessons")
+
+
+def supplement_markdown(tables: dict[str, pd.DataFrame], note: str = "") -> str:
+    """One Markdown file with the supplement's tables, each under its caption."""
+    parts = ["# Lessons from Luck: generated supplement", ""]
+    if note:
+        parts += [note, ""]
+    for stem in SUPPLEMENT:
+        if stem in tables:
+            parts += [f"## {stem}", "", table_markdown(tables[stem], CAPTIONS[stem])]
+    return "\n".join(parts)
+
+
 def write_all(tables: dict[str, pd.DataFrame], outdir: str | Path, note: str = "") -> list[Path]:
     """Write every table in four formats; ``note`` (the run's thresholds when they are not
     the registered ones) ends every caption."""
@@ -350,4 +367,5 @@ def write_all(tables: dict[str, pd.DataFrame], outdir: str | Path, note: str = "
     for stem, df in tables.items():
         caption = CAPTIONS[stem] + (f" {note}" if note else "")
         out += write_table(df, Path(outdir) / stem, caption=caption, label=f"tab:luck-{stem}")
+    out.append(atomic_write_text(Path(outdir) / "registered_supplement.md", supplement_markdown(tables, note)))
     return out

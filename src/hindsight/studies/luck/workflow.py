@@ -105,7 +105,8 @@ class LuckWorkflow:
         return list(TABLES)
 
     def table_paths(self) -> list[str]:
-        return [f"{RESULTS}/tables/{t}.{ext}" for t in self.tables() for ext in TABLE_FORMATS]
+        return ([f"{RESULTS}/tables/{t}.{ext}" for t in self.tables() for ext in TABLE_FORMATS]
+                + [f"{RESULTS}/tables/registered_supplement.md"])
 
     def figure_paths(self) -> list[str]:
         return [f"{RESULTS}/figures/figure1_p2_p3m.{ext}" for ext in FIGURE_FORMATS]
