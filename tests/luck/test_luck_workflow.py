@@ -38,6 +38,22 @@ def test_every_luck_key_is_required_by_the_schema():
             jsonschema.validate(cfg, schema)
 
 
+def test_schema_documents_config_yaml_as_the_default():
+    """The same rule as tests/test_config_defaults.py for the luck section."""
+    schema = load_schema("config.schema.json")
+    assert "luck" in schema["required"]
+
+    def walk(node, value, path):
+        if isinstance(value, dict) and "properties" in node:
+            assert set(node["required"]) >= set(value), path
+            for k, v in value.items():
+                walk(node["properties"][k], v, f"{path}.{k}")
+        else:
+            assert "default" in node and node["default"] == value, f"{path}: schema default differs"
+
+    walk(schema["properties"]["luck"], base_config()["luck"], "luck")
+
+
 def test_no_second_default_in_code_or_rules():
     smk = (REPO / "workflow/rules/luck.smk").read_text()
     assert "LUCK.get(" not in smk and ".get(" not in smk
