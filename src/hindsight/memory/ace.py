@@ -201,7 +201,8 @@ class ACEPlaybook:
     def __init__(self, reflector: str, curator: str, embedder: str | None, prompts_dir: Any, *,
                  token_budget: int, feedback: str = "pass_fail", threshold: float = 0.90,
                  sections: Mapping[str, str] = SECTIONS, grouped: bool = False,
-                 max_tokens: int | None = None, obs_chars: int = 400,
+                 reflector_max_tokens: int | None = None, curator_max_tokens: int | None = None,
+                 obs_chars: int = 400,
                  count_tokens: Callable[[str], int] = piece_tokens,
                  title: str = "Playbook") -> None:
         if feedback not in FEEDBACK:
@@ -213,7 +214,8 @@ class ACEPlaybook:
         self.reflector, self.curator, self.embedder = reflector, curator, embedder
         self.feedback, self.threshold, self.token_budget = feedback, float(threshold), int(token_budget)
         self.sections = dict(sections)
-        self.grouped, self.max_tokens, self.obs_chars, self.title = grouped, max_tokens, obs_chars, title
+        self.grouped, self.obs_chars, self.title = grouped, obs_chars, title
+        self.reflector_max_tokens, self.curator_max_tokens = reflector_max_tokens, curator_max_tokens
         self.count_tokens = count_tokens
         self.prompts = PromptFiles.load(prompts_dir, PROMPT_FILES, what="memory")
         self.lessons: list[dict[str, Any]] = []
@@ -298,7 +300,7 @@ class ACEPlaybook:
         served = [served_ids(ep) for ep in episodes]
         replies = await asyncio.gather(*(client.complete_json(
             self.reflector, self.reflector_messages(ep, ids), REFLECTION_SCHEMA, schema_name="reflection",
-            max_tokens=self.max_tokens, purpose="ace_reflector") for ep, ids in zip(episodes, served)))
+            max_tokens=self.reflector_max_tokens, purpose="ace_reflector") for ep, ids in zip(episodes, served)))
         counts: dict[str, dict[str, int]] = {}
         reflections, records = [], []
         for ep, ids, r in zip(episodes, served, replies):
@@ -331,7 +333,8 @@ class ACEPlaybook:
 
     async def _curate(self, client: Any, reflections: Sequence[tuple[Any, str]]) -> dict[str, Any]:
         r = await client.complete_json(self.curator, self.curator_messages(reflections), CURATION_SCHEMA,
-                                       schema_name="curation", max_tokens=self.max_tokens, purpose="ace_curator")
+                                       schema_name="curation", max_tokens=self.curator_max_tokens,
+                                       purpose="ace_curator")
         if not r.valid:
             self._reject("curator", r)
             return {"call_id": r.call_id, "valid": False, "added": [], "empty": 0, "unknown_sections": []}
@@ -373,7 +376,10 @@ class ACEPlaybook:
     def settings(self) -> dict[str, Any]:
         return {"reflector": self.reflector, "curator": self.curator, "embedder": self.embedder,
                 "feedback": self.feedback, "threshold": self.threshold, "token_budget": self.token_budget,
-                "sections": dict(self.sections), "grouped": self.grouped, "prompts": self.prompts.version()}
+                "sections": dict(self.sections), "grouped": self.grouped, "obs_chars": self.obs_chars,
+                "reflector_max_tokens": self.reflector_max_tokens, "curator_max_tokens": self.curator_max_tokens,
+                "tokenizer": getattr(self.count_tokens, "__qualname__", repr(self.count_tokens)),
+                "prompts": self.prompts.version()}
 
     def state(self) -> dict[str, Any]:
         return {"settings": self.settings(), "counter": self.counter, "batches": self.batches,

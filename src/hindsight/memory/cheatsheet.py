@@ -138,7 +138,9 @@ class Cheatsheet:
 
     # -- state -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"settings": {"curator": self.curator, "show_uses": self.show_uses, "prompts": self.prompts.version()},
+        settings = {"curator": self.curator, "show_uses": self.show_uses, "max_tokens": self.max_tokens,
+                    "obs_chars": self.obs_chars, "prompts": self.prompts.version()}
+        return {"settings": settings,
                 "counter": self.counter, "batches": self.batches, "entries": [dict(e) for e in self.entries],
                 "rejected": [dict(x) for x in self.rejected], "history": json.loads(json.dumps(self.history))}
 
