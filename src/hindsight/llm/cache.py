@@ -11,6 +11,23 @@ rerun must replay.
 Each completed call is committed before the caller sees it, so a process killed with
 SIGKILL loses at most its in-flight calls.  Many processes may share the file: SQLite in
 WAL mode serialises writers, readers never block.  Values are plain JSON (no pickles).
+
+**The first stored reply wins.**  Two cells (separate Snakemake jobs, so separate
+processes) that send the same request at the same moment both miss the cache and both
+call.  The first to commit stores its reply; the other's commit keeps that entry
+(``INSERT OR IGNORE``), reads it back and goes on with *it*, so both cells record, and
+every rerun replays, the one stored reply.  The loser's call still goes in the ledger
+(it was paid).  Chosen over claiming a key before calling (so the second cell would wait)
+because a claim must survive its owner's SIGKILL (leases, liveness, polling another
+process's progress) while this needs none of it and keeps "committed before the caller
+sees it" in one transaction; the price is that a race pays twice for a key, which only
+happens when identical requests are in flight at the same moment (within one process the
+client already sends an in-flight request once).  Chat completions and embeddings use
+this one mechanism (:meth:`Cache.store_many`).
+
+In mode ``refresh`` the entry a *previous* run stored is replaced, but within one run the
+first writer still wins (each entry remembers the run that stored it), so the cells of a
+refresh run agree with each other and with the cache.
 """
 
 from __future__ import annotations
@@ -28,7 +45,8 @@ CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
     endpoint TEXT NOT NULL,
     record TEXT NOT NULL,
-    created_at TEXT NOT NULL
+    created_at TEXT NOT NULL,
+    run_id TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS ledger (
     call_id TEXT NOT NULL,
@@ -65,8 +83,10 @@ def embed_key(identity: Mapping[str, Any], text: str, options: Mapping[str, Any]
 class Cache:
     """A process-safe response cache plus the ledger of paid calls.
 
-    ``mode``: ``use`` reads and writes; ``refresh`` writes but never reads (every call is
-    made again and replaces its entry); ``off`` neither reads nor writes responses.  The
+    ``mode``: ``use`` reads and writes (first stored reply wins); ``refresh`` writes but
+    never reads (every call is made again; its reply replaces an entry stored by an
+    earlier run, while within this run the first stored reply wins); ``off`` neither reads
+    nor writes responses (each call keeps its own reply).  The
     ledger (what was paid, by which run) is written in every mode, so cost totals and
     caps survive restarts without double counting.
     """
@@ -84,6 +104,22 @@ class Cache:
         self._db.execute("PRAGMA busy_timeout=60000")
         with self._lock:
             self._db.executescript(_SCHEMA)
+            self._migrate()
+
+    def _migrate(self) -> None:
+        """Add ``responses.run_id`` to a cache written before it existed (once, under a write lock)."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+        if "run_id" in columns:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+            if "run_id" not in columns:
+                self._db.execute("ALTER TABLE responses ADD COLUMN run_id TEXT NOT NULL DEFAULT ''")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     def get(self, key: str) -> dict[str, Any] | None:
         if self.mode != "use":
@@ -107,32 +143,45 @@ class Cache:
                 found.update((k, json.loads(r)) for k, r in rows)
         return found
 
-    def store(self, key: str, record: Mapping[str, Any], run_id: str) -> None:
+    def store(self, key: str, record: Mapping[str, Any], run_id: str) -> dict[str, Any]:
         """Commit a fresh call: its response (unless mode is ``off``) and its ledger entry,
-        in one transaction, before the caller sees the result."""
-        self.store_many([(key, record)], run_id)
+        in one transaction, before the caller sees the result.  Returns the stored
+        record, which is another process's if that one committed the same key first."""
+        return self.store_many([(key, record)], run_id)[key]
 
     def store_many(self, items: Sequence[tuple[str, Mapping[str, Any]]], run_id: str,
-                   first_wins: bool = False) -> dict[str, dict[str, Any]]:
+                   first_wins: bool = True) -> dict[str, dict[str, Any]]:
         """Commit several fresh calls (e.g. the texts of one embeddings request) in one transaction.
 
-        With ``first_wins`` (mode ``use``), an entry that another process stored meanwhile
-        is kept, and returned in place of this call's record, so every process replays
-        the same response; the ledger still counts this call (it was paid).  Returns the
-        stored record of each key.
+        The first stored reply wins (module docstring): an entry already stored (mode
+        ``use``), or stored by this same run (mode ``refresh``), is kept and returned in
+        place of this call's record, so every process goes on with, and replays, the same
+        response; the ledger still counts this call (it was paid).  ``first_wins=False``
+        overwrites instead (last writer wins; nothing in the pipeline uses it).  Returns the
+        stored record of each key (this call's own in mode ``off``).
         """
-        verb = "INSERT OR IGNORE" if first_wins and self.mode == "use" else "INSERT OR REPLACE"
+        if not first_wins:
+            sql = ("INSERT OR REPLACE INTO responses(key, endpoint, record, created_at, run_id) "
+                   "VALUES (?, ?, ?, ?, ?)")
+        elif self.mode == "refresh":
+            sql = ("INSERT INTO responses(key, endpoint, record, created_at, run_id) VALUES (?, ?, ?, ?, ?) "
+                   "ON CONFLICT(key) DO UPDATE SET endpoint = excluded.endpoint, record = excluded.record, "
+                   "created_at = excluded.created_at, run_id = excluded.run_id "
+                   "WHERE responses.run_id != excluded.run_id")
+        else:
+            sql = ("INSERT OR IGNORE INTO responses(key, endpoint, record, created_at, run_id) "
+                   "VALUES (?, ?, ?, ?, ?)")
         stored = {key: dict(record) for key, record in items}
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for key, record in items:
                     if self.mode != "off":
-                        self._db.execute(
-                            f"{verb} INTO responses(key, endpoint, record, created_at) VALUES (?, ?, ?, ?)",
-                            (key, record["endpoint"], canonical_json(record), record.get("finished_at", "")),
-                        )
-                        if verb == "INSERT OR IGNORE":
+                        written = self._db.execute(
+                            sql, (key, record["endpoint"], canonical_json(record), record.get("finished_at", ""),
+                                  run_id),
+                        ).rowcount
+                        if not written:  # another call stored this key first: go on with its reply
                             (kept,) = self._db.execute("SELECT record FROM responses WHERE key = ?", (key,)).fetchone()
                             stored[key] = json.loads(kept)
                     self._db.execute(

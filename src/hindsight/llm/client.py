@@ -4,7 +4,10 @@ One :class:`Client` serves one cell.  For each request it builds the full parame
 (endpoint defaults + the caller's overrides), derives the cache key, replays a cached
 response or makes the call (bounded in-flight requests per endpoint, rpm/tpm buckets,
 retries with exponential backoff and full jitter honouring ``Retry-After``), records
-the call, charges the ledger and enforces the cost caps.
+the call, charges the ledger and enforces the cost caps.  A request already in flight in
+this client is awaited, not sent twice; one that another process stored first while this
+call was out is replaced by that stored reply (:mod:`hindsight.llm.cache`: the first
+stored reply wins), so concurrent cells that send the same request record the same reply.
 
 Keys are read from the environment when an endpoint's HTTP client is first needed and
 live only inside that client object: never in records, logs, cache or messages.
@@ -351,9 +354,11 @@ class Client:
             "started_at": started_at,
             "finished_at": now(),
         }
-        self.cache.store(key, record, self.run_id)
+        # the first stored reply wins: if another cell (process) committed this key while
+        # this call was out, go on with its reply so both cells and every rerun agree
+        stored = self.cache.store(key, record, self.run_id)
         self.fresh_calls += 1
-        return record
+        return stored
 
     async def aclose(self) -> None:
         for oai in self._oai.values():

@@ -6,7 +6,7 @@ record (``purpose`` as given, default ``embed``; ``constraint`` ``embedding``;
 ``messages`` the JSON list ``[text]``; ``params`` the options; ``response_text`` the
 vector as a JSON list; prompt tokens the text's share of the request's usage) and its
 own ledger row; if another process cached the same text meanwhile, its entry is kept
-and used (first writer wins, so every process serves the same vector).  Texts that miss the cache go out in requests of the entry's
+and used (the first stored reply wins, as for completions: :mod:`hindsight.llm.cache`).  Texts that miss the cache go out in requests of the entry's
 ``batch_size`` through :func:`hindsight.llm.retry.send_with_retries` (limits, cost caps,
 retries), and a text already in flight in this client is awaited, not sent twice.
 
@@ -135,7 +135,7 @@ async def _request(client: "Client", ep: Endpoint, batch: list[tuple[str, str]],
             "errors": json.dumps(errors), "seed": None, "system_fingerprint": fingerprint,
             "started_at": started_at, "finished_at": finished_at,
         }))
-    stored = client.cache.store_many(records, client.run_id, first_wins=True)
+    stored = client.cache.store_many(records, client.run_id)
     client.fresh_calls += len(records)
     return [(key, stored[key]) for key, _ in records]
 

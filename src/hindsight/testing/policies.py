@@ -11,6 +11,9 @@ Named policies:
 - ``random``: a seeded random choice among the admissible actions / enum values, the
   seed mixed with the request's own ``seed`` and content, so a request always gets the
   same reply;
+- ``sampled``: like a sampled hosted endpoint, a different reply on every call, even to an
+  identical request (a fresh draw among the constrained choices / enum values, else a
+  text naming the draw), so a test can tell whose reply a cell kept;
 - ``echo``: the last user message.
 
 Any Python callable ``(body: dict) -> str`` is a policy too.
@@ -19,6 +22,7 @@ Any Python callable ``(body: dict) -> str`` is a policy too.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 import re
@@ -145,6 +149,25 @@ def seeded_random(seed: int = 0) -> Policy:
     return policy
 
 
+def sampled(seed: int = 0) -> Policy:
+    """A new draw on every call (see the module docstring); thread-safe."""
+    draws = itertools.count()
+
+    def policy(body: Mapping[str, Any]) -> str:
+        n = next(draws)
+        rng = random.Random(f"{seed}/{n}")
+        pick = lambda xs: xs[rng.randrange(len(xs))]  # noqa: E731
+        choices = grammar_choices(body)
+        if choices:
+            return pick(choices)
+        schema = schema_of(body)
+        if schema is not None:
+            return json.dumps(fill_schema(schema, pick))
+        return f"sampled reply {n} ({rng.getrandbits(32):08x})"
+
+    return policy
+
+
 def script(replies: Sequence[str]) -> Policy:
     state = {"i": 0}
 
@@ -157,19 +180,21 @@ def script(replies: Sequence[str]) -> Policy:
 
 
 def make_policy(spec: str | Policy | Mapping[str, Any]) -> Policy:
-    """``"first_admissible"``, ``{"script": [...]}``, ``{"random": seed}``, or a callable."""
+    """``"first_admissible"``, ``{"script": [...]}``, ``{"random": seed}``, ``{"sampled": seed}``, or a callable."""
     if callable(spec):
         return spec
     if isinstance(spec, str):
         named: dict[str, Policy] = {
             "first_admissible": first_admissible, "first_enum": first_enum, "echo": echo,
-            "random": seeded_random(0),
+            "random": seeded_random(0), "sampled": sampled(0),
         }
         if spec not in named:
-            raise ValueError(f"unknown policy {spec!r} (known: {', '.join(sorted(named))}, script, random)")
+            raise ValueError(f"unknown policy {spec!r} (known: {', '.join(sorted(named))}, script, random, sampled)")
         return named[spec]
     if "script" in spec:
         return script(list(spec["script"]))
     if "random" in spec:
         return seeded_random(int(spec["random"]))
+    if "sampled" in spec:
+        return sampled(int(spec["sampled"]))
     raise ValueError(f"unknown policy spec {dict(spec)!r}")

@@ -1,0 +1,138 @@
+"""Concurrent cells that send the same requests: the first stored reply wins across processes.
+
+Two processes (as two Snakemake jobs are) share one cache and send the same requests at
+the same moment to a loopback endpoint that samples (a different reply on every call),
+so both miss the cache and both pay.  Each cell must go on with the reply that was
+stored first, so the two cells' records equal the cache's entries and a rerun of either
+cell replays them byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from hindsight.llm.cache import Cache
+from hindsight.testing import Faults
+
+N = 24
+CALLER = """
+import asyncio, json, sys, time
+from pathlib import Path
+from hindsight.llm import open_client
+cfg, out, me, other = json.load(open(sys.argv[1])), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
+async def main():
+    async with open_client(cfg, "race/" + me.stem, out) as client:
+        me.touch()
+        deadline = time.monotonic() + 60
+        while not other.exists() and time.monotonic() < deadline:  # a barrier: both send at once
+            await asyncio.sleep(0.002)
+        await asyncio.gather(*(client.complete("loop", [{{"role": "user", "content": f"step one of task {{i}}"}}])
+                               for i in range({n})))
+        print(json.dumps({{"fresh": client.fresh_calls, "hits": client.cache_hits}}))
+asyncio.run(main())
+""".format(n=N)
+
+
+def _cells(cfg: dict, tmp: Path, tag: str) -> dict[str, dict]:
+    """Run cells ``a`` and ``b`` at once; their counters by name."""
+    (tmp / "cfg.json").write_text(json.dumps(cfg))
+    (tmp / "caller.py").write_text(CALLER)
+    for name in "ab":
+        (tmp / f"{name}.{tag}").unlink(missing_ok=True)
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, str(tmp / "caller.py"), str(tmp / "cfg.json"), str(tmp / f"{name}.parquet"),
+             str(tmp / f"{name}.{tag}"), str(tmp / f"{other}.{tag}")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, other in (("a", "b"), ("b", "a"))
+    }
+    out = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
+        out[name] = json.loads(stdout.strip().splitlines()[-1])
+    return out
+
+
+def test_racing_cells_keep_the_first_stored_reply(loopback, make_config, tmp_path):
+    srv = loopback(policy={"sampled": 7}, faults=Faults(latency_s=0.4))
+    cfg = make_config(srv, max_concurrency=64, price=(1.0, 2.0))
+    counts = _cells(cfg, tmp_path, "go")
+
+    # the race happened: both cells missed the cache and paid for every request
+    assert srv.stats.completions == 2 * N
+    assert counts == {"a": {"fresh": N, "hits": 0}, "b": {"fresh": N, "hits": 0}}
+    cache = Cache(cfg["cache"]["path"])
+    stored = {r["call_id"]: r for r in cache.records()}
+    assert sum(row[1] for row in cache.totals()) == 2 * N  # both calls of a key are in the ledger
+    cache.close()
+    assert len(stored) == N
+
+    a = pq.read_table(tmp_path / "a.parquet").to_pylist()
+    b = pq.read_table(tmp_path / "b.parquet").to_pylist()
+    assert len(a) == len(b) == N
+    for ra, rb in zip(a, b):
+        assert ra["cell_id"] == "race/a" and rb["cell_id"] == "race/b"
+        assert {**ra, "cell_id": ""} == {**rb, "cell_id": ""}  # the same reply, timing included
+        assert {**ra, "cell_id": ""} == {**stored[ra["call_id"]], "cell_id": ""}  # and it is the stored one
+    # each key's entry came from whichever cell committed first: both won some races
+    assert len({r["response_text"] for r in a}) == N
+    # the journals say the same as the records
+    journals = Path(cfg["cache"]["path"]).parent.parent / "records"
+    for name, rows in (("a", a), ("b", b)):
+        journal = [json.loads(line) for line in (journals / f"race__{name}.jsonl").read_text().splitlines()]
+        assert sorted(journal, key=lambda r: r["call_id"]) == rows
+
+    # a rerun of each cell replays the stored replies byte for byte, with no call
+    before = {name: (tmp_path / f"{name}.parquet").read_bytes() for name in "ab"}
+    srv.reset_stats()
+    counts = _cells(cfg, tmp_path, "again")
+    assert srv.stats.requests == 0
+    assert counts == {"a": {"fresh": 0, "hits": N}, "b": {"fresh": 0, "hits": N}}
+    for name in "ab":
+        assert (tmp_path / f"{name}.parquet").read_bytes() == before[name]
+
+
+def _record(cell: str, text: str) -> dict:
+    return {"call_id": "k" * 24, "endpoint": "e", "cell_id": cell, "prompt_tokens": 1, "completion_tokens": 1,
+            "cost": 0.5, "finished_at": "t", "response_text": text}
+
+
+def test_refresh_replaces_earlier_runs_but_first_writer_wins_within_a_run(tmp_path):
+    path = tmp_path / "c.sqlite"
+    use = Cache(path)
+    assert use.store("k", _record("a", "old"), "run-1")["response_text"] == "old"
+    assert use.store("k", _record("b", "loser"), "run-1")["response_text"] == "old"  # mode use: first wins
+    use.close()
+    refresh = Cache(path, "refresh")
+    assert refresh.get("k") is None  # refresh never reads
+    assert refresh.store("k", _record("a", "new"), "run-2")["response_text"] == "new"  # replaces run-1's
+    assert refresh.store("k", _record("b", "late"), "run-2")["response_text"] == "new"  # same run: first wins
+    refresh.close()
+    off = Cache(path, "off")
+    assert off.store("k", _record("c", "own"), "run-3")["response_text"] == "own"  # off: keeps its own
+    off.close()
+    use = Cache(path)
+    assert use.get("k")["response_text"] == "new"
+    assert use.spent() == 2.5  # every paid call is in the ledger, whichever reply was kept
+    use.close()
+
+
+def test_a_cache_written_before_run_ids_is_migrated(tmp_path):
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript("CREATE TABLE responses (key TEXT PRIMARY KEY, endpoint TEXT NOT NULL, record TEXT NOT NULL,"
+                     " created_at TEXT NOT NULL);")
+    db.execute("INSERT INTO responses VALUES ('k', 'e', ?, 't')", (json.dumps(_record("a", "kept")),))
+    db.commit()
+    db.close()
+    cache = Cache(path, "refresh")
+    assert cache.store("k", _record("b", "fresh"), "run-9")["response_text"] == "fresh"
+    cache.close()
+    assert Cache(path).get("k")["response_text"] == "fresh"
