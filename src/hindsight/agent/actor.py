@@ -116,6 +116,9 @@ class Episode:
     steps: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     entries: list[Entry] = field(default_factory=list)
+    final_info: dict[str, Any] = field(default_factory=dict)
+    """The last observation's ``info`` (JSON data; e.g. AppWorld's per-test results under
+    ``tests``), for memories that learn from feedback; not a column of the step table."""
 
 
 def default_hooks(prompts: Any, s: ActorSettings) -> list[StepHook]:
@@ -206,6 +209,7 @@ async def run_episode(
         })
         obs = new
         final_score = float(new.score)
+        ep.final_info = json.loads(json.dumps(new.info or {}, default=str))
         if new.won:
             won, termination = True, "won"
             break

@@ -165,13 +165,13 @@ def run_digest(specs: Sequence[EpisodeSpec], batch_size: int, memory: Memory) ->
 
 
 def _episode_data(ep: Episode) -> dict[str, Any]:
-    return {"steps": ep.steps, "summary": ep.summary,
+    return {"steps": ep.steps, "summary": ep.summary, "final_info": ep.final_info,
             "entries": [[e.observation, e.action, e.experience] for e in ep.entries]}
 
 
 def _episode_from(data: Mapping[str, Any]) -> Episode:
     return Episode(steps=list(data["steps"]), summary=dict(data["summary"]),
-                   entries=[Entry(o, a, x) for o, a, x in data["entries"]])
+                   entries=[Entry(o, a, x) for o, a, x in data["entries"]], final_info=dict(data["final_info"]))
 
 
 class Checkpoints:

@@ -120,9 +120,11 @@ def unit_tests(episode: Any) -> list[dict[str, Any]] | None:
 
     AppWorld reports them in the final observation's ``info["tests"]`` (a list of
     ``{requirement, passed, trace}``, :mod:`hindsight.envs.appworld`); an episode carries
-    them as ``tests`` (a list or its JSON) in its summary or in its last step row.
+    them as ``final_info["tests"]`` (the runner keeps the last observation's info), or as
+    ``tests`` (a list or its JSON) in its summary or in its last step row.
     """
-    places = [episode.summary.get("tests")] + ([episode.steps[-1].get("tests")] if episode.steps else [])
+    places = [(getattr(episode, "final_info", None) or {}).get("tests"), episode.summary.get("tests")] + (
+        [episode.steps[-1].get("tests")] if episode.steps else [])
     for value in places:
         if isinstance(value, str):
             value = json.loads(value)
