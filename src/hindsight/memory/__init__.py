@@ -2,7 +2,10 @@
 
 A study serves a :class:`MemoryView` to the runner (:mod:`hindsight.agent.runner`), which
 records the served lesson ids per step; a :class:`Memory` learns between batches of a
-stream and is snapshotted (:mod:`hindsight.memory.snapshot`).
+stream and is snapshotted (:mod:`hindsight.memory.snapshot`).  Memories:
+:mod:`~hindsight.memory.lessons` (the reference lesson log), :mod:`~hindsight.memory.ace`
+(ACE playbook), :mod:`~hindsight.memory.cheatsheet` (Dynamic Cheatsheet); retrieval by
+embedding: :mod:`~hindsight.memory.retrieval`.
 """
 
 from hindsight.memory.base import (
