@@ -218,3 +218,56 @@ def test_prompt_files_match_their_pinned_digests(prompts):
     for name in PROMPT_FILES:
         data = (PROMPTS / name).read_bytes()
         assert hashlib.sha256(data).hexdigest() == pinned[name], f"{name} changed: update SOURCES.md on purpose"
+
+
+def _changed(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """Positions (of the shorter) whose shown action differs between two arrangements."""
+    return sum(x != y for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("view, fixed", [("shuffle_all", 0), ("shuffle_old", 3)])
+def test_per_episode_shuffle_keeps_one_permutation_extended_as_history_grows(view, fixed):
+    """history.shuffle: per_episode -- the arrangement at n+1 is the one at n with one swap."""
+    for seed in range(30):
+        prev = None
+        for n in range(0, 12):
+            entries = [V.Entry(f"O{t}", f"A{t}") for t in range(1, n + 1)]
+            res = V.apply_view(view, entries, seed=seed, shuffle="per_episode")
+            perm = res.permutation
+            assert sorted(perm) == list(range(n)) and perm[max(0, n - fixed):] == tuple(range(max(0, n - fixed), n))
+            old = perm[:max(0, n - fixed)]
+            if prev is not None:
+                assert _changed(prev, old) <= 1  # the new old entry swapped into one earlier position
+            prev = old
+            assert V.apply_view(view, entries, seed=seed, shuffle="per_episode") == res
+
+
+def test_per_step_shuffle_draws_afresh_and_both_modes_are_uniform():
+    """history.shuffle: per_step -- a new draw at every step; both give uniform permutations."""
+    moved = [_changed(V.draw(8, s, "per_step"), V.draw(9, s, "per_step")) for s in range(200)]
+    grown = [_changed(V.draw(8, s, "per_episode"), V.draw(9, s, "per_episode")) for s in range(200)]
+    assert sum(moved) / 200 > 5 and max(grown) <= 1  # per_step rearranges most positions
+    for mode in ("per_step", "per_episode"):
+        counts: dict[tuple[int, ...], int] = {}
+        for seed in range(3000):
+            p = V.draw(3, seed, mode)
+            counts[p] = counts.get(p, 0) + 1
+        assert len(counts) == 6 and min(counts.values()) > 400 and max(counts.values()) < 600, (mode, counts)
+    with pytest.raises(ValueError, match="history.shuffle"):
+        V.draw(3, 0, "per_episod")
+
+
+def test_the_actor_uses_the_configured_shuffle():
+    from hindsight.agent.actor import ActorSettings, ViewComposer
+    from hindsight.studies.history.design import actor_settings
+
+    s = actor_settings("m", "shuffle_all", {}, shuffle="per_episode")
+    assert s.shuffle == "per_episode" and actor_settings("m", "shuffle_all", {}).shuffle == "per_step"
+    with pytest.raises(ValueError, match="history.shuffle"):
+        actor_settings("m", "shuffle_all", {}, shuffle="sometimes")
+    with pytest.raises(ValueError, match="shuffle mode"):
+        ActorSettings(model="m", shuffle="sometimes")
+    entries = [V.Entry(f"O{t}", f"A{t}") for t in range(1, 8)]
+    for mode in ("per_step", "per_episode"):
+        _, _, perm = ViewComposer("shuffle_all", 11, shuffle=mode).actor(entries)
+        assert perm == V.draw(7, 11, mode)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from hindsight.agent.render import render_block
-from hindsight.agent.views import Entry, raw
+from hindsight.agent.views import Entry, raw, reference
 from hindsight.llm import read_records
 from hindsight.studies.history.continuation import continuation_cell, select_sources
 from hindsight.studies.history.design import actor_settings, episode_seed
@@ -70,8 +70,9 @@ def test_reference_continuation_restores_state_and_shows_exactly_the_middle_thir
     block = text[text.index(head) + len(head): text.index("\nEnd of additional reference history.")]
     st = src_steps.set_index("step")
     expected = [Entry(st.loc[t, "obs_before"], st.loc[t, "action"]) for t in (4, 5, 6)]
-    lines = render_block(raw(expected, start=4)) + "\n" + f"[Observation 7: '{st.loc[6, 'observation']}']"
-    assert block == lines
+    # numbered 1..3 and labelled apart from the executed steps (Appendix D.6)
+    assert block == render_block(reference(expected, st.loc[6, "observation"], restored_step=3))
+    assert block.split("\n")[0].startswith("[Reference Observation 1: ")
     # the prefix is the actual history through step 3, then no continuation yet
     assert render_block(raw([Entry(st.loc[t, "obs_before"], st.loc[t, "action"]) for t in (1, 2, 3)])) in text
     assert "Actual interaction history after restoring the environment to step 3:\nNone\n" in text
@@ -83,8 +84,8 @@ def test_reference_continuation_restores_state_and_shows_exactly_the_middle_thir
 
     c_eps, c_steps, c_calls = continue_(cfg, tmp_path, "causal_reference", cont_s)
     c_text = first_prompt(c_steps, c_calls)
-    assert "[Outcome of Action 3: " in c_text and "Reference Action 4: '" in c_text
-    assert "[Outcome of Reference Action 6: " in c_text
+    assert "[Outcome of Action 3: " in c_text and "Reference Action 1: '" in c_text
+    assert "[Outcome of Reference Action 3: " in c_text and "Reference Action 4" not in c_text
 
 
 @pytest.mark.slow
@@ -101,11 +102,18 @@ def test_experience_and_calibrator_continuations(loopback, make_config, tmp_path
     eps, steps, calls = continue_(cfg, tmp_path, "experience", cont_s)
     assert list(eps["resume_experience"]) == ["The kitchen door is closed."]
     assert (calls["purpose"] == "review").sum() == 1  # generated once, at resumption
+    # it reviews what was executed in the restored environment: A_k -> O_{k+1} (L = 6, k = 2)
+    src = pd.read_parquet(tmp_path / "raw.steps.parquet").set_index("step")
+    review = json.loads(calls[calls["purpose"] == "review"]["messages"].iloc[0])[-1]["content"]
+    assert review.endswith(f"Latest completed action: {src.loc[2, 'action']}\n"
+                           f"Returned observation: {src.loc[2, 'observation']}")
     text = first_prompt(steps, calls)
-    assert text.index("[Experience derived from Action 4 -> its returned observation: The kitchen door") < \
-        text.index("End of additional reference history.")
+    exp_line = "[Experience derived from Action 2 -> its returned observation: The kitchen door is closed.]"
+    assert text.index(exp_line) < text.index("Additional reference history")  # beside transition k, not inside
+    assert "actions you took" not in text
     k_eps, k_steps, k_calls = continue_(cfg, tmp_path, "calibrator", cont_s, calibrator="loop")
     assert int(k_eps["n_reviews"].iloc[0]) == 2  # after each non-terminal continuation transition
+    assert list(k_eps["calibrator"]) == ["loop"] and eps["calibrator"].isna().all()  # the endpoint in the role
     with pytest.raises(ValueError, match="roles.calibrator"):
         continue_(cfg, tmp_path, "calibrator", cont_s)
 

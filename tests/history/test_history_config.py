@@ -96,3 +96,77 @@ def test_every_listed_env_needs_a_split():
     cfg["history"] = {**cfg["history"], "splits": {"alfworld": "eval"}}
     with pytest.raises(ConfigError, match=r"history.splits: no entry for environment 'scienceworld'"):
         workflow(cfg)
+
+
+def test_shuffle_is_a_declared_option_passed_to_the_rollout_cells():
+    cfg = base_config()
+    assert cfg["history"]["shuffle"] == "per_step"  # the default (docs/history.md says why)
+    assert workflow(cfg).cell("smollm2", "alfworld")["shuffle"] == "per_step"
+    cfg["history"] = {**cfg["history"], "shuffle": "per_episode"}
+    check_config(cfg)
+    assert workflow(cfg).cell("smollm2", "alfworld")["shuffle"] == "per_episode"
+    cfg["history"] = {**cfg["history"], "shuffle": "sometimes"}
+    with pytest.raises(ConfigError, match="key history.shuffle"):
+        check_config(cfg)
+
+
+def paper_preset():
+    merged = copy.deepcopy(base_config())
+    merged.update(yaml.safe_load(open(REPO / "config/presets/history-paper.yaml")))
+    return merged
+
+
+def test_paper_preset_on_the_generated_data_stops_before_any_job_naming_split_size_and_fix():
+    with pytest.raises(ConfigError) as err:
+        workflow(paper_preset())
+    msg = str(err.value)
+    assert "history.tasks_per_cell: 500 tasks per cell" in msg and "alfworld split 'eval' holds 134 tasks" in msg
+    assert "ALFWORLD_DATA" in msg and "envs.alfworld.source: official" in msg
+    cfg = paper_preset()
+    cfg["history"] = {**cfg["history"], "envs": ["appworld"]}
+    with pytest.raises(ConfigError, match=r"appworld split 'eval' holds 10 tasks .*APPWORLD_ROOT"):
+        workflow(cfg)
+    cfg["history"] = {**cfg["history"], "tasks_per_cell": 10}
+    cfg["roles"] = {**cfg["roles"]}
+    assert workflow(cfg).envs == ["appworld"]  # a request the data holds passes
+
+
+def test_split_sizes_come_from_a_built_task_table(tmp_path):
+    from hindsight.envs.tasks import make_table
+    from hindsight.studies.history.preflight import check_history_envs
+
+    rows = [{"task_id": f"t{i}", "split": "test", "type": "x", "source": "official"} for i in range(4)]
+    make_table("scienceworld", rows).to_parquet(tmp_path / "scienceworld.parquet")
+    h = {**base_config()["history"], "envs": ["scienceworld"], "tasks_per_cell": 5}
+    with pytest.raises(ConfigError, match=r"scienceworld split 'test' holds 4 tasks .*scienceworld.parquet"):
+        check_history_envs(h, base_config()["envs"], tmp_path)
+    check_history_envs({**h, "tasks_per_cell": 4}, base_config()["envs"], tmp_path)
+
+
+@pytest.mark.parametrize("patch, message", [
+    ({"splits": {"alfworld": "evl", "scienceworld": "test", "appworld": "eval"}},
+     r"history.splits.alfworld: unknown split 'evl' for the generated alfworld data; allowed: train, practice, eval"),
+    ({"splits": {"alfworld": "eval", "scienceworld": "testing", "appworld": "eval"}},
+     r"history.splits.scienceworld: unknown split 'testing' .*allowed: train, dev, test"),
+    ({"splits": {"alfworld": "eval", "scienceworld": "test", "appworld": "eval", "webshop": "test"}},
+     r"history.splits: unknown environment\(s\) \['webshop'\]; allowed: alfworld, scienceworld, appworld"),
+    ({"env_options": {"alfworld": {"max_step": 5}}},
+     r"history.env_options.alfworld: unknown option\(s\) \['max_step'\]; allowed: root, official, max_steps, process"),
+    ({"env_options": {"sciworld": {}}}, r"history.env_options: unknown environment\(s\) \['sciworld'\]"),
+])
+def test_unknown_splits_and_env_options_fail_before_the_first_job(patch, message):
+    cfg = base_config()
+    cfg["history"] = {**cfg["history"], **patch}
+    check_config(cfg)  # the schema cannot know them: the workflow's check does
+    with pytest.raises(ConfigError, match=message):
+        workflow(cfg)
+
+
+def test_official_split_names_follow_the_configured_source():
+    cfg = base_config()
+    cfg["envs"] = {**cfg["envs"], "alfworld": {**cfg["envs"]["alfworld"], "source": "official"}}
+    cfg["history"] = {**cfg["history"], "splits": {**cfg["history"]["splits"], "alfworld": "eval_out_of_distribution"}}
+    assert "alfworld" in workflow(cfg).envs  # size unknown until the official table is built: the cell checks it
+    cfg["history"]["splits"]["alfworld"] = "eval"
+    with pytest.raises(ConfigError, match="allowed: train, eval_in_distribution, eval_out_of_distribution"):
+        workflow(cfg)

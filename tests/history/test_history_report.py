@@ -62,10 +62,11 @@ def cells(tmp_path):
         write_parquet(steps_for(df, decisions)[STEP_SCHEMA.names], tmp_path / f"{name}.steps.parquet", schema=STEP_SCHEMA)
         paths.append(str(p))
     cont_paths = []
-    for cond, q in (("raw", 0.3), ("reference", 0.2), ("causal_reference", 0.35)):
-        df = episodes(cond, {k: q for k in base}, 20, rng, extra=lambda m, e, i: {
+    for cond, q in (("raw", 0.3), ("reference", 0.2), ("causal_reference", 0.35), ("calibrator", 0.3)):
+        df = episodes(cond, {k: q for k in base}, 20, rng, extra=lambda m, e, i, c=cond: {
             "source_episode_id": f"history/rollouts/{m}/{e}/raw/t{i}", "source_length": 9, "restored_step": 3,
-            "reference_end": 6, "resume_review_call_id": None, "resume_experience": None})
+            "reference_end": 6, "resume_review_call_id": None, "resume_experience": None,
+            "calibrator": "smollm2" if c == "calibrator" else None})
         if cond != "raw":
             df["first_prompt_tokens"] += 300
         p = tmp_path / f"cont_{cond}.parquet"
@@ -139,3 +140,38 @@ def test_bars_accept_rates_at_zero_and_one():
     fig, ax = plt.subplots()
     _bars(ax, ["a", "b", "c"], {"x": [A.rate(0, 7), A.rate(7, 7), A.rate(0, 0)]}, "rate")
     plt.close(fig)
+
+
+def test_calibrator_rows_name_the_endpoint_and_say_it_is_an_untrained_stand_in(cells, monkeypatch):
+    from hindsight.studies.history import report as R
+
+    ticks: dict[str, list[str]] = {}
+    save = R.Report.figure
+
+    def figure(self, name, fig, caption):
+        ticks[name] = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels()]
+        save(self, name, fig, caption)
+
+    monkeypatch.setattr(R.Report, "figure", figure)
+    tmp, paths, cont, probe, *_ = cells
+    write_report(paths, cont, probe, {"n_boot": 200}, str(tmp / "tables"), str(tmp / "figures"),
+                 str(tmp / "tables" / "index.md"))
+    label = "Calibrator (untrained stand-in: smollm2)"
+    assert label in set(pd.read_csv(tmp / "tables" / "table_recovery.csv")["Condition"])
+    assert "Calibrator" not in set(pd.read_csv(tmp / "tables" / "table_recovery.csv")["Condition"])
+    for name in ("table_recovery_paired_vs_raw", "table_recovery_paired_vs_reference"):
+        assert label in (tmp / "tables" / f"{name}.md").read_text()
+    assert label.replace(" (", "\n(", 1) in ticks["figure8_recovery_conditions"]
+    index = (tmp / "tables" / "index.md").read_text()
+    for name in ("table_recovery", "table_recovery_paired_vs_raw", "figure8_recovery_conditions"):
+        line = next(x for x in index.splitlines() if f"/{name}." in x)
+        assert "played by smollm2, an untrained stand-in" in line, line
+    assert "stand-in" not in next(x for x in index.splitlines() if "/table2_success." in x)
+
+
+def test_calibrator_label_rules():
+    from hindsight.studies.history import design
+
+    assert design.calibrator_label(["qwen3-8b-calibrator"]) == "Calibrator (untrained stand-in: qwen3-8b-calibrator)"
+    assert design.calibrator_label([]) == "Calibrator (untrained stand-in: endpoint not recorded)"
+    assert design.TRAINED_CALIBRATORS == frozenset()  # none trained yet: every endpoint is a stand-in

@@ -1,12 +1,15 @@
-"""The history study's outputs do not change when its code moves (issue 8).
+"""The history study's outputs do not change unless a change is meant (issue 8, issue 13).
 
 ``golden/data`` holds default-config history cells (rollouts, reference continuations,
-the repetition probe) made on real ScienceWorld with the code before the episode runner
-moved into ``hindsight.agent.runner``, and the model cache they filled
-(``golden/make_golden.py``).  Here the same cells run with today's code from a copy of that
-cache, with nothing listening at the endpoint's address: every model call must be a cache
-hit (a changed prompt would be a fresh call and fail), and every Parquet table (episodes,
-steps, call records, probe screen and responses) must equal the golden one.
+the repetition probe) made on real ScienceWorld, and the model cache they filled
+(``golden/make_golden.py``).  The data was first made with the code before the episode
+runner moved into ``hindsight.agent.runner``, and the moved code reproduced it (shown at
+commit c1839e8); it is now made with the current code after the faithfulness fixes of
+issue 13, which changed the continuation cells only.  Here the same cells run with
+today's code from a copy of that cache, with nothing listening at the endpoint's
+address: every model call must be a cache hit (a changed prompt would be a fresh call and
+fail), and every Parquet table (episodes, steps, call records, probe screen and
+responses) must equal the golden one.
 """
 
 from __future__ import annotations

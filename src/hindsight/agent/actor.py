@@ -30,7 +30,7 @@ from hindsight.agent.parse import parse_action
 from hindsight.agent.records import dumps
 from hindsight.agent.review import ReviewHook, StepHook, Transition
 from hindsight.agent.render import Segment, approx_tokens, render_block, render_chat
-from hindsight.agent.views import Entry, apply_view, current_label, raw
+from hindsight.agent.views import SHUFFLE_MODES, Entry, apply_view, current_label, raw
 from hindsight.llm import CallFailed
 from hindsight.memory.base import EpisodeMemory, StepContext
 
@@ -52,6 +52,7 @@ class ActorSettings:
     review_model: str | None = None        # None: the actor itself (C_actor); else e.g. a calibrator
     review_max_tokens: int | None = None
     reminder: bool = False                 # Check (Appendix D.1)
+    shuffle: str = "per_step"              # Shuffle-All/-Old: per_step | per_episode (views.SHUFFLE_MODES)
 
     def __post_init__(self) -> None:
         if self.max_actions < 1:
@@ -60,6 +61,8 @@ class ActorSettings:
             raise ValueError(f"unknown history format {self.fmt!r} (block | chat)")
         if self.mode not in ("choice", "react"):
             raise ValueError(f"unknown action mode {self.mode!r} (choice | react)")
+        if self.shuffle not in SHUFFLE_MODES:
+            raise ValueError(f"unknown shuffle mode {self.shuffle!r} ({' | '.join(SHUFFLE_MODES)})")
 
 
 class Composer(Protocol):
@@ -79,9 +82,10 @@ class ViewComposer:
     view: str
     seed: int | str = 0
     start: int = 1
+    shuffle: str = "per_step"
 
     def actor(self, entries: Sequence[Entry]) -> tuple[list[Segment], str, tuple[int, ...] | None]:
-        res = apply_view(self.view, entries, seed=self.seed, start=self.start)
+        res = apply_view(self.view, entries, seed=self.seed, start=self.start, shuffle=self.shuffle)
         return [Segment.of(res)], current_label(self.view, len(entries), self.start), res.permutation
 
     def review(self, entries: Sequence[Entry]) -> list[Segment]:
@@ -141,7 +145,7 @@ async def run_episode(
     *args)`` runs an environment call (default: in a worker thread; the runner passes
     :meth:`EnvPool.caller`).  ``task`` is the task text when the caller has it already.
     """
-    composer = composer or ViewComposer(s.view, seed)
+    composer = composer or ViewComposer(s.view, seed, shuffle=s.shuffle)
     hooks = default_hooks(prompts, s) if hooks is None else list(hooks)
     call = env_call or asyncio.to_thread
     obs = start_obs if start_obs is not None else await call(env.reset, task_id)

@@ -6,13 +6,16 @@ placeholders replaced by name, so the JSON braces of the review prompt stay as w
 
 - actor, block format: ``actor_block.txt`` (history block of Appendix G.1, check reminder
   of Appendix D.1, memory block, current observation, admissible actions, response
-  instruction);
+  instruction); the line above the history is ``history_intro.txt``, or
+  ``history_intro_reference.txt`` when the history holds a reference block (whose records
+  the agent did not execute);
 - actor, chat format (Appendix F): ``actor_system.txt`` + history messages +
   ``actor_user_current.txt``;
 - Experience review (Appendix G.2): ``experience_review_system.txt`` + ``..._user.txt``;
 - repetition screen (Appendix B.1): ``judge_repetition_*.txt``;
 - reference block (Appendix D.6): ``reference_open.txt``, ``reference_close.txt``,
-  ``continuation_open.txt``.
+  ``continuation_open.txt``.  In the chat format the block is its own user message and
+  the current observation a separate one after it (Appendix F.2).
 """
 
 from __future__ import annotations
@@ -23,11 +26,11 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from hindsight.memory.base import MemoryBlock
-from hindsight.agent.render import Message, Segment, render_block, render_chat
+from hindsight.agent.render import Message, Segment, chat_messages, render_block
 from hindsight.prompts import PromptFiles
 
 PROMPT_FILES: tuple[str, ...] = (
-    "actor_block.txt", "actor_system.txt", "actor_user_current.txt",
+    "actor_block.txt", "history_intro.txt", "history_intro_reference.txt", "actor_system.txt", "actor_user_current.txt",
     "respond_choice.txt", "respond_react.txt", "respond_code.txt",
     "check_reminder.txt", "experience_review_system.txt", "experience_review_user.txt",
     "judge_repetition_system.txt", "judge_repetition_user.txt",
@@ -101,11 +104,14 @@ class HistoryPrompts(PromptFiles):
 
     def reference_segments(self, prefix: Segment, reference: Segment, continuation: Segment | None,
                            restored_step: int) -> list[Segment]:
-        """Appendix D.6: prefix, delimited reference block, then the actual continuation."""
+        """Appendix D.6: prefix, delimited reference block, then the actual continuation.
+
+        The block's three segments (open line, records, close line) are marked
+        ``reference`` (in the chat format they form one user message)."""
         segs = [prefix,
-                Segment(text=fill(self.t("reference_open.txt"), restored_step=restored_step)),
-                reference,
-                Segment(text=self.t("reference_close.txt")),
+                Segment(text=fill(self.t("reference_open.txt"), restored_step=restored_step), reference=True),
+                Segment(items=reference.items, text=reference.text, reference=True),
+                Segment(text=self.t("reference_close.txt"), reference=True),
                 Segment(text=fill(self.t("continuation_open.txt"), restored_step=restored_step))]
         if continuation is None or not continuation.items:
             segs.append(Segment(text="None"))
@@ -122,6 +128,7 @@ class HistoryPrompts(PromptFiles):
         """The messages of one actor request (one user message in block format)."""
         if fmt not in FORMATS:
             raise ValueError(f"unknown history format {fmt!r}; known: {', '.join(FORMATS)}")
+        with_reference = any(seg.reference for seg in history)
         common = dict(
             environment=self.environment(env), task=task,
             memory=memory.render() if memory is not None else "",
@@ -130,16 +137,18 @@ class HistoryPrompts(PromptFiles):
             current_observation=current_observation, actions=self.actions_section(admissible),
         )
         if fmt == "block":
-            text = fill(self.t("actor_block.txt"), **common, step_count=step_count,
+            intro = self.t("history_intro_reference.txt" if with_reference else "history_intro.txt")
+            text = fill(self.t("actor_block.txt"), **common, step_count=step_count, history_intro=intro,
                         current_step=step_count + 1, history=render_block(history))
             return [{"role": "user", "content": text}]
         hint = " and the admissible actions" if admissible is not None else ""
         system = fill(self.t("actor_system.txt"), **common, actions_hint=hint)
         current = fill(self.t("actor_user_current.txt"), **common).rstrip("\n")
-        msgs = [{"role": "system", "content": system}] + render_chat(history)
-        if msgs[-1]["role"] == "user":
+        parts = chat_messages(history)
+        msgs = [{"role": "system", "content": system}] + [m for m, _ in parts]
+        if parts and parts[-1][0]["role"] == "user" and not parts[-1][1]:
             msgs[-1] = {"role": "user", "content": msgs[-1]["content"] + "\n" + current}
-        else:
+        else:  # after an action, or after the reference block's own message (Appendix F.2)
             msgs.append({"role": "user", "content": current})
         return msgs
 

@@ -12,7 +12,9 @@ message that follows its source action.  Consecutive user messages are merged, s
 roles always alternate.
 
 A history may mix entry items and fixed text lines (the reference block of Appendix
-D.6): :class:`Segment` holds either.
+D.6): :class:`Segment` holds either.  Segments marked ``reference`` (the delimited block
+of records that were not executed) are, in the chat format, one user message of their
+own (Appendix F.2), never merged with the messages around it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Segment:
 
     items: tuple[Item, ...] = ()
     text: str | None = None
+    reference: bool = False           # part of the not-executed reference block (Appendix D.6)
 
     @classmethod
     def of(cls, view: ViewResult) -> "Segment":
@@ -93,22 +96,49 @@ def merge_consecutive(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
-def render_chat(segments: Sequence[Segment] | ViewResult) -> list[Message]:
-    """The history as alternating user (observation) and assistant (action) messages."""
+def chat_messages(segments: Sequence[Segment] | ViewResult) -> list[tuple[Message, bool]]:
+    """The history as chat messages, each with ``sealed``: True for the reference block's
+    own user message (consecutive ``reference`` segments, written as a block), which is
+    merged with no neighbour; other adjacent messages of one role are merged."""
     if isinstance(segments, ViewResult):
         segments = [Segment.of(segments)]
-    msgs: list[Message] = []
+    parts: list[tuple[Message, bool]] = []
+    group: list[Segment] = []
+
+    def flush() -> None:
+        if group:
+            parts.append(({"role": "user", "content": render_block(group)}, True))
+            group.clear()
+
     for seg in segments:
+        if seg.reference:
+            group.append(seg)
+            continue
+        flush()
         if seg.text is not None:
-            msgs.append({"role": "user", "content": seg.text})
+            parts.append(({"role": "user", "content": seg.text}, False))
             continue
         for item in seg.items:
-            msgs.append({"role": "user", "content": _user_obs(item)})
+            parts.append(({"role": "user", "content": _user_obs(item)}, False))
             if item.action is not None:
-                msgs.append({"role": "assistant", "content": item.action})
+                parts.append(({"role": "assistant", "content": item.action}, False))
             if item.experience:
-                msgs.append({"role": "user", "content": experience_line(item)})
-    return merge_consecutive(msgs)
+                parts.append(({"role": "user", "content": experience_line(item)}, False))
+    flush()
+    out: list[tuple[Message, bool]] = []
+    for m, sealed in parts:
+        if out and not sealed and not out[-1][1] and out[-1][0]["role"] == m["role"]:
+            prev = out[-1][0]
+            out[-1] = ({"role": m["role"], "content": prev["content"] + "\n" + m["content"]}, False)
+        else:
+            out.append((dict(m), sealed))
+    return out
+
+
+def render_chat(segments: Sequence[Segment] | ViewResult) -> list[Message]:
+    """The history as alternating user (observation) and assistant (action) messages
+    (the reference block, if any, its own user message: :func:`chat_messages`)."""
+    return [m for m, _ in chat_messages(segments)]
 
 
 def approx_tokens(text: str) -> int:

@@ -23,9 +23,17 @@ Views (names are the condition names of the study):
   transition ``A_t -> O_{t+1}`` (right after entry t).
 - ``check``: raw entries (the reminder of Appendix D.1 is added by the prompt).
 
-Shuffles are seeded per episode and per history length (:func:`permutation`), so the
-same episode seed always shows the same arrangement, and the permutation is returned
-for the step record.
+Shuffles are seeded per episode and drawn in one of two declared ways
+(:data:`SHUFFLE_MODES`, config key ``history.shuffle``): ``per_step`` draws a fresh uniform
+permutation at every prompt from ``(episode seed, history length)`` (:func:`permutation`);
+``per_episode`` keeps one permutation per episode and extends it as the history grows
+(:func:`growing_permutation`: each new entry swaps with one uniformly chosen position, so
+every prompt still shows a uniform permutation and consecutive prompts differ in at most
+two positions).  Either way the same episode seed always shows the same arrangements,
+and the permutation is returned for the step record.
+
+The reference block of a continuation (Appendix D.6) is :func:`reference`: its records
+are numbered and labelled apart from the executed steps.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ VIEWS: tuple[str, ...] = (
     "raw", "recent3", "obsonly", "shuffle_all", "shuffle_old", "causal", "experience", "check",
 )
 RECENT_K = 3
+SHUFFLE_MODES: tuple[str, ...] = ("per_step", "per_episode")
 """Entries kept intact by ``recent3`` and ``shuffle_old`` (Table 1)."""
 
 
@@ -90,6 +99,35 @@ def permutation(n: int, seed: int | str) -> tuple[int, ...]:
     order = list(range(n))
     rng.shuffle(order)
     return tuple(order)
+
+
+def growing_permutation(n: int, seed: int | str) -> tuple[int, ...]:
+    """The episode's one permutation at history length ``n`` (``per_episode`` shuffles).
+
+    Inside-out Fisher-Yates on a stream seeded by ``seed`` alone: the permutation at
+    length ``n + 1`` is the one at ``n`` with entry ``n`` appended and swapped with a
+    uniformly chosen position (possibly itself), so each length shows a uniform
+    permutation and the arrangement changes by at most one swap per step.
+    """
+    if n < 0:
+        raise ValueError(f"growing_permutation: n must be >= 0, got {n}")
+    digest = hashlib.sha256(f"hindsight-shuffle-episode:{seed}".encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    order: list[int] = []
+    for i in range(n):
+        j = rng.randrange(i + 1)
+        order.append(i)
+        order[i], order[j] = order[j], order[i]
+    return tuple(order)
+
+
+def draw(n: int, seed: int | str, mode: str = "per_step") -> tuple[int, ...]:
+    """The permutation a shuffle shows at history length ``n`` under ``mode``."""
+    if mode == "per_step":
+        return permutation(n, seed)
+    if mode == "per_episode":
+        return growing_permutation(n, seed)
+    raise ValueError(f"unknown shuffle mode {mode!r}; known: {', '.join(SHUFFLE_MODES)} (config key history.shuffle)")
 
 
 def _check(entries: Sequence[Entry]) -> None:
@@ -148,15 +186,15 @@ def reassign(entries: Sequence[Entry], perm: Sequence[int], view: str = "shuffle
     return ViewResult(view, _raw_items(entries, [entries[j].action for j in p], start), p, start)
 
 
-def shuffle_all(entries: Sequence[Entry], seed: int | str, start: int = 1) -> ViewResult:
+def shuffle_all(entries: Sequence[Entry], seed: int | str, start: int = 1, mode: str = "per_step") -> ViewResult:
     """Shuffle-All: actions reassigned among all positions; observations in order."""
-    return reassign(entries, permutation(len(entries), seed), "shuffle_all", start)
+    return reassign(entries, draw(len(entries), seed, mode), "shuffle_all", start)
 
 
-def shuffle_old(entries: Sequence[Entry], seed: int | str, start: int = 1) -> ViewResult:
+def shuffle_old(entries: Sequence[Entry], seed: int | str, start: int = 1, mode: str = "per_step") -> ViewResult:
     """Shuffle-Old: the three latest entries intact; older actions reassigned among older positions."""
     n_old = max(0, len(entries) - RECENT_K)
-    perm = permutation(n_old, seed) + tuple(range(n_old, len(entries)))
+    perm = draw(n_old, seed, mode) + tuple(range(n_old, len(entries)))
     return reassign(entries, perm, "shuffle_old", start)
 
 
@@ -192,9 +230,39 @@ def experience(entries: Sequence[Entry], start: int = 1) -> ViewResult:
     return ViewResult("experience", items, None, start)
 
 
+def reference(entries: Sequence[Entry], outcome: str, *, restored_step: int,
+              causal_labels: bool = False) -> ViewResult:
+    """The reference records of Appendix D.6, numbered ``1..n`` apart from the executed steps.
+
+    ``entries`` are the recorded (not executed) actions with the observations they were
+    chosen on; ``outcome`` is what the last of them returned.  Ordinary format:
+    ``[Reference Observation j: 'O', Reference Action j: 'A']`` then
+    ``[Reference Observation n+1: 'O']``.  Causal labels: the first observation is the
+    outcome of the last executed action (``Outcome of Action restored_step``), later
+    ones ``Outcome of Reference Action j-1``.
+    """
+    _check(entries)
+    first = f"Outcome of Action {restored_step}" if restored_step > 0 else "Initial Observation"
+    items = []
+    for j, e in enumerate(entries, 1):
+        if causal_labels:
+            label = first if j == 1 else f"Outcome of Reference Action {j - 1}"
+        else:
+            label = f"Reference Observation {j}"
+        items.append(Item(j, label, e.observation, f"Reference Action {j}", e.action))
+    n = len(entries)
+    if causal_labels:
+        last = f"Outcome of Reference Action {n}" if n else first
+    else:
+        last = f"Reference Observation {n + 1}"
+    items.append(Item(n + 1, last, outcome))
+    return ViewResult("reference", tuple(items), None, 1)
+
+
 def apply_view(view: str, entries: Sequence[Entry], *, seed: int | str | None = None,
-               start: int = 1) -> ViewResult:
-    """The named view of ``entries`` (``seed`` is required by the shuffles)."""
+               start: int = 1, shuffle: str = "per_step") -> ViewResult:
+    """The named view of ``entries`` (``seed`` is required by the shuffles, ``shuffle`` is
+    their mode, :data:`SHUFFLE_MODES`)."""
     if view not in VIEWS:
         raise ValueError(f"unknown history view {view!r}; known views: {', '.join(VIEWS)}")
     if view in ("shuffle_all", "shuffle_old") and seed is None:
@@ -209,9 +277,9 @@ def apply_view(view: str, entries: Sequence[Entry], *, seed: int | str | None = 
     if view == "obsonly":
         return observation_only(entries, start)
     if view == "shuffle_all":
-        return shuffle_all(entries, seed, start)  # type: ignore[arg-type]
+        return shuffle_all(entries, seed, start, shuffle)  # type: ignore[arg-type]
     if view == "shuffle_old":
-        return shuffle_old(entries, seed, start)  # type: ignore[arg-type]
+        return shuffle_old(entries, seed, start, shuffle)  # type: ignore[arg-type]
     if view == "causal":
         return causal(entries, start)
     return experience(entries, start)

@@ -1,11 +1,18 @@
 """Write the golden history cells that ``tests/history/test_history_unchanged.py`` replays.
 
-Run on purpose only (``python tests/history/golden/make_golden.py``): it plays real
-ScienceWorld episodes against the loopback endpoint on a fixed port and keeps the model
-cache and every output Parquet.  The test replays the same cells from a copy of that
-cache with nothing listening on the port, so a change that alters any prompt, any step
-row or any record fails it.  Made with the pre-runner code (commit before the move of
-the episode runner into ``hindsight.agent.runner``).
+Run on purpose only (``python tests/history/golden/make_golden.py``): it starts the
+loopback endpoint on the fixed port 38517 (which must be free), plays real ScienceWorld
+episodes against it and keeps the model cache and every output Parquet (and the call
+journals in ``records/``, rewritten from scratch).  The test replays the same cells from a
+copy of that cache with nothing listening on the port, so a change that alters any
+prompt, any step row or any record fails it.
+
+The data was first made with the code before the episode runner moved into
+``hindsight.agent.runner``, and the moved code reproduced it exactly (shown at commit
+c1839e8).  It is now made with the current code after the faithfulness fixes of issue 13
+(reference records labelled apart, the Experience at resumption reviewing the last
+executed transition, the F.2 chat reference message, the continuations' ``calibrator``
+column), which changed the continuation cells only; rollouts and probe are unchanged.
 """
 
 from __future__ import annotations
@@ -58,8 +65,9 @@ def policy(body):
 
 def main() -> None:
     out = HERE / "data"
-    if out.exists():
-        shutil.rmtree(out)
+    for folder in (out, HERE / "records"):  # the journals are append-only: start them afresh
+        if folder.exists():
+            shutil.rmtree(folder)
     out.mkdir()
     srv = LoopbackServer(policy=policy, port=GOLDEN_PORT).start()
     try:

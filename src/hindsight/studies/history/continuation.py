@@ -7,15 +7,23 @@ its record), and the source actor continues with up to 30 new actions under:
 
 - ``raw``: the actual history through ``k`` only;
 - ``reference``: plus the recorded segment ``k+1 .. m`` (``m = floor(2L/3)``: those actions
-  and their returned observations) in a delimited block marked as not executed;
+  and their returned observations) in a delimited block marked as not executed, its
+  records numbered ``1..m-k`` and labelled ``Reference Observation`` / ``Reference Action``
+  apart from the executed steps (:func:`hindsight.agent.views.reference`);
 - ``causal_reference``: the same with every returned observation labelled as its
   action's outcome (reference records as ``Reference Action`` / ``Outcome of Reference
   Action``);
-- ``experience``: ``reference`` plus one experience written by the actor at resumption
-  (review of the reference-augmented history, latest transition = the last reference
-  action and its outcome), kept beside that transition;
+- ``experience``: ``reference`` plus one experience written by the actor at resumption,
+  from a review of what was executed in the restored environment: the latest completed
+  transition is the last replayed action ``A_k`` and the observation it returned (the
+  restored state), reviewed with the reference-augmented history in view; the experience
+  is kept beside that transition (Appendix D.2: beside its source transition);
 - ``calibrator``: ``reference`` with the endpoint of the ``calibrator`` role reviewing
   every non-terminal continuation transition (Appendix G.2 interface).
+
+In the chat format (``-chat``, Appendix F.2) the reference block is its own user message
+after the prefix's messages, the current observation and actions a separate user message
+after it, and newly executed steps continue as user/assistant messages.
 
 Recovery = terminal success within the budget.
 """
@@ -28,8 +36,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from hindsight.agent.render import Segment, render_block
-from hindsight.agent.views import Entry, Item, ViewResult, causal, current_label, experience, raw
+from hindsight.agent.render import Segment
+from hindsight.agent.views import Entry, Item, ViewResult, causal, current_label, experience, raw, reference
 
 @dataclass(frozen=True)
 class Source:
@@ -112,36 +120,36 @@ class ContinuationComposer:
     def __post_init__(self) -> None:
         self.start = self.src.k + 1
 
-    def _reference(self, causal_labels: bool) -> Segment:
-        k, m = self.src.k, self.src.m
-        ref = self.src.reference_entries()
-        if causal_labels:
-            items = list(causal(ref, start=k + 1, initial=False, action_word="Reference Action").items)
-            last_label = f"Outcome of Reference Action {m}" if ref else f"Outcome of Action {k}"
-        else:
-            items = list(raw(ref, start=k + 1).items)
-            last_label = f"Observation {m + 1}"
-        if self.resume_experience and items:
-            items[-1] = Item(items[-1].index, items[-1].obs_label, items[-1].observation,
-                             items[-1].action_label, items[-1].action, self.resume_experience)
-        items.append(Item(m + 1, last_label, self.src.reference_outcome()))
+    def _prefix(self, causal_labels: bool, with_experience: bool) -> Segment:
+        """The executed history through ``k``; the resumption experience beside transition k."""
+        pre = causal(self.src.prefix_entries()) if causal_labels else raw(self.src.prefix_entries())
+        items = list(pre.items)
+        if with_experience and self.resume_experience and items:
+            last = items[-1]
+            items[-1] = Item(last.index, last.obs_label, last.observation, last.action_label, last.action,
+                             self.resume_experience)
         return Segment(items=tuple(items))
 
-    def segments(self, entries: Sequence[Entry], prompts: Any, causal_labels: bool) -> list[Segment]:
+    def _reference(self, causal_labels: bool) -> Segment:
+        return Segment.of(reference(self.src.reference_entries(), self.src.reference_outcome(),
+                                    restored_step=self.src.k, causal_labels=causal_labels))
+
+    def segments(self, entries: Sequence[Entry], prompts: Any, causal_labels: bool, *, chat: bool | None = None,
+                 with_experience: bool = True) -> list[Segment]:
         prefix = self.src.prefix_entries()
         if self.condition == "raw":
             view = causal(prefix + list(entries)) if causal_labels else experience(prefix + list(entries))
             return [Segment.of(view)]
-        if causal_labels:
-            pre = causal(prefix)
-            cont: ViewResult | None = causal(entries, start=self.start, initial=False) if entries else None
-        else:
-            pre = raw(prefix)
-            cont = experience(entries, start=self.start) if entries else None
-        segs = prompts.reference_segments(Segment.of(pre), self._reference(causal_labels),
+        cont: ViewResult | None = None
+        if entries:
+            cont = causal(entries, start=self.start, initial=False) if causal_labels \
+                else experience(entries, start=self.start)
+        segs = prompts.reference_segments(self._prefix(causal_labels, with_experience), self._reference(causal_labels),
                                           Segment.of(cont) if cont else None, self.src.k)
-        if self.chat:  # Appendix F.2: the reference block is one separate user message
-            segs = [segs[0], Segment(text=render_block(segs[1:4]))] + segs[4:]
+        if self.chat if chat is None else chat:
+            # Appendix F.2: the prefix's messages, the reference block as its own user message,
+            # then executed steps as user/assistant messages (no block-format separator lines)
+            segs = [s for s in segs if s.reference or s.items]
         return segs
 
     def bind(self, prompts: Any) -> "BoundComposer":
@@ -166,19 +174,27 @@ class BoundComposer:
         return segs, label, None
 
     def review(self, entries: Sequence[Entry]) -> list[Segment]:
+        """The reviewer's history (ordinary labels, block format, no experiences), through the
+        latest executed transition (the last of ``entries``, or ``A_k`` when there are none)."""
         plain = [Entry(e.observation, e.action) for e in entries]
-        saved = self.inner.resume_experience
-        self.inner.resume_experience = None
-        try:
-            return self.inner.segments(plain, self.prompts, False)
-        finally:
-            self.inner.resume_experience = saved
+        return self.inner.segments(plain, self.prompts, False, chat=False, with_experience=False)
+
+
+def resume_transition(src: Source) -> tuple[str, str] | None:
+    """The latest transition executed in the restored environment: ``(A_k, O_{k+1})``
+    (``None`` when nothing was executed, ``k = 0``)."""
+    if src.k < 1:
+        return None
+    return src.actions[src.k - 1], src.obs(src.k + 1)
 
 
 CONTINUATION_SCHEMA_FIELDS = (
     ("source_episode_id", "string"), ("source_length", "int64"), ("restored_step", "int64"),
     ("reference_end", "int64"), ("resume_review_call_id", "string"), ("resume_experience", "string"),
+    ("calibrator", "string"),
 )
+"""Per-continuation columns; ``calibrator`` names the endpoint that played the calibrator
+role (null outside the Calibrator condition): tables label its rows by it."""
 
 
 def continuation_schema() -> Any:
@@ -227,10 +243,13 @@ async def continuation_cell(
         resume: dict[str, tuple[str | None, str | None]] = {}
         if base_cond == "experience":
             async def review(src: Source) -> None:
+                latest = resume_transition(src)
+                if latest is None:  # nothing executed before resumption: nothing to review
+                    return
                 comp = ContinuationComposer("reference", src).bind(prompts)
                 r = await review_transition(
                     client, prompts, model, env=env, task=src.task, history=comp.review([]),
-                    action=src.actions[src.m - 1], observation=src.reference_outcome(),
+                    action=latest[0], observation=latest[1],
                     max_tokens=settings.review_max_tokens or settings.max_output_tokens)
                 resume[src.episode_id] = (r.call_id, r.experience)
             await asyncio.gather(*(review(s) for s in sources))
@@ -245,7 +264,8 @@ async def continuation_cell(
         episodes = await Runner(client, pool, prompts, in_flight=in_flight).concurrent(specs)
     extra = [{"source_episode_id": s.episode_id, "source_length": s.length, "restored_step": s.k,
               "reference_end": s.m, "resume_review_call_id": resume.get(s.episode_id, (None, None))[0],
-              "resume_experience": resume.get(s.episode_id, (None, None))[1]} for s in sources]
+              "resume_experience": resume.get(s.episode_id, (None, None))[1],
+              "calibrator": calibrator if base_cond == "calibrator" else None} for s in sources]
     return write_episodes(episodes, {"model": model, "env": env, "condition": condition},
                           {s.task_id: i for i, s in enumerate(sources)}, out_episodes, out_steps,
                           extra=extra, schema=continuation_schema())

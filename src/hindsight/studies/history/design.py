@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from hindsight.agent.actor import ActorSettings
-from hindsight.agent.views import VIEWS
+from hindsight.agent.views import SHUFFLE_MODES, VIEWS
 from hindsight.envs.tasks import select_tasks
 
 ENVS: tuple[str, ...] = ("alfworld", "scienceworld", "appworld")
@@ -32,8 +32,22 @@ CONTINUATION_LABELS: dict[str, str] = {
     "raw": "Raw", "reference": "Reference", "causal_reference": "Causal + Reference",
     "experience": "Experience", "calibrator": "Calibrator",
 }
+TRAINED_CALIBRATORS: frozenset[str] = frozenset()
+"""Endpoints serving a calibrator trained by this project's pipeline (section 6.1).  None
+exists yet: every endpoint in the calibrator role is an untrained stand-in, and tables and
+figures say so (:func:`calibrator_label`)."""
 PROBE_CONDITIONS: tuple[str, ...] = ("raw", "causal", "experience")
 ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions", "review_max_tokens")
+
+
+def calibrator_label(endpoints: Sequence[str]) -> str:
+    """The Calibrator condition's label: the endpoint(s) that played the role, and whether
+    they are the learned calibrator or an untrained stand-in for it."""
+    names = sorted({str(e) for e in endpoints if e})
+    who = ", ".join(names) or "endpoint not recorded"
+    if names and set(names) <= TRAINED_CALIBRATORS:
+        return f"Calibrator ({who})"
+    return f"Calibrator (untrained stand-in: {who})"
 
 
 def parse_condition(condition: str) -> tuple[str, str]:
@@ -58,14 +72,17 @@ def rollout_conditions(cfg: Mapping[str, Any]) -> list[str]:
 
 
 def actor_settings(model: str, condition: str, actor: Mapping[str, Any],
-                   review_model: str | None = None) -> ActorSettings:
-    """The actor of one rollout cell: the view and format from the condition, the rest from config."""
+                   review_model: str | None = None, shuffle: str = "per_step") -> ActorSettings:
+    """The actor of one rollout cell: the view and format from the condition, the rest from
+    config (``shuffle``: ``history.shuffle``, the shuffles' draw, :data:`SHUFFLE_MODES`)."""
     unknown = sorted(set(actor) - set(ACTOR_KEYS))
     if unknown:
         raise ValueError(f"history.actor: unknown key(s) {unknown}; allowed: {', '.join(ACTOR_KEYS)}")
+    if shuffle not in SHUFFLE_MODES:
+        raise ValueError(f"config key history.shuffle: {shuffle!r} is not one of {', '.join(SHUFFLE_MODES)}")
     view, fmt = parse_condition(condition)
     return ActorSettings(model=model, view=view, fmt=fmt, review=view == "experience",
-                         reminder=view == "check", review_model=review_model, **dict(actor))
+                         reminder=view == "check", review_model=review_model, shuffle=shuffle, **dict(actor))
 
 
 def episode_seed(base_seed: int, env: str, task_id: str) -> int:
@@ -74,8 +91,22 @@ def episode_seed(base_seed: int, env: str, task_id: str) -> int:
     return int.from_bytes(digest[:4], "big") % (2**31 - 1)
 
 
-def read_tasks(path: str | Path, n: int, split: str | None, seed: int) -> list[str]:
+OFFICIAL_DATA_FIX: dict[str, str] = {
+    "alfworld": "or use the official ALFWorld data: set ALFWORLD_DATA to the folder where `alfworld-download` "
+                "put it, envs.alfworld.source: official, and a split that holds enough tasks in history.splits",
+    "appworld": "or use the official AppWorld data: set APPWORLD_ROOT to the folder where `appworld download "
+                "data` put it, envs.appworld.source: official, and a split that holds enough tasks in "
+                "history.splits",
+}
+"""The second half of a too-small-split message: where more tasks come from."""
+
+
+def too_few_tasks_fix(env: str | None) -> str:
+    """What to do when a split holds fewer tasks than ``history.tasks_per_cell`` asks."""
+    extra = OFFICIAL_DATA_FIX.get(env or "", "or name a larger split in history.splits")
+    return f"set history.tasks_per_cell to at most that, {extra}"
+
+
+def read_tasks(path: str | Path, n: int, split: str | None, seed: int, env: str | None = None) -> list[str]:
     """The task list of a history cell (:func:`hindsight.envs.tasks.select_tasks`)."""
-    return select_tasks(pd.read_parquet(path), n, split, seed, str(path),
-                        fix="set history.tasks_per_cell to at most that, or name a larger split "
-                            "in history.splits")
+    return select_tasks(pd.read_parquet(path), n, split, seed, str(path), fix=too_few_tasks_fix(env))

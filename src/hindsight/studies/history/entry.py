@@ -24,11 +24,11 @@ def _n_tasks(cell: Mapping[str, Any]) -> int:
 async def rollouts(config: Mapping[str, Any], model: str, env: str, condition: str, cell: Mapping[str, Any],
                    prompts_dir: str, tasks_path: str, out_episodes: str, out_steps: str, out_calls: str) -> None:
     """One full-rollout cell: the configured task list of ``env``, paired seeds."""
-    tasks = read_tasks(tasks_path, _n_tasks(cell), cell["split"], int(cell["seed"]))
+    tasks = read_tasks(tasks_path, _n_tasks(cell), cell["split"], int(cell["seed"]), env)
     if condition.endswith("-chat") and cell["chat_tasks_per_cell"]:  # null: tasks_per_cell
         tasks = tasks[: int(cell["chat_tasks_per_cell"])]  # the first of the same list: still paired
     seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
-    settings = actor_settings(model, condition, cell["actor"])
+    settings = actor_settings(model, condition, cell["actor"], shuffle=cell["shuffle"])
     await rollout_cell(config, model=model, env=env, condition=condition, tasks=tasks, seeds=seeds,
                        settings=settings, prompts_dir=prompts_dir, in_flight=int(cell["in_flight"]),
                        out_episodes=out_episodes, out_steps=out_steps, out_calls=out_calls,

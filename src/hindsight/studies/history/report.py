@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 from hindsight.files import atomic_write_text, save_figure  # noqa: E402
 from hindsight.report import write_table  # noqa: E402
 from hindsight.studies.history import analysis as A  # noqa: E402
-from hindsight.studies.history.design import CONDITION_LABELS, CONTINUATION_LABELS  # noqa: E402
+from hindsight.studies.history.design import CONDITION_LABELS, CONTINUATION_LABELS, calibrator_label  # noqa: E402
 
 log = logging.getLogger(__name__)
 LABELS = {**CONDITION_LABELS, **{f"{k}-chat": f"{v} (chat)" for k, v in CONDITION_LABELS.items()}}
@@ -148,11 +148,33 @@ def figure4(rep: Report, block: pd.DataFrame, n_boot: int) -> None:
     rep.figure("figure4_change_from_raw", fig, "Change in success from the matching Raw cell (Figure 4 analogue)")
 
 
+def continuation_labels(cont: pd.DataFrame) -> tuple[dict[str, str], str]:
+    """Labels of the continuation conditions, the Calibrator's naming the endpoint that played
+    the role and whether it is the learned calibrator or an untrained stand-in; and a
+    caption note saying the same (empty when no Calibrator row is shown)."""
+    labels = dict(CONT_LABELS)
+    if cont.empty:
+        return labels, ""
+    base = cont["condition"].str.replace("-chat", "", regex=False)
+    rows = cont[base == "calibrator"]
+    if rows.empty:
+        return labels, ""
+    names = list(rows["calibrator"].dropna()) if "calibrator" in rows.columns else []
+    label = calibrator_label(names)
+    labels["calibrator"], labels["calibrator-chat"] = label, f"{label} (chat)"
+    who = ", ".join(sorted(set(map(str, names)))) or "an endpoint not recorded"
+    if "stand-in" in label:
+        return labels, (f". Calibrator rows: the calibrator role was played by {who}, an untrained stand-in "
+                        "(the learned calibrator of section 6 is not trained yet)")
+    return labels, f". Calibrator rows: the learned calibrator served by {who}"
+
+
 def continuation_part(rep: Report, cont: pd.DataFrame, n_boot: int) -> None:
     if cont.empty:
         rep.table("table_recovery", _empty("no continuations (no unsuccessful Raw source of length >= the minimum)"),
                   "Recovery from the restored floor(L/3) state")
         return
+    labels, note = continuation_labels(cont)
     cont = cont.assign(unit=cont["source_episode_id"])
     block = cont[~cont["condition"].str.endswith("-chat")]
     chat = cont[cont["condition"].str.endswith("-chat")]
@@ -161,29 +183,31 @@ def continuation_part(rep: Report, cont: pd.DataFrame, n_boot: int) -> None:
     rows = []
     for c in conds:
         g = block[block["condition"] == c]
-        rows.append({"Condition": CONT_LABELS[c], "Recovered/continuations": f"{int(g['won'].sum())}/{len(g)}",
+        rows.append({"Condition": labels[c], "Recovered/continuations": f"{int(g['won'].sum())}/{len(g)}",
                      "Recovery (%)": A.fmt_rate(int(g["won"].sum()), len(g)),
                      "Median first prompt tokens": int(round(float(g["first_prompt_tokens"].median())))})
     rep.table("table_recovery", pd.DataFrame(rows),
-              "Recovery within the action budget from the restored floor(L/3) state (Figure 2/8 analogue)")
+              "Recovery within the action budget from the restored floor(L/3) state (Figure 2/8 analogue)" + note)
     for base in ("raw", "reference"):
         if base in conds:
-            rep.table(f"table_recovery_paired_vs_{base}", A.paired_table(block, base, conds, key, CONT_LABELS,
+            rep.table(f"table_recovery_paired_vs_{base}", A.paired_table(block, base, conds, key, labels,
                                                                        n_boot=n_boot),
-                      f"Change in recovery from {CONT_LABELS[base]}, paired by source trajectory")
+                      f"Change in recovery from {labels[base]}, paired by source trajectory" + note)
     if len(chat):
         cc = _present(chat, [f"{c}-chat" for c in CONTINUATION_LABELS])
-        rep.table("table11_chat_recovery", A.count_table(chat, cc, CONT_LABELS),
-                  "Recovery counts with user/assistant history (Table 11 analogue)")
+        rep.table("table11_chat_recovery", A.count_table(chat, cc, labels),
+                  "Recovery counts with user/assistant history (Table 11 analogue)"
+                  + (note if any(c.startswith("calibrator") for c in cc) else ""))
     figure2_3(rep, block)
     if len(conds) > 1:
         fig, ax = plt.subplots(figsize=(1.1 * len(conds) + 1.5, 2.8))
-        _bars(ax, [CONT_LABELS[c] for c in conds], {"recovery": [_rates(block, c, None, [None], "won")[0]
+        _bars(ax, [labels[c].replace(" (", "\n(", 1) for c in conds], {"recovery": [_rates(block, c, None, [None], "won")[0]
                                                                   for c in conds]}, "Recovery (%)")
         if "raw" in conds:
             ax.axhline(100 * block[block["condition"] == "raw"]["won"].mean(), ls="--", color="grey", lw=0.8)
         ax.set_title("Recovery from the same floor(L/3) state", fontsize=9)
-        rep.figure("figure8_recovery_conditions", fig, "Recovery under the continuation conditions (Figure 8 analogue)")
+        rep.figure("figure8_recovery_conditions", fig, "Recovery under the continuation conditions (Figure 8 analogue)"
+                   + (note if "calibrator" in conds else ""))
 
 
 def figure2_3(rep: Report, block: pd.DataFrame) -> None:

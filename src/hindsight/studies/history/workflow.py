@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping
 
 from hindsight.config import ConfigError
 from hindsight.studies.history.design import rollout_conditions
+from hindsight.studies.history.preflight import check_history_envs
 
 PARTS = ("rollouts", "continuation", "probe", "report")
 NOT_CODE = ("hindsight.config", "hindsight.files", "hindsight.llm", "hindsight.rule_entry", "hindsight.testing")
@@ -65,6 +66,7 @@ class HistoryWorkflow:
         for role in ("judge", "calibrator"):
             if role in self.roles and self.roles[role] not in self.models_registry:
                 raise ConfigError(f"config key roles.{role}: endpoint '{self.roles[role]}' is not in the registry")
+        check_history_envs(self.h, self.config.get("envs") or {})
 
     def prompt_files(self) -> list[str]:
         from hindsight.agent.prompts import PROMPT_FILES
@@ -101,6 +103,8 @@ class HistoryWorkflow:
             "actor": self.h["actor"], "in_flight": self.h["in_flight"],
             "endpoint": self.endpoint(model),
         }
+        if part is None:  # rollouts: how Shuffle-All / Shuffle-Old draw their permutations
+            cell["shuffle"] = self.h["shuffle"]
         if part == "continuation":
             cell["continuation"] = {k: self.cont[k] for k in ("sources_per_cell", "min_source_steps")}
             if "calibrator" in self.roles:
