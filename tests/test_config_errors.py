@@ -8,7 +8,9 @@ import os
 import pytest
 import yaml
 
-from hindsight.config import ConfigError, check_config, load_config, load_models, parse_models
+from hindsight.config import (
+    ConfigError, check_config, check_config_files, load_config, load_models, load_yaml, parse_models,
+)
 from tests.conftest import REPO, base_config
 
 GOOD = {
@@ -119,3 +121,93 @@ def test_default_files_are_valid():
     for preset in (REPO / "config" / "presets").glob("*.yaml"):
         if preset.name.endswith(".models.yaml"):
             load_models(preset)
+
+
+# -- a key pasted where the NAME of its variable belongs ------------------------------
+PASTED = [
+    "sk-proj-Ab3dE5fG7hJ9kL1mN3pQ5rS7",            # fails the schema's name pattern
+    "hf_abcdefghijklmnopqrstuvwxyz0123456789",     # lower case: fails the pattern
+    "HF_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",     # upper-cased: passes the pattern
+    "GSK_8F3K2L9Q0W1E2R3T4Y5U6I7O8P9A0S1D2F3G4H",
+    "AIZASYD8X9C7V6B5N4M3L2K1J0H9G8F7E6D5C4B",
+    "AKIAIOSFODNN7EXAMPLE",
+    "JPCK5Y50UBNV0IRGEG6XQSSWK1VJQCGR",            # no known prefix: a long random token
+]
+
+
+@pytest.mark.parametrize("value", PASTED)
+def test_a_pasted_key_is_rejected_and_never_echoed(value, tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump(variant("endpoints.m.api_key_env", value)))
+    with pytest.raises(ConfigError) as info:
+        load_models(path)
+    message = str(info.value)
+    assert message.startswith(str(path)) and "endpoints.m.api_key_env" in message
+    assert value not in message and value.lower() not in message.lower()
+    assert "NAME of an environment variable" in message and "export OPENAI_API_KEY=<the key>" in message
+    assert f"export {value}" not in message
+
+
+def test_a_pasted_key_is_not_echoed_by_other_errors_of_the_same_entry():
+    value = "sk-live-0123456789abcdefghij"
+    doc = variant("endpoints.m.api_key_env", value)
+    doc["endpoints"]["m"]["max_concurrency"] = "eight"
+    doc["endpoints"]["m"]["extra"] = {"note": value}
+    with pytest.raises(ConfigError) as info:
+        parse_models(doc, "config/models.yaml")
+    assert value not in str(info.value) and "max_concurrency" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "HF_TOKEN", "HF_HOME_TOKEN_FOR_CI",
+                                  "MY_COMPANY_INTERNAL_LLM_GATEWAY_API_KEY", "LLAMA3_70B_KEY"])
+def test_variable_names_pass(name):
+    assert parse_models(variant("endpoints.m.api_key_env", name))["m"].api_key_env == name
+
+
+# -- YAML files: duplicate keys, folders, syntax, empty overlays ---------------------
+def test_duplicate_endpoint_names_are_rejected_with_file_line_and_key(tmp_path):
+    path = tmp_path / "models.yaml"
+    entry = yaml.safe_dump(GOOD["endpoints"]["m"], default_flow_style=True, width=10**6).strip()
+    path.write_text(f"endpoints:\n  m: {entry}\n  other: {entry}\n  m: {entry}\n")
+    with pytest.raises(ConfigError, match=rf"^{path}: line 4, column 3: key 'm' appears twice .*first at line 2.*Fix"):
+        load_models(path)
+
+
+def test_duplicate_keys_in_a_config_overlay_are_rejected(tmp_path):
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("smoke:\n  enabled: false\n  enabled: true\n")
+    with pytest.raises(ConfigError, match=rf"^{overlay}: line 3, column 3: key 'enabled' appears twice"):
+        load_config(REPO / "config" / "config.yaml", [overlay])
+    with pytest.raises(ConfigError, match=r"key 'enabled' appears twice"):
+        check_config_files([REPO / "config" / "config.yaml", overlay])
+
+
+def test_models_file_that_is_a_folder(tmp_path):
+    cfg = base_config()
+    cfg["models_file"] = str(tmp_path)
+    with pytest.raises(ConfigError, match=rf"^{tmp_path}: is a folder, not a YAML file .*model registry.*Fix: name "
+                                          rf"the file itself"):
+        check_config(cfg)
+
+
+def test_yaml_syntax_error_names_file_line_and_column(tmp_path):
+    bad = tmp_path / "overlay.yaml"
+    bad.write_text("panel: [smollm2\nsmoke:\n  enabled: true\n")
+    with pytest.raises(ConfigError, match=rf"^{bad}: not valid YAML at line \d+, column \d+: .*Fix: correct"):
+        load_config(REPO / "config" / "config.yaml", [bad])
+
+
+def test_an_empty_overlay_is_rejected_with_its_name(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing yet\n")
+    with pytest.raises(ConfigError, match=rf"^{empty}: the file is empty.*Fix: .*drop --configfile {empty}"):
+        load_config(REPO / "config" / "config.yaml", [empty])
+    with pytest.raises(ConfigError, match=r"the file is empty"):
+        check_config_files([empty])
+
+
+def test_default_config_files_have_no_duplicate_keys():
+    check_config_files([REPO / "config" / "config.yaml",
+                        *(p for p in (REPO / "config" / "presets").glob("*.yaml") if not p.name.endswith(".models.yaml"))])
+    for path in (REPO / "config").rglob("*.yaml"):
+        load_yaml(path)

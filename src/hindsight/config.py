@@ -5,6 +5,13 @@ schemas ``workflow/rules/common.smk`` hands to ``snakemake.utils.validate``), th
 against the cross-file rules a schema cannot state (panel names exist, an embedded
 entry names its weights, an ``openai`` entry names its URL).  Every failure is a
 :class:`ConfigError` whose message names the file, the key and the fix.
+
+Every YAML file the project reads from the user (the config, overlays, registries,
+presets) goes through :func:`load_yaml`: a mapping key given twice is an error (plain
+YAML keeps the last one silently), as are a folder, an empty file and a syntax error,
+each named with its file (and line and column).  A rejected ``api_key_env`` is never
+printed (it may be a pasted key, and messages end up in ``.snakemake/log/``), and a
+value shaped like a key is rejected even when it would pass as a variable name.
 """
 
 from __future__ import annotations
@@ -91,14 +98,141 @@ class Endpoint:
         return value
 
 
-def _load_yaml(path: Path) -> Any:
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping that gives one key twice."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping key given twice (safe_load keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: let SafeLoader say so
+                continue
+            if first is not None:
+                raise DuplicateKeyError(
+                    None, None,
+                    f"key {key!r} appears twice in one mapping (first at line {first.start_mark.line + 1}, again at "
+                    f"line {key_node.start_mark.line + 1}); YAML would silently keep only the last",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(path: str | os.PathLike[str], what: str = "config file") -> Any:
+    """Parse a user's YAML file, refusing duplicate keys; a :class:`ConfigError` names the
+    file, the line and column, and the fix for a missing file, a folder, a syntax error or a
+    duplicate key.  ``what`` says what the file is for (in messages)."""
+    path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: file not found. Fix: create it or point to it (models_file / --configfile).")
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, not a YAML file (expected the {what}). Fix: name the file itself, "
+                          f"e.g. {path / 'models.yaml' if 'regist' in what else path / 'config.yaml'}.")
     try:
-        with open(path) as fh:
-            return yaml.safe_load(fh)
+        with open(path, encoding="utf-8") as fh:
+            return yaml.load(fh, Loader=UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except DuplicateKeyError as exc:
+        mark = exc.problem_mark
+        raise ConfigError(f"{path}: line {mark.line + 1}, column {mark.column + 1}: {exc.problem}. "
+                          f"Fix: keep one of the two (merge their contents) and delete the other.") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc}). Fix: correct the syntax at the position shown.") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "somewhere"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context = getattr(exc, "context", None)
+        raise ConfigError(f"{path}: not valid YAML at {where}: {problem}{f' ({context})' if context else ''}. "
+                          f"Fix: correct the syntax there (indent with spaces, close every bracket and "
+                          f"quote).") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}). Fix: save it as UTF-8.") from None
+
+
+def load_overlay(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A ``--configfile`` overlay: a non-empty mapping of config keys (see :func:`load_yaml`)."""
+    data = load_yaml(path, "config overlay")
+    if data is None:
+        raise ConfigError(f"{path}: the file is empty; an overlay is a mapping of the config keys it changes. "
+                          f"Fix: add those keys (e.g. 'panel: [smollm2]'), or drop --configfile {path}.")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys at the top level, got a "
+                          f"{type(data).__name__}. Fix: write it as 'key: value' lines, like config/config.yaml.")
+    return data
+
+
+def check_config_files(paths: Iterable[str | os.PathLike[str]]) -> None:
+    """Re-read the config files Snakemake merged (``configfile:`` and ``--configfile``) with
+    :func:`load_yaml`, which Snakemake's own loader is not: duplicate keys, empty files."""
+    for path in dict.fromkeys(str(p) for p in paths):
+        load_overlay(path)
+
+
+# -- keys pasted where a variable's name belongs ------------------------------------
+_KEY_PREFIXES = {  # lower-cased prefix -> whose key it looks like
+    "sk-or-": "an OpenRouter key", "sk-ant-": "an Anthropic key", "sk-proj-": "an OpenAI project key",
+    "sk-": "an OpenAI-style secret key", "sk_": "a secret key", "hf_": "a Hugging Face token",
+    "gsk_": "a Groq key", "aiza": "a Google API key", "xai-": "an xAI key", "pplx-": "a Perplexity key",
+    "r8_": "a Replicate token", "ghp_": "a GitHub token", "github_pat_": "a GitHub token",
+    "glpat-": "a GitLab token", "nvapi-": "an NVIDIA key", "akia": "an AWS access key", "fw_": "a Fireworks key",
+}
+
+
+def key_shape(value: str) -> str | None:
+    """Why ``value`` looks like a secret rather than a variable name (``None``: it does not).
+
+    Known prefixes (case-insensitive; followed by a long token where a name could start so), any ``_``-separated part of
+    16 or more characters, a part of 10 or more with 3 or more digits, a part that flips
+    between letters and digits 4 or more times, or a value over 64 characters.  A variable
+    name is words: OPENAI_API_KEY, AZURE_OPENAI_API_KEY, HF_TOKEN pass.
+    """
+    low = value.lower()
+    for prefix, whose in _KEY_PREFIXES.items():
+        rest = value[len(prefix):]
+        # a name cannot hold '-', so a dash prefix needs little after it; others a long token
+        longest = max(len(part) for part in rest.replace("-", "_").split("_"))
+        if low.startswith(prefix) and (longest >= 3 if prefix.endswith("-") else longest >= 12):
+            return f"it starts like {whose}"
+    if len(value) > 64:
+        return "it is longer than any variable name"
+    for part in value.replace("-", "_").split("_"):
+        digits = sum(c.isdigit() for c in part)
+        flips = sum(a.isdigit() != b.isdigit() for a, b in zip(part, part[1:]))
+        if len(part) >= 16:
+            return "it holds a long random-looking token"
+        if len(part) >= 10 and digits >= 3 or len(part) >= 8 and flips >= 4:
+            return "it mixes letters and digits like a token"
+    return None
+
+
+def _api_key_env_message(where: str, value: Any) -> str:
+    shape = key_shape(value) if isinstance(value, str) else None
+    what = (f"looks like an API key itself ({shape}), not the name of a variable" if shape
+            else "is not the NAME of an environment variable (upper-case letters, digits and _)")
+    fix = ("Fix: put the NAME of an environment variable there (e.g. api_key_env: OPENAI_API_KEY) and export "
+           "the key in it before running (export OPENAI_API_KEY=<the key>; keep the key out of every file).")
+    if shape:
+        fix += " If this file was shared or committed, revoke that key."
+    return f"key {where}: the value {what}; it is not shown here so that it stays out of logs. {fix}"
+
+
+def _secrets(data: Any) -> list[str]:
+    """Every string under a key ``api_key_env`` in ``data`` (never printed in a message)."""
+    found: list[str] = []
+    if isinstance(data, Mapping):
+        for k, v in data.items():
+            if k == "api_key_env" and isinstance(v, str) and v:
+                found.append(v)
+            else:
+                found.extend(_secrets(v))
+    elif isinstance(data, list):
+        for v in data:
+            found.extend(_secrets(v))
+    return found
 
 
 def load_schema(name: str) -> dict[str, Any]:
@@ -108,6 +242,8 @@ def load_schema(name: str) -> dict[str, Any]:
 
 def _describe(error: jsonschema.ValidationError) -> str:
     where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    if error.absolute_path and error.absolute_path[-1] == "api_key_env":
+        return _api_key_env_message(where, error.instance)
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         extra = [k for k in error.instance if k not in error.schema.get("properties", {})]
@@ -126,17 +262,24 @@ def validate(data: Any, schema: Mapping[str, Any], source: str) -> None:
     errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         lines = "\n  ".join(_describe(e) for e in errors[:10])
+        for secret in sorted(set(_secrets(data)), key=len, reverse=True):  # e.g. inside a whole-entry repr
+            lines = lines.replace(secret, "<api_key_env value not shown>")
         raise ConfigError(f"{source}: invalid configuration:\n  {lines}")
 
 
 def parse_models(data: Any, source: str = "config/models.yaml") -> dict[str, Endpoint]:
     """Validate a registry document and return its endpoints by name."""
+    if data is None:
+        raise ConfigError(f"{source}: the file is empty. Fix: list the endpoints under 'endpoints:' "
+                          f"(see config/models.yaml).")
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping with key 'endpoints', got {type(data).__name__}.")
     validate(data, load_schema("models.schema.json"), source)
     endpoints: dict[str, Endpoint] = {}
     for name, raw in data["endpoints"].items():
         where = f"{source}: endpoint '{name}'"
+        if raw.get("api_key_env") and key_shape(raw["api_key_env"]):
+            raise ConfigError(f"{source}: {_api_key_env_message(f'endpoints.{name}.api_key_env', raw['api_key_env'])}")
         if raw["provider"] == "openai" and not raw.get("base_url"):
             raise ConfigError(f"{where}: key base_url is missing. Fix: add base_url: https://<host>/v1.")
         if raw["provider"] == "embedded" and not raw.get("embedded"):
@@ -179,7 +322,7 @@ def parse_models(data: Any, source: str = "config/models.yaml") -> dict[str, End
 
 def load_models(path: str | os.PathLike[str]) -> dict[str, Endpoint]:
     path = Path(path)
-    return parse_models(_load_yaml(path), str(path))
+    return parse_models(load_yaml(path, "model registry"), str(path))
 
 
 def check_config(config: Mapping[str, Any], source: str = "config/config.yaml") -> dict[str, Endpoint]:
@@ -225,11 +368,9 @@ def check_config(config: Mapping[str, Any], source: str = "config/config.yaml") 
 
 def load_config(path: str | os.PathLike[str], overlays: Iterable[str | os.PathLike[str]] = ()) -> dict[str, Any]:
     """Load a config file (plus overlays, merged key by key) and validate it."""
-    config = _load_yaml(Path(path))
-    if not isinstance(config, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level.")
+    config = load_overlay(path)
     for overlay in overlays:
-        config = merge(config, _load_yaml(Path(overlay)) or {})
+        config = merge(config, load_overlay(overlay))
     check_config(config, str(path))
     return config
 
@@ -243,3 +384,68 @@ def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+# -- prompt folders ------------------------------------------------------------------
+PROMPTS_ALLOW_ENV = "HINDSIGHT_PROMPTS_ALLOW_OUTSIDE"
+"""Set by :func:`check_prompts` (in the Snakemake process) from ``prompts.allow_outside``, so
+every job's :meth:`hindsight.prompts.PromptFiles.load` applies the same rule (jobs inherit
+the environment, as they do the run id)."""
+
+
+def allow_outside_prompts() -> bool:
+    """Whether prompt files may resolve outside the repository and their folder (``prompts.allow_outside``)."""
+    return os.environ.get(PROMPTS_ALLOW_ENV, "0") == "1"
+
+
+def is_within(path: Path, folder: Path) -> bool:
+    """``path`` (resolved) lies inside ``folder`` (resolved)."""
+    try:
+        path.relative_to(folder)
+        return True
+    except ValueError:
+        return False
+
+
+def prompt_dirs(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """Every ``prompts_dir`` key (dotted) and value in the sections of ``config`` that are not
+    disabled (``enabled: false`` skips a section and everything under it)."""
+    found: list[tuple[str, str]] = []
+    for key, value in config.items():
+        if not isinstance(value, Mapping) or value.get("enabled", True) is False:
+            if key == "prompts_dir" and isinstance(value, str):
+                found.append((f"{prefix}{key}", value))
+            continue
+        found.extend(prompt_dirs(value, f"{prefix}{key}."))
+    return found
+
+
+def check_prompts(config: Mapping[str, Any], source: str = "config/config.yaml") -> None:
+    """Before any job: every enabled study's ``prompts_dir`` is a folder, and none of its files
+    resolves (through a symlink) outside the repository and outside that folder unless
+    ``prompts.allow_outside`` is true.  Exports the rule for the jobs (:data:`PROMPTS_ALLOW_ENV`)."""
+    allow = bool((config.get("prompts") or {}).get("allow_outside", False))
+    for key, value in prompt_dirs(config):
+        folder = Path(value)
+        study = key.split(".")[0]
+        if not folder.exists():
+            raise ConfigError(
+                f"{source}: key {key}: folder '{value}' does not exist (looked in {Path.cwd()}). Fix: restore it "
+                f"from git (config/prompts/{study}/) or set {key} to the folder that holds the study's prompt files.")
+        if not folder.is_dir():
+            raise ConfigError(f"{source}: key {key}: '{value}' is a file, not a folder. Fix: set {key} to the folder "
+                              f"that holds the study's prompt files (e.g. config/prompts/{study}).")
+        if allow:
+            continue
+        home = folder.resolve()
+        for entry in sorted(folder.iterdir()):
+            target = entry.resolve()
+            if entry.is_symlink() and not target.exists():
+                raise ConfigError(f"{source}: key {key}: prompt file {entry} is a symlink to {target}, which does "
+                                  f"not exist. Fix: replace the link by the file itself.")
+            if not (is_within(target, home) or is_within(target, REPO_ROOT)):
+                raise ConfigError(
+                    f"{source}: key {key}: prompt file {entry} resolves to {target}, outside the repository "
+                    f"({REPO_ROOT}) and outside {value}; its text would be sent to the endpoints. Fix: copy the file "
+                    f"into {value} (and name its source), or set prompts.allow_outside: true to allow it.")
+    os.environ[PROMPTS_ALLOW_ENV] = "1" if allow else "0"

@@ -7,24 +7,34 @@ to a prompt reruns what it feeds and shows in the result files' specs.
 
 A study subclasses :class:`PromptFiles` with ``NAMES`` and ``WHAT`` (the study, which is
 also the config section holding ``prompts_dir``) and adds its rendering methods.
+
+A prompt file that resolves (through a symlink) outside the repository and outside its
+folder is refused, since its text would be sent to the endpoints while the freeze holds
+only digests, unless ``prompts.allow_outside`` is true (the workflow exports it to the
+jobs: :func:`hindsight.config.check_prompts`).  Where each file resolved to is kept in
+``resolved``, so a freeze can record it.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Mapping, Sequence, TypeVar
 
-from hindsight.config import ConfigError
+from hindsight.config import REPO_ROOT, ConfigError, allow_outside_prompts, is_within
 
-__all__ = ["MissingPromptFiles", "PromptFiles", "sha256_text"]
+__all__ = ["MissingPromptFiles", "PromptFiles", "PromptOutside", "sha256_text"]
 
 P = TypeVar("P", bound="PromptFiles")
 
 
 class MissingPromptFiles(ConfigError, FileNotFoundError):
     """A prompt folder lacks files a study needs (a config problem: ``<study>.prompts_dir``)."""
+
+
+class PromptOutside(ConfigError):
+    """A prompt file resolves outside the repository and its folder (``prompts.allow_outside``)."""
 
 
 def sha256_text(text: str) -> str:
@@ -34,10 +44,12 @@ def sha256_text(text: str) -> str:
 
 @dataclass(frozen=True)
 class PromptFiles:
-    """Loaded prompt files: ``directory`` and ``texts`` (file name -> exact content)."""
+    """Loaded prompt files: ``directory``, ``texts`` (file name -> exact content) and
+    ``resolved`` (file name -> the absolute path it was read from, symlinks followed)."""
 
     directory: str
     texts: Mapping[str, str]
+    resolved: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     NAMES: ClassVar[Sequence[str]] = ()
     """The files a subclass needs (default for :meth:`load`)."""
@@ -46,11 +58,13 @@ class PromptFiles:
 
     @classmethod
     def load(cls: type[P], directory: str | Path, names: Sequence[str] | None = None, *,
-             what: str | None = None) -> P:
+             what: str | None = None, allow_outside: bool | None = None) -> P:
         """Read ``names`` (default ``cls.NAMES``) from ``directory``.
 
         Raises :class:`MissingPromptFiles` naming the folder, every missing file and the
-        config key to fix (``<what>.prompts_dir``).
+        config key to fix (``<what>.prompts_dir``), and :class:`PromptOutside` for a file
+        that resolves outside the repository and outside ``directory``, unless
+        ``allow_outside`` (default: ``prompts.allow_outside`` as the workflow exported it).
         """
         names = tuple(cls.NAMES if names is None else names)
         what = what or cls.WHAT or "study"
@@ -65,7 +79,17 @@ class PromptFiles:
                 f"(config/prompts/{what}/) or fix {what}.prompts_dir in the config to name a "
                 f"folder that holds all of {list(names)}"
             )
-        return cls(str(d), {f: (d / f).read_text(encoding="utf-8") for f in names})
+        resolved = {f: (d / f).resolve() for f in names}
+        if not (allow_outside_prompts() if allow_outside is None else allow_outside):
+            home = d.resolve()
+            outside = {f: str(r) for f, r in resolved.items() if not (is_within(r, home) or is_within(r, REPO_ROOT))}
+            if outside:
+                raise PromptOutside(
+                    f"{d}: {what} prompt file(s) resolve outside the repository ({REPO_ROOT}) and outside this "
+                    f"folder: {outside}; their text would be sent to the endpoints. Fix: copy the files into {d} "
+                    f"(and name their source), or set prompts.allow_outside: true in the config to allow it.")
+        return cls(str(d), {f: resolved[f].read_text(encoding="utf-8") for f in names},
+                   {f: str(r) for f, r in resolved.items()})
 
     def digests(self) -> dict[str, str]:
         """SHA-256 of every file's text (UTF-8), by file name in sorted order."""

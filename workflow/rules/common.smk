@@ -12,14 +12,17 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from hindsight.config import ConfigError, check_config  # noqa: E402
+from hindsight.config import ConfigError, check_config, check_config_files, check_prompts  # noqa: E402
 from hindsight.llm.session import run_id  # noqa: E402
 
 
 # Validate the config and the model registry: first with messages that name the key
 # and the fix, then with snakemake.utils.validate against the same JSON schemas.
 try:
+    # the files Snakemake merged, re-read by a loader that refuses duplicate keys
+    check_config_files(workflow.configfiles)
     MODELS = check_config(config, "config (config/config.yaml + --configfile overlays)")
+    check_prompts(config, "config (config/config.yaml + --configfile overlays)")
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 validate(config, schema="../../config/schemas/config.schema.json")

@@ -1,0 +1,82 @@
+"""Prompt folders are checked before any job; a prompt file that resolves outside the
+repository (through a symlink) is refused unless ``prompts.allow_outside`` allows it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from hindsight.config import PROMPTS_ALLOW_ENV, REPO_ROOT, ConfigError, check_prompts, prompt_dirs
+from hindsight.prompts import PromptFiles, PromptOutside
+from tests.conftest import REPO, base_config
+
+
+@pytest.fixture
+def outside(tmp_path_factory):
+    """A text file outside the repository (a secret a symlink might point at)."""
+    path = tmp_path_factory.mktemp("elsewhere") / "notes.txt"
+    path.write_text("private notes, never to be sent to an endpoint\n")
+    return path
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """A copy of the luck study's prompt folder, outside the repository like a test's workdir."""
+    dest = tmp_path / "prompts" / "luck"
+    shutil.copytree(REPO / "config" / "prompts" / "luck", dest)
+    return dest
+
+
+def test_every_enabled_prompts_dir_is_found():
+    keys = dict(prompt_dirs(base_config()))
+    assert keys["luck.prompts_dir"] == "config/prompts/luck" and "history.prompts_dir" in keys
+
+
+def test_a_missing_prompts_dir_names_the_key(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv(PROMPTS_ALLOW_ENV, raising=False)
+    cfg = base_config()
+    cfg["history"]["prompts_dir"] = str(tmp_path / "gone")
+    with pytest.raises(ConfigError, match=r"^config\.yaml: key history\.prompts_dir: folder '.*gone' does not exist"
+                                          r".*Fix: restore it from git \(config/prompts/history/\) or set "
+                                          r"history\.prompts_dir"):
+        check_prompts(cfg, "config.yaml")
+    cfg["history"]["enabled"] = False  # a disabled study's folder is not needed
+    check_prompts(cfg, "config.yaml")
+    cfg["luck"]["prompts_dir"] = str(REPO / "config" / "config.yaml")
+    with pytest.raises(ConfigError, match=r"key luck\.prompts_dir: .* is a file, not a folder"):
+        check_prompts(cfg, "config.yaml")
+
+
+def test_a_symlink_outside_the_repository_is_refused_before_any_job(folder, outside, monkeypatch):
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv(PROMPTS_ALLOW_ENV, raising=False)
+    cfg = base_config()
+    cfg["luck"]["prompts_dir"] = str(folder)
+    check_prompts(cfg)  # a copy outside the repository is fine: each file lies in its folder
+    (folder / "reader_system.txt").unlink()
+    (folder / "reader_system.txt").symlink_to(outside)
+    with pytest.raises(ConfigError, match=rf"key luck\.prompts_dir: prompt file .*reader_system\.txt resolves to "
+                                          rf"{outside}, outside the repository .*prompts\.allow_outside: true"):
+        check_prompts(cfg)
+    cfg["prompts"] = {"allow_outside": True}
+    check_prompts(cfg)
+    assert os.environ[PROMPTS_ALLOW_ENV] == "1"  # the jobs inherit the rule
+
+
+def test_load_refuses_a_file_resolving_outside_and_records_where_each_came_from(folder, outside, monkeypatch):
+    monkeypatch.delenv(PROMPTS_ALLOW_ENV, raising=False)
+    (folder / "in_repo.txt").symlink_to(REPO_ROOT / "config" / "prompts" / "luck" / "reader_system.txt")
+    loaded = PromptFiles.load(folder, ["reader_user.txt", "in_repo.txt"], what="luck")
+    assert loaded.resolved == {"reader_user.txt": str((folder / "reader_user.txt").resolve()),
+                               "in_repo.txt": str(REPO_ROOT / "config" / "prompts" / "luck" / "reader_system.txt")}
+    (folder / "leak.txt").symlink_to(outside)
+    with pytest.raises(PromptOutside, match=r"luck prompt file\(s\) resolve outside the repository .*leak\.txt.*"
+                                            r"prompts\.allow_outside: true"):
+        PromptFiles.load(folder, ["reader_user.txt", "leak.txt"], what="luck")
+    allowed = PromptFiles.load(folder, ["leak.txt"], allow_outside=True)
+    assert allowed.resolved == {"leak.txt": str(outside)} and allowed.texts["leak.txt"].startswith("private")
+    monkeypatch.setenv(PROMPTS_ALLOW_ENV, "1")  # as check_prompts exports prompts.allow_outside: true
+    assert PromptFiles.load(folder, ["leak.txt"]).texts == allowed.texts
