@@ -211,3 +211,17 @@ def test_default_config_files_have_no_duplicate_keys():
                         *(p for p in (REPO / "config" / "presets").glob("*.yaml") if not p.name.endswith(".models.yaml"))])
     for path in (REPO / "config").rglob("*.yaml"):
         load_yaml(path)
+
+
+def test_config_check_command_names_the_overlay_snakemake_would_not(tmp_path, capsys, monkeypatch):
+    from hindsight.__main__ import main
+
+    monkeypatch.chdir(REPO)
+    empty, bad = tmp_path / "empty.yaml", tmp_path / "bad.yaml"
+    empty.write_text("")
+    bad.write_text("panel: [smollm2\n")
+    assert main(["config", "check", "--configfile", str(empty)]) == 2
+    assert f"error: {empty}: the file is empty" in capsys.readouterr().err
+    assert main(["config", "check", "--configfile", str(bad)]) == 2
+    assert f"error: {bad}: not valid YAML at line 2, column 1" in capsys.readouterr().err
+    assert main(["config", "check", "--configfile", "config/presets/luck-paper.yaml"]) == 0

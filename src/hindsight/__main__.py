@@ -1,5 +1,9 @@
 """Command line: ``python -m hindsight <command>``.
 
+    config check [--configfile F ...]   validate config/config.yaml + overlays, the registry and
+                              the prompt folders with messages naming file, line and key
+                              (Snakemake's own loader reports an empty or unparsable
+                              --configfile without naming it: run this to find out which)
     models check [NAME ...]   check endpoints: key variable, /v1/models, 1-token completion
     models list               list the registry
     spend                     paid calls, tokens and USD per endpoint (from the cache ledger)
@@ -10,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hindsight.config import ConfigError, load_config, load_models
+from hindsight.config import ConfigError, check_prompts, load_config, load_models
 
 
 def _models(args: argparse.Namespace) -> int:
@@ -37,6 +41,17 @@ def _models(args: argparse.Namespace) -> int:
         print(result.line(), flush=True)
         failed += not result.ok
     return 1 if failed else 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config, args.configfile)
+        check_prompts(config, args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"ok: {args.config}" + "".join(f" + {f}" for f in args.configfile))
+    return 0
 
 
 def _spend(args: argparse.Namespace) -> int:
@@ -67,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--models", default="config/models.yaml", help="registry file")
         p.add_argument("--timeout", type=float, default=30.0)
         p.set_defaults(func=_models)
+    cfg = sub.add_parser("config", help="validate the config, its overlays, the registry and the prompt folders")
+    csub = cfg.add_subparsers(dest="action", required=True)
+    check = csub.add_parser("check", help="what the workflow checks before any job")
+    check.add_argument("--config", default="config/config.yaml")
+    check.add_argument("--configfile", nargs="*", default=[], help="overlays, in the order Snakemake merges them")
+    check.set_defaults(func=_config)
     spend = sub.add_parser("spend", help="what was paid so far, per endpoint")
     spend.add_argument("--config", default="config/config.yaml")
     spend.set_defaults(func=_spend)
