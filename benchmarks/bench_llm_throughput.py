@@ -1,9 +1,13 @@
-"""Throughput of the model client against the ideal (issue 2).
+"""Throughput and CPU per call of the model client against the ideal and a floor (issues 2, 14).
 
 The loopback endpoint (its own process, as a real endpoint would be) answers every
-request after a fixed 200 ms with no faults; the client sends N = 2,000 calls with 32 in flight (endpoint max_concurrency 32) through the
-full path (cache lookups and writes, ledger, records).  The ideal is 32 / 0.2 s = 160
-calls/s; the last line printed is achieved / ideal (target >= 0.90).
+request after a fixed 200 ms with no faults; the client sends N = 2,000 calls with 32 in
+flight (endpoint max_concurrency 32) through the full path (cache lookups and writes,
+ledger, records).  The ideal is 32 / 0.2 s = 160 calls/s.  In the same process, against
+the same server, a bare asyncio HTTP client (httpx, 32 connections, no cache, no records)
+sends the same requests: the floor, which shows what this machine allows at the moment.
+Printed: CPU milliseconds per call of this process for both, Hindsight's throughput as a
+ratio to the floor, and last, achieved / ideal (target >= 0.90).
 
     .venv/bin/python benchmarks/bench_llm_throughput.py [--n 2000] [--inflight 32] [--latency 0.2]
 """
@@ -20,6 +24,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import httpx
 import yaml
 
 from hindsight.llm import open_client
@@ -50,24 +55,46 @@ def main() -> None:
         config.update(models_file=str(models), panel=["loop"], roles={},
                       cache={"path": str(Path(tmp) / "cache" / "llm.sqlite"), "mode": "use"})
 
-        async def run() -> float:
+        params = loopback_endpoint(Srv)["params"]
+
+        async def floor() -> tuple[float, float]:
+            """The same requests from a bare httpx client: elapsed s, CPU s."""
+            gate = asyncio.Semaphore(args.inflight)
+            limits = httpx.Limits(max_connections=args.inflight, max_keepalive_connections=args.inflight)
+            async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60.0) as http:
+                async def one(i: int) -> str:
+                    async with gate:
+                        body = {"model": Srv.model, "messages": [{"role": "user", "content": f"floor {i}"}], **params}
+                        resp = await http.post("/chat/completions", json=body)
+                        resp.raise_for_status()
+                        return json.loads(resp.content)["choices"][0]["message"]["content"]
+                c0, t0 = time.process_time(), time.perf_counter()
+                await asyncio.gather(*(one(i) for i in range(args.n)))
+                return time.perf_counter() - t0, time.process_time() - c0
+
+        async def run() -> tuple[float, float]:
+            """Hindsight's client: elapsed s, CPU s (this process: client, SQLite, records)."""
             async with open_client(config, "bench/throughput", Path(tmp) / "calls.parquet") as client:
                 client.expect(args.n)
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 await asyncio.gather(*(
                     client.complete("loop", [{"role": "user", "content": f"request {i}"}]) for i in range(args.n)))
-                return time.perf_counter() - t0
+                return time.perf_counter() - t0, time.process_time() - c0
 
-        elapsed = asyncio.run(run())
+        floor_s, floor_cpu = asyncio.run(floor())
+        elapsed, cpu = asyncio.run(run())
         with urllib.request.urlopen(base_url.replace("/v1", "/_stats")) as resp:
             stats = json.load(resp)
         server.terminate()
         server.wait()
-        assert stats["completions"] == args.n and stats["max_in_flight"] <= args.inflight, stats
-    achieved = args.n / elapsed
+        assert stats["completions"] == 2 * args.n and stats["max_in_flight"] <= args.inflight, stats
+    achieved, floor_rate = args.n / elapsed, args.n / floor_s
     ideal = args.inflight / args.latency
     print(f"calls: {args.n}, in flight: {args.inflight}, server latency: {args.latency * 1000:.0f} ms")
-    print(f"elapsed: {elapsed:.2f} s, achieved: {achieved:.1f} calls/s, ideal: {ideal:.1f} calls/s")
+    print(f"floor (bare httpx): {floor_s:.2f} s, {floor_rate:.1f} calls/s, CPU {1000 * floor_cpu / args.n:.2f} ms/call")
+    print(f"hindsight: {elapsed:.2f} s, {achieved:.1f} calls/s, CPU {1000 * cpu / args.n:.2f} ms/call; "
+          f"ideal: {ideal:.1f} calls/s")
+    print(f"throughput ratio (achieved / floor): {achieved / floor_rate:.3f}")
     print(f"throughput ratio (achieved / ideal): {achieved / ideal:.3f}")
 
 

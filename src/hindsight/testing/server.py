@@ -104,9 +104,14 @@ class LoopbackServer:
         embeddings: bool = True,
         embed_dim: int = 16,
         no_embeddings_status: int = 404,
+        keep_requests: bool = False,
     ) -> None:
         """``embeddings=False`` makes a chat-only server: ``/v1/embeddings`` answers
-        ``no_embeddings_status`` (404, 405 or 501; 200 answers a body without ``data``)."""
+        ``no_embeddings_status`` (404, 405 or 501; 200 answers a body without ``data``).
+        ``keep_requests`` keeps every request as received (path, headers, body bytes) in
+        ``received``, so a test can compare what two clients put on the wire."""
+        self.keep_requests = keep_requests
+        self.received: list[tuple[str, dict[str, str], bytes]] = []
         self.policy = make_policy(policy)
         self.embeddings = embeddings
         self.embed_dim = embed_dim
@@ -180,6 +185,8 @@ class LoopbackServer:
                     name, _, value = line.decode("latin-1").partition(":")
                     headers[name.strip().lower()] = value.strip()
                 body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
+                if self.keep_requests:
+                    self.received.append((path, headers, body))
                 keep = await self._dispatch(method, path.split("?")[0], body, writer)
                 if not keep:
                     break
