@@ -141,10 +141,20 @@ def test_settings_reject_bad_values():
 
 @pytest.mark.slow
 def test_chat_format_with_causal_labels_and_memory_ids(loopback, make_config, tmp_path, sw_gold, sw_make):
-    from hindsight.memory.base import Lesson, MemoryBlock, StepContext
+    from hindsight.memory.base import Lesson, MemoryBlock, Served, StepContext
 
-    def memory(ctx: StepContext):
-        return MemoryBlock((Lesson(f"L{ctx.step}", f"lesson for step {ctx.step}"), Lesson("L0", "always")))
+    class PerStep:  # a MemoryView (hindsight.memory.base) whose block depends on the step
+        step_columns: tuple = ()
+        episode_columns: tuple = ()
+        columns: dict = {}
+
+        async def for_episode(self, client, task):
+            return self
+
+        def at_step(self, ctx: StepContext) -> Served:
+            return Served(MemoryBlock((Lesson(f"L{ctx.step}", f"lesson for step {ctx.step}"), Lesson("L0", "always"))))
+
+    memory = PerStep()
 
     srv = loopback(policy=gold_policy(sw_gold))
     cfg = make_config(srv)

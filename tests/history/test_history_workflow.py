@@ -33,6 +33,11 @@ def policy(body):
     return wrap(body, "look around")
 
 
+def default_roles() -> list[str]:
+    with open(REPO / "config" / "config.yaml") as fh:
+        return sorted(set(yaml.safe_load(fh).get("roles") or {}) | {"judge", "calibrator"})
+
+
 def snakemake(workdir: Path, *args: str, cores: str = "2") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "snakemake", "--cores", cores, *args], cwd=workdir,
                           capture_output=True, text=True, timeout=900, env={**os.environ})
@@ -61,7 +66,8 @@ def test_history_workflow_end_to_end(tmp_path):
     with LoopbackServer(policy=policy, faults=Faults(latency_s=0.1)) as srv:
         (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": {"loop": loopback_endpoint(srv)}}))
         overlay = {
-            "models_file": "models.yaml", "panel": ["loop"], "roles": {"judge": "loop", "calibrator": "loop"},
+            # every role of the default config on the one endpoint (an overlay merges into roles)
+            "models_file": "models.yaml", "panel": ["loop"], "roles": {r: "loop" for r in default_roles()},
             "history": {
                 "enabled": True, "envs": ["scienceworld"], "splits": {"scienceworld": "test"}, "seed": 1,
                 "tasks_per_cell": 1, "in_flight": 1, "conditions": ["raw", "shuffle_all"],

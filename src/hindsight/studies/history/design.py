@@ -103,7 +103,7 @@ OFFICIAL_DATA_FIX: dict[str, str] = {
 
 def too_few_tasks_fix(env: str | None) -> str:
     """What to do when a split holds fewer tasks than ``history.tasks_per_cell`` asks."""
-    extra = OFFICIAL_DATA_FIX.get(env or "", "or name a larger split in history.splits")
+    extra = OFFICIAL_DATA_FIX[env] if env in OFFICIAL_DATA_FIX else "or name a larger split in history.splits"
     return f"set history.tasks_per_cell to at most that, {extra}"
 
 

@@ -32,7 +32,7 @@ def source(env: str, envs_cfg: Mapping[str, Any]) -> str:
     """``generated`` or ``official``: where ``env``'s task table comes from (``envs.<env>.source``)."""
     if env == "scienceworld":
         return "official"
-    return str((envs_cfg.get(env) or {}).get("source", "generated"))
+    return str(envs_cfg[env]["source"])
 
 
 def allowed_splits(env: str, envs_cfg: Mapping[str, Any]) -> tuple[str, ...]:
@@ -72,12 +72,12 @@ def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
     if split is None or source(env, envs_cfg) != "generated":
         return None
     if env == "alfworld":
-        sizes = (envs_cfg.get("alfworld") or {}).get("sizes") or {}
+        sizes = envs_cfg["alfworld"]["sizes"]
         return (int(sizes[split]), "the generated games, envs.alfworld.sizes") if split in sizes else None
     if env == "appworld":
         from hindsight.envs.appworld_tasks import task_specs
 
-        count = Counter(s.split for s in task_specs(int(envs_cfg.get("seed", 0))))
+        count = Counter(s.split for s in task_specs(int(envs_cfg["seed"])))
         return int(count.get(split, 0)), "the project-authored AppWorld task set"
     return None
 
@@ -92,7 +92,7 @@ def check_history_envs(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
             raise ConfigError(f"config key history.{key}: unknown environment(s) {unknown}; "
                               f"allowed: {', '.join(ENV_NAMES)}; remove or rename the entry")
     for env in h["envs"]:
-        split = h["splits"].get(env)
+        split = h["splits"][env]  # present: HistoryWorkflow.check asks for an entry per environment
         allowed = allowed_splits(env, envs_cfg)
         if split is not None and str(split) not in allowed:
             raise ConfigError(
@@ -107,7 +107,7 @@ def check_history_envs(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
                 f"(keyword options of hindsight.envs.make_env('{env}', ...)); remove or rename them")
     n = h["tasks_per_cell"]
     for env in h["envs"]:
-        split = h["splits"].get(env)
+        split = h["splits"][env]
         known = split_size(env, split, envs_cfg, tasks_dir)
         if known is not None and isinstance(n, int) and n > known[0]:
             size, where = known
