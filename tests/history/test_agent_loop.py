@@ -188,3 +188,35 @@ def test_context_errors_are_told_apart_from_outages():
                                        "exceeds the available context size, try increasing it."))
     assert not is_context_error(CallFailed("smollm2 (x): call failed after 9 attempts; last error: APIConnectionError"))
     assert not is_context_error(CallFailed("x: the endpoint refused the request with HTTP 401: bad key"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("view", ["shuffle_all", "shuffle_old"])
+def test_both_shuffle_modes_through_the_actor_loop(loopback, make_config, tmp_path, sw_make, view):
+    """history.shuffle reaches the prompts: per_step redraws, per_episode extends one permutation."""
+    from hindsight.agent import views as V
+
+    srv = loopback(policy={"random": 3})
+    cfg = make_config(srv)
+    fixed = 3 if view == "shuffle_old" else 0
+    shown = {}
+    for mode in ("per_step", "per_episode"):
+        s = actor_settings("loop", view, {"mode": "choice", "max_actions": 9, "max_output_tokens": 32}, shuffle=mode)
+        _, steps, calls = run(cfg, tmp_path, view, s, tasks=SW_TASKS[:1], in_flight=1, tag=mode, make=sw_make())
+        steps = steps.sort_values("step")
+        seed = episode_seed(0, "scienceworld", SW_TASKS[0])
+        perms = [tuple(json.loads(p)) for p in steps["permutation"]]
+        assert perms == [V.draw(len(p), seed, mode) if not fixed else
+                         V.draw(max(0, len(p) - fixed), seed, mode) + tuple(range(max(0, len(p) - fixed), len(p)))
+                         for p in perms]
+        assert [len(p) for p in perms] == list(range(len(perms)))
+        # the prompt shows the recorded arrangement
+        last = json.loads(calls.set_index("call_id").loc[steps["call_id"].iloc[-1], "messages"])[-1]["content"]
+        acts = list(steps["action"])[:-1]
+        for i, j in enumerate(perms[-1]):
+            assert f"Action {i + 1}: '{acts[j]}']" in last
+        shown[mode] = perms
+    olds = {m: [p[:max(0, len(p) - fixed)] for p in ps] for m, ps in shown.items()}
+    grown = [sum(x != y for x, y in zip(a, b)) for a, b in zip(olds["per_episode"], olds["per_episode"][1:])]
+    redrawn = [sum(x != y for x, y in zip(a, b)) for a, b in zip(olds["per_step"], olds["per_step"][1:])]
+    assert max(grown) <= 1 and sum(redrawn) > sum(grown)
