@@ -24,6 +24,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import aiohttp
 import httpx
 import yaml
 
@@ -38,6 +39,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--inflight", type=int, default=32)
     ap.add_argument("--latency", type=float, default=0.2)
+    ap.add_argument("--floor", choices=("aiohttp", "httpx"), default="aiohttp",
+                    help="the bare client of the floor (httpx's connection pool costs more CPU than the SDK's)")
     args = ap.parse_args()
     server = subprocess.Popen(
         [sys.executable, "-m", "hindsight.testing.serve", "--port", "0", "--faults", json.dumps({"latency_s": args.latency})],
@@ -58,16 +61,32 @@ def main() -> None:
         params = loopback_endpoint(Srv)["params"]
 
         async def floor() -> tuple[float, float]:
-            """The same requests from a bare httpx client: elapsed s, CPU s."""
+            """The same requests from a bare asyncio HTTP client: elapsed s, CPU s."""
             gate = asyncio.Semaphore(args.inflight)
+
+            def body(i: int) -> dict:
+                return {"model": Srv.model, "messages": [{"role": "user", "content": f"floor {i}"}], **params}
+
+            def content(data: bytes) -> str:
+                return json.loads(data)["choices"][0]["message"]["content"]
+
+            if args.floor == "aiohttp":
+                connector = aiohttp.TCPConnector(limit=args.inflight)
+                async with aiohttp.ClientSession(base_url + "/", connector=connector) as http:
+                    async def one(i: int) -> str:
+                        async with gate, http.post("chat/completions", json=body(i)) as resp:
+                            resp.raise_for_status()
+                            return content(await resp.read())
+                    c0, t0 = time.process_time(), time.perf_counter()
+                    await asyncio.gather(*(one(i) for i in range(args.n)))
+                    return time.perf_counter() - t0, time.process_time() - c0
             limits = httpx.Limits(max_connections=args.inflight, max_keepalive_connections=args.inflight)
             async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60.0) as http:
                 async def one(i: int) -> str:
                     async with gate:
-                        body = {"model": Srv.model, "messages": [{"role": "user", "content": f"floor {i}"}], **params}
-                        resp = await http.post("/chat/completions", json=body)
+                        resp = await http.post("/chat/completions", json=body(i))
                         resp.raise_for_status()
-                        return json.loads(resp.content)["choices"][0]["message"]["content"]
+                        return content(resp.content)
                 c0, t0 = time.process_time(), time.perf_counter()
                 await asyncio.gather(*(one(i) for i in range(args.n)))
                 return time.perf_counter() - t0, time.process_time() - c0
@@ -91,7 +110,7 @@ def main() -> None:
     achieved, floor_rate = args.n / elapsed, args.n / floor_s
     ideal = args.inflight / args.latency
     print(f"calls: {args.n}, in flight: {args.inflight}, server latency: {args.latency * 1000:.0f} ms")
-    print(f"floor (bare httpx): {floor_s:.2f} s, {floor_rate:.1f} calls/s, CPU {1000 * floor_cpu / args.n:.2f} ms/call")
+    print(f"floor (bare {args.floor}): {floor_s:.2f} s, {floor_rate:.1f} calls/s, CPU {1000 * floor_cpu / args.n:.2f} ms/call")
     print(f"hindsight: {elapsed:.2f} s, {achieved:.1f} calls/s, CPU {1000 * cpu / args.n:.2f} ms/call; "
           f"ideal: {ideal:.1f} calls/s")
     print(f"throughput ratio (achieved / floor): {achieved / floor_rate:.3f}")

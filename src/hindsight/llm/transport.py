@@ -1,0 +1,80 @@
+"""The HTTP transport of chat completions: one aiohttp session per endpoint.
+
+The OpenAI SDK's request path (its params transform, request options, and its httpx
+connection pool) cost about ten times the CPU of a bare asyncio client per call, enough
+to make the client, not the endpoint, the limit at 32 calls in flight
+(``benchmarks/bench_llm_throughput.py``).  Chat completions therefore go out here, as
+the JSON bytes ``chat.completions.create`` would send (:func:`request_body`), while
+failures are raised as the SDK's own exception types with the SDK's own messages
+(built by the SDK from the response), so retries, ``Retry-After`` and the ``errors``
+of every record are what they were: 429 ``RateLimitError``, 5xx ``InternalServerError``,
+other statuses their ``APIStatusError`` subclasses, a timeout ``APITimeoutError``, a
+dropped or truncated connection ``APIConnectionError``.
+
+The key lives only in the session's headers, as it lived only in the SDK client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Mapping
+
+import aiohttp
+import httpx2
+import openai
+
+_LEADING = ("model", "stream", "service_tier", "messages")
+
+
+def request_body(model: str, messages: list[dict[str, Any]], params: Mapping[str, Any],
+                 extra: Mapping[str, Any]) -> bytes:
+    """The JSON body ``chat.completions.create`` would send, byte for byte: its keys in the
+    SDK's order (model, stream, service_tier, messages, then the rest alphabetically), then
+    ``extra_body``, compact and UTF-8 as the SDK's transport serialises it
+    (``tests/test_llm_speed.py`` compares the bytes with the SDK's)."""
+    fields = {"model": model, "messages": messages, **params}
+    body = {k: fields[k] for k in _LEADING if k in fields}
+    body.update((k, fields[k]) for k in sorted(fields) if k not in body)
+    body.update(extra)
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+class ChatTransport:
+    """POST ``/chat/completions`` for one endpoint; errors as the SDK raises them."""
+
+    def __init__(self, oai: openai.AsyncOpenAI, base_url: str, key: str, timeout_s: float) -> None:
+        self._oai = oai  # builds the status errors, exactly as for its own requests
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._headers = {
+            "Authorization": f"Bearer {key}", "Content-Type": "application/json", "Accept": "application/json",
+            "User-Agent": f"hindsight (AsyncOpenAI/Python {openai.__version__} compatible)",
+        }
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout_s, sock_read=timeout_s)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _request(self) -> httpx2.Request:
+        return httpx2.Request("POST", self._url)
+
+    async def post(self, body: bytes) -> bytes:
+        """Send ``body``; the response body of a 2xx reply, else the SDK's exception."""
+        if self._session is None:  # created on first use, inside the running loop
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0), timeout=self._timeout, headers=self._headers)
+        try:
+            async with self._session.post(self._url, data=body) as resp:
+                data = await resp.read()
+                status, headers = resp.status, list(resp.headers.items())
+        except asyncio.TimeoutError as exc:
+            raise openai.APITimeoutError(request=self._request()) from exc
+        except aiohttp.ClientError as exc:
+            raise openai.APIConnectionError(request=self._request()) from exc
+        if not 200 <= status < 300:
+            response = httpx2.Response(status, headers=headers, content=data, request=self._request())
+            raise self._oai._make_status_error_from_response(response)
+        return data
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
