@@ -17,7 +17,9 @@ The key lives only in the session's headers, as it lived only in the SDK client.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import ssl
 from typing import Any, Mapping
 
 import aiohttp
@@ -25,6 +27,16 @@ import httpx2
 import openai
 
 _LEADING = ("model", "stream", "service_tier", "messages")
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> ssl.SSLContext:
+    """Verify TLS against certifi's bundle where installed (as httpx does), else the system's."""
+    try:
+        import certifi
+    except ImportError:
+        return ssl.create_default_context()
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def request_body(model: str, messages: list[dict[str, Any]], params: Mapping[str, Any],
@@ -59,8 +71,11 @@ class ChatTransport:
     async def post(self, body: bytes) -> bytes:
         """Send ``body``; the response body of a 2xx reply, else the SDK's exception."""
         if self._session is None:  # created on first use, inside the running loop
+            # as the SDK's client: proxies from the environment, certifi's CA bundle
+            # (concurrency is bounded by the endpoint's limits, not the pool)
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0), timeout=self._timeout, headers=self._headers)
+                connector=aiohttp.TCPConnector(limit=0, ssl=_ssl_context()), timeout=self._timeout,
+                headers=self._headers, trust_env=True)
         try:
             async with self._session.post(self._url, data=body) as resp:
                 data = await resp.read()
