@@ -86,3 +86,17 @@ def test_failures_raise_the_sdks_exceptions_with_the_sdks_messages(loopback, kin
     assert type(ours) is type(sdks) and str(ours) == str(sdks), (ours, sdks)
     if kind == "rate_429":
         assert retry_after(ours) == retry_after(sdks) == 0.25
+
+
+def test_the_proxy_comes_from_the_environment_once(monkeypatch):
+    from hindsight.llm.transport import _env_proxy
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "ALL_PROXY",
+                 "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert _env_proxy("https://api.example.com/v1/chat/completions") == (None, None)
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:pw@proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    proxy, auth = _env_proxy("https://api.example.com/v1/chat/completions")
+    assert str(proxy) == "http://proxy.internal:3128" and auth.login == "user"
+    assert _env_proxy("http://127.0.0.1:8080/v1/chat/completions") == (None, None)

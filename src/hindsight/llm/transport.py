@@ -23,8 +23,10 @@ import ssl
 from typing import Any, Mapping
 
 import aiohttp
+import aiohttp.helpers
 import httpx2
 import openai
+import yarl
 
 _LEADING = ("model", "stream", "service_tier", "messages")
 
@@ -52,6 +54,14 @@ def request_body(model: str, messages: list[dict[str, Any]], params: Mapping[str
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
+def _env_proxy(url: str) -> tuple[yarl.URL | None, aiohttp.BasicAuth | None]:
+    """The proxy that ``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``NO_PROXY`` name for ``url``, if any."""
+    try:
+        return aiohttp.helpers.get_env_proxy_for_url(yarl.URL(url))
+    except LookupError:  # no proxy for this URL
+        return None, None
+
+
 class ChatTransport:
     """POST ``/chat/completions`` for one endpoint; errors as the SDK raises them."""
 
@@ -71,11 +81,13 @@ class ChatTransport:
     async def post(self, body: bytes) -> bytes:
         """Send ``body``; the response body of a 2xx reply, else the SDK's exception."""
         if self._session is None:  # created on first use, inside the running loop
-            # as the SDK's client: proxies from the environment, certifi's CA bundle
-            # (concurrency is bounded by the endpoint's limits, not the pool)
+            # as the SDK's client: a proxy from the environment (looked up once here:
+            # aiohttp's trust_env looks it up on every request, a third of the CPU per
+            # call), certifi's CA bundle; concurrency is bounded by the endpoint's limits
+            proxy, proxy_auth = _env_proxy(self._url)
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0, ssl=_ssl_context()), timeout=self._timeout,
-                headers=self._headers, trust_env=True)
+                headers=self._headers, proxy=proxy, proxy_auth=proxy_auth)
         try:
             async with self._session.post(self._url, data=body) as resp:
                 data = await resp.read()
