@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from hindsight.config import PROMPTS_ALLOW_ENV, REPO_ROOT, ConfigError, check_prompts, prompt_dirs
-from hindsight.prompts import PromptFiles, PromptOutside
+from hindsight.config import REPO_ROOT, ConfigError
+from hindsight.prompts import PROMPTS_ALLOW_ENV, PromptFiles, PromptOutside, check_prompts, prompt_dirs
 from tests.conftest import REPO, base_config
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hindsight.config import ConfigError, check_prompts, load_config, load_models
+from hindsight.config import ConfigError, load_config, load_models
+from hindsight.prompts import check_prompts
 
 
 def _models(args: argparse.Namespace) -> int:

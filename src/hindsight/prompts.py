@@ -11,20 +11,23 @@ also the config section holding ``prompts_dir``) and adds its rendering methods.
 A prompt file that resolves (through a symlink) outside the repository and outside its
 folder is refused, since its text would be sent to the endpoints while the freeze holds
 only digests, unless ``prompts.allow_outside`` is true (the workflow exports it to the
-jobs: :func:`hindsight.config.check_prompts`).  Where each file resolved to is kept in
+jobs: :func:`check_prompts`, which the workflow calls before any job, also checking that
+every enabled study's ``prompts_dir`` exists).  Where each file resolved to is kept in
 ``resolved``, so a freeze can record it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Mapping, Sequence, TypeVar
+from typing import Any, ClassVar, Mapping, Sequence, TypeVar
 
-from hindsight.config import REPO_ROOT, ConfigError, allow_outside_prompts, is_within
+from hindsight.config import REPO_ROOT, ConfigError
 
-__all__ = ["MissingPromptFiles", "PromptFiles", "PromptOutside", "sha256_text"]
+__all__ = ["MissingPromptFiles", "PROMPTS_ALLOW_ENV", "PromptFiles", "PromptOutside", "check_prompts", "prompt_dirs",
+           "sha256_text"]
 
 P = TypeVar("P", bound="PromptFiles")
 
@@ -98,3 +101,69 @@ class PromptFiles:
     def version(self) -> str:
         """One digest of all files (16 hex digits)."""
         return hashlib.sha256(repr(sorted(self.digests().items())).encode()).hexdigest()[:16]
+
+
+
+# -- prompt folders, checked before any job ------------------------------------------------------------------
+PROMPTS_ALLOW_ENV = "HINDSIGHT_PROMPTS_ALLOW_OUTSIDE"
+"""Set by :func:`check_prompts` (in the Snakemake process) from ``prompts.allow_outside``, so
+every job's :meth:`hindsight.prompts.PromptFiles.load` applies the same rule (jobs inherit
+the environment, as they do the run id)."""
+
+
+def allow_outside_prompts() -> bool:
+    """Whether prompt files may resolve outside the repository and their folder (``prompts.allow_outside``)."""
+    return os.environ.get(PROMPTS_ALLOW_ENV, "0") == "1"
+
+
+def is_within(path: Path, folder: Path) -> bool:
+    """``path`` (resolved) lies inside ``folder`` (resolved)."""
+    try:
+        path.relative_to(folder)
+        return True
+    except ValueError:
+        return False
+
+
+def prompt_dirs(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """Every ``prompts_dir`` key (dotted) and value in the sections of ``config`` that are not
+    disabled (``enabled: false`` skips a section and everything under it)."""
+    found: list[tuple[str, str]] = []
+    for key, value in config.items():
+        if not isinstance(value, Mapping) or value.get("enabled", True) is False:
+            if key == "prompts_dir" and isinstance(value, str):
+                found.append((f"{prefix}{key}", value))
+            continue
+        found.extend(prompt_dirs(value, f"{prefix}{key}."))
+    return found
+
+
+def check_prompts(config: Mapping[str, Any], source: str = "config/config.yaml") -> None:
+    """Before any job: every enabled study's ``prompts_dir`` is a folder, and none of its files
+    resolves (through a symlink) outside the repository and outside that folder unless
+    ``prompts.allow_outside`` is true.  Exports the rule for the jobs (:data:`PROMPTS_ALLOW_ENV`)."""
+    allow = bool((config.get("prompts") or {}).get("allow_outside", False))
+    for key, value in prompt_dirs(config):
+        folder = Path(value)
+        study = key.split(".")[0]
+        if not folder.exists():
+            raise ConfigError(
+                f"{source}: key {key}: folder '{value}' does not exist (looked in {Path.cwd()}). Fix: restore it "
+                f"from git (config/prompts/{study}/) or set {key} to the folder that holds the study's prompt files.")
+        if not folder.is_dir():
+            raise ConfigError(f"{source}: key {key}: '{value}' is a file, not a folder. Fix: set {key} to the folder "
+                              f"that holds the study's prompt files (e.g. config/prompts/{study}).")
+        if allow:
+            continue
+        home = folder.resolve()
+        for entry in sorted(folder.iterdir()):
+            target = entry.resolve()
+            if entry.is_symlink() and not target.exists():
+                raise ConfigError(f"{source}: key {key}: prompt file {entry} is a symlink to {target}, which does "
+                                  f"not exist. Fix: replace the link by the file itself.")
+            if not (is_within(target, home) or is_within(target, REPO_ROOT)):
+                raise ConfigError(
+                    f"{source}: key {key}: prompt file {entry} resolves to {target}, outside the repository "
+                    f"({REPO_ROOT}) and outside {value}; its text would be sent to the endpoints. Fix: copy the file "
+                    f"into {value} (and name its source), or set prompts.allow_outside: true to allow it.")
+    os.environ[PROMPTS_ALLOW_ENV] = "1" if allow else "0"

@@ -12,7 +12,8 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from hindsight.config import ConfigError, check_config, check_config_files, check_prompts  # noqa: E402
+from hindsight.config import ConfigError, check_config, check_config_files  # noqa: E402
+from hindsight.prompts import check_prompts  # noqa: E402
 from hindsight.llm.session import run_id  # noqa: E402
 
 
