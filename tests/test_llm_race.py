@@ -61,7 +61,7 @@ def _cells(cfg: dict, tmp: Path, tag: str) -> dict[str, dict]:
 
 
 def test_racing_cells_keep_the_first_stored_reply(loopback, make_config, tmp_path):
-    srv = loopback(policy={"sampled": 7}, faults=Faults(latency_s=0.4))
+    srv = loopback(policy={"sampled": 7}, faults=Faults(latency_s=1.0))  # both cells send well within it
     cfg = make_config(srv, max_concurrency=64, price=(1.0, 2.0))
     counts = _cells(cfg, tmp_path, "go")
 

@@ -10,7 +10,7 @@ import pytest
 
 from hindsight.config import REPO_ROOT, ConfigError
 from hindsight.prompts import PROMPTS_ALLOW_ENV, PromptFiles, PromptOutside, check_prompts, prompt_dirs
-from tests.conftest import REPO, base_config
+from tests.conftest import REPO, base_config, run_snakemake
 
 
 @pytest.fixture
@@ -80,3 +80,16 @@ def test_load_refuses_a_file_resolving_outside_and_records_where_each_came_from(
     assert allowed.resolved == {"leak.txt": str(outside)} and allowed.texts["leak.txt"].startswith("private")
     monkeypatch.setenv(PROMPTS_ALLOW_ENV, "1")  # as check_prompts exports prompts.allow_outside: true
     assert PromptFiles.load(folder, ["leak.txt"]).texts == allowed.texts
+
+
+def test_the_workflow_refuses_a_missing_folder_and_a_duplicate_key_before_any_job(workflow_copy):
+    shutil.rmtree(workflow_copy / "config" / "prompts" / "luck")
+    out = run_snakemake(workflow_copy, "-n")
+    assert out.returncode != 0 and "MissingInputException" not in out.stdout + out.stderr
+    assert "key luck.prompts_dir: folder 'config/prompts/luck' does not exist" in out.stdout + out.stderr
+    shutil.copytree(REPO / "config" / "prompts" / "luck", workflow_copy / "config" / "prompts" / "luck")
+    overlay = workflow_copy / "twice.yaml"
+    overlay.write_text("smoke:\n  enabled: false\nsmoke:\n  enabled: true\n")
+    out = run_snakemake(workflow_copy, "-n", "--configfile", "twice.yaml")
+    assert out.returncode != 0
+    assert "twice.yaml: line 3, column 1: key 'smoke' appears twice" in out.stdout + out.stderr
