@@ -9,8 +9,11 @@ this client is awaited, not sent twice; one that another process stored first wh
 call was out is replaced by that stored reply (:mod:`hindsight.llm.cache`: the first
 stored reply wins), so concurrent cells that send the same request record the same reply.
 
-Keys are read from the environment when an endpoint's HTTP client is first needed and
-live only inside that client object: never in records, logs, cache or messages.
+Chat completions go out over :mod:`hindsight.llm.transport` (a bare aiohttp session
+sending the SDK's request bytes and raising the SDK's exceptions, at a quarter of the
+SDK's CPU per call); embeddings go through the OpenAI SDK.  Keys are read from the
+environment when an endpoint's HTTP client is first needed and live only inside those
+client objects: never in records, logs, cache or messages.
 """
 
 from __future__ import annotations
