@@ -225,3 +225,15 @@ def test_config_check_command_names_the_overlay_snakemake_would_not(tmp_path, ca
     assert main(["config", "check", "--configfile", str(bad)]) == 2
     assert f"error: {bad}: not valid YAML at line 2, column 1" in capsys.readouterr().err
     assert main(["config", "check", "--configfile", "config/presets/luck-paper.yaml"]) == 0
+
+
+def test_json_config_files_are_checked_too(tmp_path):
+    dup, bad, good = tmp_path / "dup.json", tmp_path / "bad.json", tmp_path / "good.json"
+    dup.write_text('{"smoke": {"enabled": false},\n\t"smoke": {"enabled": true}}')
+    bad.write_text('{"smoke": {"enabled": false}')
+    good.write_text('{\n\t"smoke": {"enabled": false}\n}')  # a tab: valid JSON, not valid YAML 1.1
+    with pytest.raises(ConfigError, match=rf"^{dup}: key 'smoke' appears twice"):
+        check_config_files([dup])
+    with pytest.raises(ConfigError, match=rf"^{bad}: not valid JSON at line 1, column \d+"):
+        check_config_files([bad])
+    check_config_files([good])

@@ -134,6 +134,8 @@ def load_yaml(path: str | os.PathLike[str], what: str = "config file") -> Any:
     if path.is_dir():
         raise ConfigError(f"{path}: is a folder, not a YAML file (expected the {what}). Fix: name the file itself, "
                           f"e.g. {path / 'models.yaml' if 'regist' in what else path / 'config.yaml'}.")
+    if path.suffix == ".json":  # Snakemake takes JSON config files too
+        return _load_json(path)
     try:
         with open(path, encoding="utf-8") as fh:
             return yaml.load(fh, Loader=UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
@@ -151,6 +153,27 @@ def load_yaml(path: str | os.PathLike[str], what: str = "config file") -> Any:
                           f"quote).") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}). Fix: save it as UTF-8.") from None
+
+
+def _load_json(path: Path) -> Any:
+    """A JSON config file, refusing duplicate keys, with messages like :func:`load_yaml`'s."""
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ConfigError(f"{path}: key {key!r} appears twice in one object; JSON readers would silently "
+                                  f"keep only the last. Fix: keep one of the two (merge their contents).")
+            out[key] = value
+        return out
+
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text, object_pairs_hook=unique)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}. "
+                          f"Fix: correct the syntax there.") from None
 
 
 def load_overlay(path: str | os.PathLike[str]) -> dict[str, Any]:
