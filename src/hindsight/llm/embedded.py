@@ -26,6 +26,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from hindsight.config import ConfigError, EmbeddedWeights, Endpoint
 
@@ -172,6 +173,16 @@ class EmbeddedServer:
         self.stop()
 
 
+def serve_until_interrupted(srv: "EmbeddedServer | Any", name: str) -> None:
+    """Keep a started server (chat or embedder) in the foreground until Ctrl-C or its exit."""
+    print(f"serving {name} at {srv.base_url} (Ctrl-C to stop)", flush=True)
+    try:
+        while srv.proc is not None and srv.proc.poll() is None:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+
+
 def _child(args: argparse.Namespace) -> None:
     """Run the llama.cpp server in this process until terminated or orphaned."""
     import signal
@@ -221,12 +232,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"'{args.endpoint}' is an embedding endpoint: "
                  f"python -m hindsight.llm.embedder_server serve --endpoint {args.endpoint}")
     with EmbeddedServer(models[args.endpoint]) as srv:
-        print(f"serving {args.endpoint} at {srv.base_url} (Ctrl-C to stop)", flush=True)
-        try:
-            while srv.proc is not None and srv.proc.poll() is None:
-                time.sleep(1)
-        except KeyboardInterrupt:
-            pass
+        serve_until_interrupted(srv, args.endpoint)
 
 
 if __name__ == "__main__":

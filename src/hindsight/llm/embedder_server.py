@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hindsight.config import Endpoint
-from hindsight.llm.embedded import EmbeddedServer
+from hindsight.llm.embedded import EmbeddedServer, serve_until_interrupted
 
 MAX_INPUTS = 2048
 """Most texts one request may carry."""
@@ -169,12 +169,7 @@ def serve(argv: list[str]) -> None:
         embedders = [n for n, e in models.items() if e.task == "embed" and e.provider == "embedded"]
         sys.exit(f"{args.models}: no embedded embedder '{args.endpoint}' (embedded embedders: {', '.join(embedders)})")
     with EmbedderServer(models[args.endpoint]) as srv:
-        print(f"serving {args.endpoint} at {srv.base_url} (Ctrl-C to stop)", flush=True)
-        try:
-            while srv.proc is not None and srv.proc.poll() is None:
-                time.sleep(1)
-        except KeyboardInterrupt:
-            pass
+        serve_until_interrupted(srv, args.endpoint)
 
 
 def main(argv: list[str] | None = None) -> None:

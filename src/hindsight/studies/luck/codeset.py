@@ -15,6 +15,8 @@ import ast
 from functools import lru_cache
 from pathlib import Path
 
+from hindsight.sources import module_file as _module_file
+
 SRC = Path(__file__).resolve().parents[3]  # .../src
 PACKAGE = SRC / "hindsight" / "studies" / "luck"
 REPO = SRC.parent
@@ -26,15 +28,6 @@ REQUEST_FILES = ("hindsight/llm/client.py", "hindsight/llm/structured.py", "hind
 # frozen in the slice), the client's session/recording/limits (A's model layer beyond
 # request building)
 NOT_PROTOCOL = ("hindsight.cells", "hindsight.rule_entry", "hindsight.config", "hindsight.llm")
-
-
-def _module_file(module: str) -> Path | None:
-    base = SRC.joinpath(*module.split("."))
-    if base.with_suffix(".py").is_file():
-        return base.with_suffix(".py")
-    if (base / "__init__.py").is_file():
-        return base / "__init__.py"
-    return None
 
 
 def _excluded(module: str) -> bool:
