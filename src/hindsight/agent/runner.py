@@ -80,7 +80,6 @@ class Runner:
             raise ValueError(f"in_flight must be >= 1, got {in_flight}")
         self.client, self.pool, self.prompts, self.in_flight = client, pool, prompts, in_flight
         self._sem: asyncio.Semaphore | None = None
-        self._filled = False
 
     async def play(self, spec: EpisodeSpec, view: MemoryView | None = None) -> Episode:
         """One episode on an environment from the pool."""
@@ -110,9 +109,7 @@ class Runner:
 
     async def concurrent(self, specs: Sequence[EpisodeSpec], view: MemoryView | None = None) -> list[Episode]:
         """Every spec against ``view`` (frozen), up to ``in_flight`` at once; results in spec order."""
-        if not self._filled:
-            await self.pool.fill()
-            self._filled = True
+        await self.pool.fill()  # builds only what is missing: a no-op after the first batch
         tasks = [asyncio.ensure_future(self.play(s, view)) for s in specs]
         try:
             return list(await asyncio.gather(*tasks))

@@ -14,6 +14,16 @@ from hindsight.testing.server import FAULT_KINDS, FINGERPRINT, Faults, LoopbackS
 TEST_KEY_ENV = "HINDSIGHT_LOOPBACK_KEY"
 
 
+def _with_key(entry: dict[str, Any], api_key_env: str | None, extra: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` naming ``api_key_env`` (the test key variable is set if unset), plus ``extra``."""
+    if api_key_env:
+        entry["api_key_env"] = api_key_env
+        if api_key_env == TEST_KEY_ENV:
+            os.environ.setdefault(api_key_env, "loopback-test-key")
+    entry.update(extra)
+    return entry
+
+
 def loopback_endpoint(
     srv: LoopbackServer, *, structured: bool = True, max_concurrency: int = 8,
     price: tuple[float, float] = (0.0, 0.0), params: dict[str, Any] | None = None,
@@ -29,12 +39,7 @@ def loopback_endpoint(
         "structured_output": structured,
         "price": {"input_per_mtok": price[0], "output_per_mtok": price[1]},
     }
-    if api_key_env:
-        entry["api_key_env"] = api_key_env
-        if api_key_env == TEST_KEY_ENV:
-            os.environ.setdefault(api_key_env, "loopback-test-key")
-    entry.update(extra)
-    return entry
+    return _with_key(entry, api_key_env, extra)
 
 
 def loopback_embed_endpoint(
@@ -50,12 +55,7 @@ def loopback_embed_endpoint(
     }
     if params:
         entry["params"] = params
-    if api_key_env:
-        entry["api_key_env"] = api_key_env
-        if api_key_env == TEST_KEY_ENV:
-            os.environ.setdefault(api_key_env, "loopback-test-key")
-    entry.update(extra)
-    return entry
+    return _with_key(entry, api_key_env, extra)
 
 
 def loopback_models_yaml(srv: LoopbackServer, path: str | os.PathLike[str], name: str = "loop", **kw: Any) -> Path:

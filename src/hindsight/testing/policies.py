@@ -132,17 +132,26 @@ def echo(body: Mapping[str, Any]) -> str:
     return str(msgs[-1].get("content", "")) if msgs else ""
 
 
+def _constrained(body: Mapping[str, Any], pick: Callable[[Sequence[Any]], Any]) -> str | None:
+    """A reply the request constrains (a grammar's choice or a schema's object), drawn with
+    ``pick``; ``None`` for an unconstrained request."""
+    choices = grammar_choices(body)
+    if choices:
+        return pick(choices)
+    schema = schema_of(body)
+    if schema is not None:
+        return json.dumps(fill_schema(schema, pick))
+    return None
+
+
 def seeded_random(seed: int = 0) -> Policy:
     def policy(body: Mapping[str, Any]) -> str:
         digest = hashlib.sha256(json.dumps([seed, body.get("seed"), body.get("messages")], sort_keys=True).encode())
         rng = random.Random(int.from_bytes(digest.digest()[:8], "big"))
         pick = lambda xs: xs[rng.randrange(len(xs))]  # noqa: E731
-        choices = grammar_choices(body)
-        if choices:
-            return pick(choices)
-        schema = schema_of(body)
-        if schema is not None:
-            return json.dumps(fill_schema(schema, pick))
+        constrained = _constrained(body, pick)
+        if constrained is not None:
+            return constrained
         items = admissible_in_prompt(_last_text(body))
         return pick(items) if items else "look"
 
@@ -157,12 +166,9 @@ def sampled(seed: int = 0) -> Policy:
         n = next(draws)
         rng = random.Random(f"{seed}/{n}")
         pick = lambda xs: xs[rng.randrange(len(xs))]  # noqa: E731
-        choices = grammar_choices(body)
-        if choices:
-            return pick(choices)
-        schema = schema_of(body)
-        if schema is not None:
-            return json.dumps(fill_schema(schema, pick))
+        constrained = _constrained(body, pick)
+        if constrained is not None:
+            return constrained
         return f"sampled reply {n} ({rng.getrandbits(32):08x})"
 
     return policy
