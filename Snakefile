@@ -21,6 +21,6 @@ onstart:
 
 
 rule all:
+    default_target: True
     input:
         get_final_output,
-    default_target: True

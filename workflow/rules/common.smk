@@ -16,7 +16,6 @@ from hindsight.config import ConfigError, check_config, check_config_files  # no
 from hindsight.prompts import check_prompts  # noqa: E402
 from hindsight.llm.session import run_id  # noqa: E402
 
-
 # Validate the config and the model registry: first with messages that name the key
 # and the fix, then with snakemake.utils.validate against the same JSON schemas.
 try:
@@ -71,4 +70,8 @@ CONDA_ENV = "../../envs/hindsight.yaml"
 def get_endpoint_params(model):
     """What of an endpoint entry determines a cell's output (never the key)."""
     ep = MODELS[model]
-    return {"identity": ep.identity, "params": dict(ep.params), "structured_output": ep.structured_output}
+    return {
+        "identity": ep.identity,
+        "params": dict(ep.params),
+        "structured_output": ep.structured_output,
+    }

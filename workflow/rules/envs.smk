@@ -11,13 +11,13 @@ rule env_alfworld_games:
     output:
         games=directory("resources/alfworld/games"),
         manifest="resources/alfworld/games.parquet",
-    params:
-        envs={k: ENVS_CFG[k] for k in ("seed", "alfworld")},
-    threads: lambda wc: int(ENVS_CFG["alfworld"]["workers"])
     log:
         "logs/envs/alfworld_games.log",
     conda:
         CONDA_ENV
+    threads: lambda wc: int(ENVS_CFG["alfworld"]["workers"])
+    params:
+        envs={k: ENVS_CFG[k] for k in ("seed", "alfworld")},
     script:
         "../scripts/env_alfworld_games.py"
 
@@ -26,12 +26,12 @@ rule env_appworld_data:
     output:
         data=directory("resources/appworld/data"),
         manifest="resources/appworld/tasks.parquet",
-    params:
-        envs={k: ENVS_CFG[k] for k in ("seed", "appworld")},
     log:
         "logs/envs/appworld_data.log",
     conda:
         CONDA_ENV
+    params:
+        envs={k: ENVS_CFG[k] for k in ("seed", "appworld")},
     script:
         "../scripts/env_appworld_data.py"
 
@@ -41,14 +41,14 @@ rule env_tasks:
         lambda wc: env_data_inputs(ENVS_CFG, wc.env),
     output:
         "results/tasks/{env}.parquet",
-    params:
-        envs=lambda wc: {k: ENVS_CFG[k] for k in ("seed", wc.env)},
     log:
         "logs/envs/tasks/{env}.log",
     wildcard_constraints:
         env="alfworld|scienceworld|appworld",
     conda:
         CONDA_ENV
+    params:
+        envs=lambda wc: {k: ENVS_CFG[k] for k in ("seed", wc.env)},
     script:
         "../scripts/env_tasks.py"
 
@@ -58,18 +58,21 @@ rule env_check:
         tasks="results/tasks/{env}.parquet",
     output:
         "results/envcheck/{env}.parquet",
-    params:
-        envs=lambda wc: {k: ENVS_CFG[k] for k in ("seed", "check", wc.env)},
     log:
         "logs/envs/envcheck/{env}.log",
     wildcard_constraints:
         env="alfworld|scienceworld|appworld",
     conda:
         CONDA_ENV
+    params:
+        envs=lambda wc: {k: ENVS_CFG[k] for k in ("seed", "check", wc.env)},
     script:
         "../scripts/env_check.py"
 
 
 FINAL_TARGETS.extend(
-    expand(["results/tasks/{env}.parquet", "results/envcheck/{env}.parquet"], env=ENVS_CFG["run"])
+    expand(
+        ["results/tasks/{env}.parquet", "results/envcheck/{env}.parquet"],
+        env=ENVS_CFG["run"],
+    )
 )

@@ -22,18 +22,18 @@ rule history_rollouts:
         episodes="results/history/rollouts/{model}/{env}/{condition}.parquet",
         steps="results/history/rollouts/{model}/{env}/{condition}.steps.parquet",
         calls="results/history/rollouts/{model}/{env}/{condition}.calls.parquet",
-    params:
-        cell=lambda wc: HISTORY.cell(wc.model, wc.env),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
     log:
         "logs/history/rollouts/{model}/{env}/{condition}.log",
     wildcard_constraints:
         env=HISTORY.alternatives(HISTORY.envs),
         condition=HISTORY.alternatives(HISTORY.conditions),
-    resources:
-        api=lambda wc: HISTORY.api(wc.model),
     conda:
         CONDA_ENV
+    resources:
+        api=lambda wc: HISTORY.api(wc.model),
+    params:
+        cell=lambda wc: HISTORY.cell(wc.model, wc.env),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
     script:
         "../scripts/history_rollouts.py"
 
@@ -48,18 +48,18 @@ rule history_continuation:
         episodes="results/history/continuation/{model}/{env}/{condition}.parquet",
         steps="results/history/continuation/{model}/{env}/{condition}.steps.parquet",
         calls="results/history/continuation/{model}/{env}/{condition}.calls.parquet",
-    params:
-        cell=lambda wc: HISTORY.cell(wc.model, wc.env, "continuation"),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
     log:
         "logs/history/continuation/{model}/{env}/{condition}.log",
     wildcard_constraints:
         env=HISTORY.alternatives(HISTORY.envs),
         condition=HISTORY.alternatives(HISTORY.cont_conditions),
-    resources:
-        api=lambda wc: HISTORY.api(wc.model),
     conda:
         CONDA_ENV
+    resources:
+        api=lambda wc: HISTORY.api(wc.model),
+    params:
+        cell=lambda wc: HISTORY.cell(wc.model, wc.env, "continuation"),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
     script:
         "../scripts/history_continuation.py"
 
@@ -74,17 +74,17 @@ rule history_probe:
         responses="results/history/probe/{model}/{env}.parquet",
         screen="results/history/probe/{model}/{env}.screen.parquet",
         calls="results/history/probe/{model}/{env}.calls.parquet",
-    params:
-        cell=lambda wc: HISTORY.cell(wc.model, wc.env, "probe"),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
     log:
         "logs/history/probe/{model}/{env}.log",
     wildcard_constraints:
         env=HISTORY.alternatives(HISTORY.envs),
-    resources:
-        api=lambda wc: HISTORY.api(wc.model),
     conda:
         CONDA_ENV
+    resources:
+        api=lambda wc: HISTORY.api(wc.model),
+    params:
+        cell=lambda wc: HISTORY.cell(wc.model, wc.env, "probe"),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
     script:
         "../scripts/history_probe.py"
 
@@ -94,14 +94,16 @@ rule history_report:
         unpack(lambda wc: {**HISTORY.report_inputs(), "code": HISTORY.code("report")}),
     output:
         index="results/history/tables/index.md",
-    params:
-        analysis=HISTORY.h["analysis"],
-        tables_dir=lambda w, output: os.path.dirname(output.index),
-        figures_dir=lambda w, output: os.path.join(os.path.dirname(os.path.dirname(output.index)), "figures"),
     log:
         "logs/history/report.log",
     conda:
         CONDA_ENV
+    params:
+        analysis=HISTORY.h["analysis"],
+        tables_dir=lambda w, output: os.path.dirname(output.index),
+        figures_dir=lambda w, output: os.path.join(
+            os.path.dirname(os.path.dirname(output.index)), "figures"
+        ),
     script:
         "../scripts/history_report.py"
 

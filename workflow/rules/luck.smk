@@ -17,12 +17,12 @@ rule luck_worlds:
         code=LW.code("worlds"),
     output:
         "results/luck/worlds.parquet",
-    params:
-        worlds=LW.worlds(),
     log:
         "logs/luck/worlds.log",
     conda:
         CONDA_ENV
+    params:
+        worlds=LW.worlds(),
     script:
         "../scripts/luck_worlds.py"
 
@@ -34,14 +34,14 @@ rule luck_freeze:
         code=LW.code("freeze"),
     output:
         "results/luck/freeze/manifest.json",
-    params:
-        slice=LW.slice(),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
-        registered=LW.registered,
     log:
         "logs/luck/freeze.log",
     conda:
         CONDA_ENV
+    params:
+        slice=LW.slice(),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        registered=LW.registered,
     script:
         "../scripts/luck_freeze.py"
 
@@ -54,17 +54,17 @@ rule luck_writers:
     output:
         lessons="results/luck/{model}/lessons.parquet",
         calls="results/luck/{model}/lessons.calls.parquet",
+    log:
+        "logs/luck/{model}/writers.log",
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: LW.api(wc.model),
     params:
         slice=LW.slice(),
         max_tokens=LW.max_tokens("writer"),
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
         registered=LW.registered,
-    log:
-        "logs/luck/{model}/writers.log",
-    resources:
-        api=lambda wc: LW.api(wc.model),
-    conda:
-        CONDA_ENV
     script:
         "../scripts/luck_writers.py"
 
@@ -78,17 +78,17 @@ rule luck_readers:
     output:
         answers="results/luck/{model}/answers.parquet",
         calls="results/luck/{model}/answers.calls.parquet",
+    log:
+        "logs/luck/{model}/readers.log",
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: LW.api(wc.model),
     params:
         slice=LW.slice(),
         max_tokens=LW.max_tokens("reader"),
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
         registered=LW.registered,
-    log:
-        "logs/luck/{model}/readers.log",
-    resources:
-        api=lambda wc: LW.api(wc.model),
-    conda:
-        CONDA_ENV
     script:
         "../scripts/luck_readers.py"
 
@@ -100,21 +100,22 @@ rule luck_analysis:
         prompts=LW.prompt_files(),
         answers=LW.per_model("answers.parquet"),
         lessons=LW.per_model("lessons.parquet"),
-        calls=LW.per_model("answers.calls.parquet") + LW.per_model("lessons.calls.parquet"),
+        calls=LW.per_model("answers.calls.parquet")
+        + LW.per_model("lessons.calls.parquet"),
         code=LW.code("analysis"),
     output:
         registered="results/luck/analysis/registered.json",
         examples="results/luck/analysis/examples.md",
         tables=expand("results/luck/analysis/{name}.parquet", name=LW.analysis_tables()),
+    log:
+        "logs/luck/analysis.log",
+    conda:
+        CONDA_ENV
     params:
         rules=LW.analysis_rules(),
         slice=LW.slice(),
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
         registered=LW.registered,
-    log:
-        "logs/luck/analysis.log",
-    conda:
-        CONDA_ENV
     script:
         "../scripts/luck_analysis.py"
 

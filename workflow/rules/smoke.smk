@@ -6,16 +6,16 @@ rule smoke:
     output:
         answer="results/smoke/{model}.parquet",
         calls="results/smoke/{model}.calls.parquet",
+    log:
+        "logs/smoke/{model}.log",
+    conda:
+        CONDA_ENV
+    resources:
+        api=1,
     params:
         endpoint=lambda wc: get_endpoint_params(wc.model),
         question=config["smoke"]["question"],
         max_tokens=config["smoke"]["max_tokens"],
-    log:
-        "logs/smoke/{model}.log",
-    resources:
-        api=1,
-    conda:
-        CONDA_ENV
     script:
         "../scripts/smoke.py"
 
