@@ -1,0 +1,82 @@
+"""Full rollouts with the frozen calibrator (section 6.2): on the history study's tasks and
+seeds (the same list as its Raw and Causal cells), the source actor chooses every action
+while the calibrator role's endpoint reviews each completed non-terminal transition through
+the step hook (:class:`hindsight.agent.review.ReviewHook`, the Appendix G.2 interface):
+CALIBRATE puts its experience beside that transition, where it stays in every later
+prompt (the Experience rendering of Appendix G.1); NOUPDATE leaves the history unchanged.
+The reviewer sees the raw history through the latest action and its returned observation:
+no reward, no score, no later action.
+
+Also: which endpoints count as the trained calibrator (:func:`trained_endpoints`) and the
+label every table gives the Calibrator rows (:func:`calibrator_label`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from hindsight.studies.history.design import actor_settings, episode_seed, read_tasks
+from hindsight.studies.history.rollouts import rollout_cell
+
+MANIFEST = "hindsight-sft.json"
+TRAINED_BY = "calibrator_sft"
+
+
+def calibrator_settings(model: str, calibrator: str, actor: Mapping[str, Any], shuffle: str = "per_step") -> Any:
+    """The actor of a Calibrator cell: the Experience rendering, reviews by ``calibrator``."""
+    return actor_settings(model, "experience", actor, review_model=calibrator, shuffle=shuffle)
+
+
+async def calibrator_rollouts(config: Mapping[str, Any], *, model: str, env: str, cell: Mapping[str, Any],
+                              calibrator: str, prompts_dir: str, tasks_path: str, out_episodes: str, out_steps: str,
+                              out_calls: str, make_env: Any = None) -> None:
+    """One Calibrator cell on the task list of the history study's (model, env) cells."""
+    tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env)
+    seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
+    settings = calibrator_settings(model, calibrator, cell["actor"], cell["shuffle"])
+    await rollout_cell(config, model=model, env=env, condition="calibrator", tasks=tasks, seeds=seeds,
+                       settings=settings, prompts_dir=prompts_dir, in_flight=int(cell["in_flight"]),
+                       out_episodes=out_episodes, out_steps=out_steps, out_calls=out_calls,
+                       env_options=cell["env_options"], make_env=make_env)
+
+
+def checkpoint_digest(folder: str | Path) -> str:
+    """SHA-256 over the weight files of a checkpoint folder (name and bytes, sorted)."""
+    h = hashlib.sha256()
+    files = sorted(p for p in Path(folder).iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
+    if not files:
+        raise ValueError(f"{folder}: no weight files (*.safetensors, *.bin)")
+    for p in files:
+        h.update(p.name.encode())
+        with p.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def trained_endpoints(declared: Mapping[str, str]) -> dict[str, str]:
+    """The endpoints of ``calibrator.trained_endpoints`` whose folder holds a checkpoint that the
+    training rule wrote (its manifest says ``trained_by: calibrator_sft`` and its weights still
+    match the manifest's digest): name -> digest.  Any other endpoint is an untrained stand-in."""
+    out = {}
+    for name, folder in declared.items():
+        man = Path(folder) / MANIFEST
+        if not man.is_file():
+            continue
+        data = json.loads(man.read_text(encoding="utf-8"))
+        ckpt = Path(folder) / data.get("checkpoint", "checkpoint")
+        if data.get("trained_by") == TRAINED_BY and ckpt.is_dir() and checkpoint_digest(ckpt) == data.get("digest"):
+            out[name] = str(data["digest"])
+    return out
+
+
+def calibrator_label(endpoints: Sequence[str], trained: Mapping[str, str]) -> str:
+    """``Calibrator (<endpoint>)`` for a trained checkpoint, else ``Calibrator (untrained stand-in: <endpoint>)``."""
+    names = sorted({str(e) for e in endpoints if e})
+    who = ", ".join(names) or "endpoint not recorded"
+    if names and set(names) <= set(trained):
+        return f"Calibrator ({who})"
+    return f"Calibrator (untrained stand-in: {who})"

@@ -1,0 +1,238 @@
+# The learned calibrator of action calibration (issue 12; docs/calibrator.md), section 6:
+# Raw source rollouts on training splits -> decision contexts -> generator reviews (G.2)
+# -> judge's content screen -> paired next actions per recipient actor and blind A/B
+# judgements -> labels (q(E) and the target rule) -> SFT datasets per variant -> SFT
+# (off by default; its own environment) -> Calibrator rollouts -> tables and figures.
+# One job per stage and model, never per context.  Logic: src/hindsight/studies/history/
+# calibrator/ (config slices, code lists and targets in its workflow.py, CAL below).
+
+from hindsight.studies.history.calibrator.workflow import (
+    CalibratorWorkflow,
+)  # noqa: E402
+
+try:
+    CAL = CalibratorWorkflow(config, MODELS, get_endpoint_params)
+except ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
+
+
+rule calibrator_sources:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        prompts=HISTORY.prompt_files(),
+        code=CAL.code("sources"),
+    output:
+        episodes="results/calibrator/sources/{model}/{env}.parquet",
+        steps="results/calibrator/sources/{model}/{env}.steps.parquet",
+        calls="results/calibrator/sources/{model}/{env}.calls.parquet",
+    log:
+        "logs/calibrator/sources/{model}/{env}.log",
+    wildcard_constraints:
+        env=CAL.alternatives(CAL.envs),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: CAL.api(wc.model),
+    params:
+        cell=lambda wc: CAL.source_cell(wc.model, wc.env),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+    script:
+        "../scripts/calibrator_sources.py"
+
+
+rule calibrator_contexts:
+    input:
+        sources=CAL.source_files(),
+        code=CAL.code("contexts"),
+    output:
+        "results/calibrator/contexts.parquet",
+    log:
+        "logs/calibrator/contexts.log",
+    conda:
+        CONDA_ENV
+    params:
+        sources=CAL.source_paths(),
+        n_contexts=CAL.c["contexts"]["count"],
+        seed=CAL.c["seed"],
+    script:
+        "../scripts/calibrator_contexts.py"
+
+
+rule calibrator_generate:
+    input:
+        contexts="results/calibrator/contexts.parquet",
+        prompts=HISTORY.prompt_files(),
+        code=CAL.code("generate"),
+    output:
+        candidates="results/calibrator/generate/{model}.parquet",
+        calls="results/calibrator/generate/{model}.calls.parquet",
+    log:
+        "logs/calibrator/generate/{model}.log",
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: CAL.api(wc.model),
+    params:
+        stage=lambda wc: CAL.stage_params("generate"),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+    script:
+        "../scripts/calibrator_generate.py"
+
+
+rule calibrator_screen:
+    input:
+        contexts="results/calibrator/contexts.parquet",
+        candidates=f"results/calibrator/generate/{CAL.generator}.parquet",
+        prompts=HISTORY.prompt_files(),
+        code=CAL.code("screen"),
+    output:
+        screen="results/calibrator/screen/{model}.parquet",
+        calls="results/calibrator/screen/{model}.calls.parquet",
+    log:
+        "logs/calibrator/screen/{model}.log",
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: CAL.api(wc.model),
+    params:
+        stage=lambda wc: CAL.stage_params("screen"),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        calibrator_prompts_dir=CAL.prompts_dir,
+    script:
+        "../scripts/calibrator_screen.py"
+
+
+rule calibrator_compare:
+    input:
+        contexts="results/calibrator/contexts.parquet",
+        candidates=f"results/calibrator/generate/{CAL.generator}.parquet",
+        screen=f"results/calibrator/screen/{CAL.judge}.parquet",
+        prompts=HISTORY.prompt_files(),
+        code=CAL.code("compare"),
+    output:
+        pairs="results/calibrator/compare/{model}.parquet",
+        calls="results/calibrator/compare/{model}.calls.parquet",
+    log:
+        "logs/calibrator/compare/{model}.log",
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: CAL.api(wc.model),
+    params:
+        stage=lambda wc: CAL.stage_params("compare", wc.model),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        calibrator_prompts_dir=CAL.prompts_dir,
+    script:
+        "../scripts/calibrator_compare.py"
+
+
+rule calibrator_labels:
+    input:
+        contexts="results/calibrator/contexts.parquet",
+        candidates=f"results/calibrator/generate/{CAL.generator}.parquet",
+        screen=f"results/calibrator/screen/{CAL.judge}.parquet",
+        compare=CAL.compare_files(),
+        code=CAL.code("labels"),
+    output:
+        "results/calibrator/labels.parquet",
+    log:
+        "logs/calibrator/labels.log",
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/calibrator_labels.py"
+
+
+rule calibrator_dataset:
+    input:
+        contexts="results/calibrator/contexts.parquet",
+        labels="results/calibrator/labels.parquet",
+        prompts=HISTORY.prompt_files(),
+        code=CAL.code("dataset"),
+    output:
+        jsonl="results/calibrator/dataset/{variant}.jsonl",
+        parquet="results/calibrator/dataset/{variant}.parquet",
+    log:
+        "logs/calibrator/dataset/{variant}.log",
+    wildcard_constraints:
+        variant=CAL.alternatives(CAL.variants),
+    conda:
+        CONDA_ENV
+    params:
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+    script:
+        "../scripts/calibrator_dataset.py"
+
+
+rule calibrator_sft:
+    input:
+        dataset="results/calibrator/dataset/{variant}.jsonl",
+        code="src/hindsight/studies/history/calibrator/sft.py",
+        env="envs/train.txt",
+    output:
+        manifest="results/calibrator/sft/{variant}/hindsight-sft.json",
+        recipe="results/calibrator/sft/{variant}/recipe.json",
+    log:
+        "logs/calibrator/sft/{variant}.log",
+    wildcard_constraints:
+        variant=CAL.alternatives(CAL.variants),
+    conda:
+        "../../envs/train.yaml"
+    resources:
+        gpu=CAL.train["resources"]["gpu"],
+        mem_mb=CAL.train["resources"]["mem_mb"],
+        runtime=CAL.train["resources"]["runtime"],
+    params:
+        python=CAL.train["python"],
+        recipe=CAL.recipe(),
+        folder=lambda w, output: os.path.dirname(output.manifest),
+    script:
+        "../scripts/calibrator_sft.py"
+
+
+rule calibrator_rollouts:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        prompts=HISTORY.prompt_files(),
+        code=CAL.code("rollouts"),
+    output:
+        episodes="results/calibrator/rollouts/{model}/{env}/calibrator.parquet",
+        steps="results/calibrator/rollouts/{model}/{env}/calibrator.steps.parquet",
+        calls="results/calibrator/rollouts/{model}/{env}/calibrator.calls.parquet",
+    log:
+        "logs/calibrator/rollouts/{model}/{env}.log",
+    wildcard_constraints:
+        env=CAL.alternatives(CAL.history_envs),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: CAL.api(wc.model),
+    params:
+        cell=lambda wc: {
+            **HISTORY.cell(wc.model, wc.env),
+            "calibrator": CAL.role("calibrator"),
+        },
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+    script:
+        "../scripts/calibrator_rollouts.py"
+
+
+rule calibrator_report:
+    input:
+        unpack(lambda wc: {**CAL.report_inputs(), "code": CAL.code("report")}),
+    output:
+        index="results/calibrator/tables/index.md",
+    log:
+        "logs/calibrator/report.log",
+    conda:
+        CONDA_ENV
+    params:
+        trained_endpoints=CAL.c["trained_endpoints"],
+        calibrator=CAL.roles.get("calibrator"),
+        tables_dir=lambda w, output: os.path.dirname(output.index),
+        figures_dir="results/calibrator/figures",
+    script:
+        "../scripts/calibrator_report.py"
+
+
+enable_study(CAL)

@@ -1,0 +1,8 @@
+"""Rule calibrator_contexts: decision contexts, evenly over source actors x environments."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.history.calibrator import entry
+
+s = snakemake  # noqa: F821
+run_rule(s, lambda: entry.contexts(sources=list(s.params.sources), count=int(s.params.n_contexts),
+                                   seed=int(s.params.seed), out=s.output[0]))

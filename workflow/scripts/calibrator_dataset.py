@@ -1,0 +1,9 @@
+"""Rule calibrator_dataset: one variant's SFT dataset (chat-format JSONL and Parquet)."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.history.calibrator import entry
+
+s = snakemake  # noqa: F821
+run_rule(s, lambda: entry.dataset_(contexts_path=s.input.contexts, labels_path=s.input.labels,
+                                   prompts_dir=s.params.prompts_dir, variant=s.wildcards.variant,
+                                   out_jsonl=s.output.jsonl, out_parquet=s.output.parquet))

@@ -1,0 +1,9 @@
+"""Rule calibrator_generate: the generator role reviews every context (Appendix G.2)."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.history.calibrator import entry
+
+s = snakemake  # noqa: F821
+run_rule(s, lambda: entry.generate_(
+    s.config, generator=s.wildcards.model, contexts_path=s.input.contexts, prompts_dir=s.params.prompts_dir,
+    max_tokens=s.params.stage["max_tokens"], out=s.output.candidates, out_calls=s.output.calls))

@@ -1,0 +1,9 @@
+"""Rule calibrator_sources: Raw rollouts of one source actor on a training split (workflow/rules/calibrator.smk)."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.history.calibrator import entry
+
+s = snakemake  # noqa: F821
+run_rule(s, lambda: entry.sources(
+    s.config, model=s.wildcards.model, env=s.wildcards.env, cell=s.params.cell, prompts_dir=s.params.prompts_dir,
+    tasks_path=s.input.tasks, out_episodes=s.output.episodes, out_steps=s.output.steps, out_calls=s.output.calls))
