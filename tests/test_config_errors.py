@@ -52,7 +52,8 @@ MODEL_CASES = [
     (variant("endpoints.m.base_url", None, delete=True), r"endpoint 'm': key base_url is missing. Fix"),
     (variant("endpoints.m.api_key_env", "sk-abc123"), r"endpoints\.m\.api_key_env"),
     (variant("endpoints.m.params.temperature", 5), r"endpoints\.m\.params\.temperature"),
-    (variant("endpoints.m.params.max_tokens", None, delete=True), r"endpoints\.m\.params.*'max_tokens'"),
+    # no sampling parameter is required (an entry may send none), but a misspelt one is refused
+    (variant("endpoints.m.params.temprature", 0.5), r"endpoints\.m\.params.*unknown key.*'temprature'"),
     (variant("endpoints.m.price", {"input_per_mtok": 1.0}), r"endpoints\.m\.price.*'output_per_mtok'"),
     (variant("endpoints.m.rpm", -5), r"endpoints\.m\.rpm"),
     (variant("endpoints.m.provider", "embedded"), r"endpoint 'm': key embedded is missing"),

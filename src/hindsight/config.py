@@ -72,6 +72,7 @@ class Endpoint:
     tpm: float | None = None
     grammar: bool = False
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+    serving: Mapping[str, Any] = field(default_factory=dict)
     embedded: EmbeddedWeights | None = None
     source: str = "config/models.yaml"
     task: str = "chat"
@@ -335,6 +336,7 @@ def parse_models(data: Any, source: str = "config/models.yaml") -> dict[str, End
             tpm=raw.get("tpm"),
             grammar=raw.get("grammar", False),
             extra_body=dict(raw.get("extra_body") or {}),
+            serving=dict(raw.get("serving") or {}),
             embedded=EmbeddedWeights(**emb) if emb else None,
             source=source,
             task=task,

@@ -91,7 +91,7 @@ async def _one_embedding(base_url: str, key: str, ep: Endpoint, timeout: float) 
                 raise no_embeddings(ep, f"answered HTTP {exc.status_code}") from None
             raise
         latency = time.monotonic() - t0
-        vectors, _, _ = parse_embeddings(ep, raw.http_response.json(), 1)
+        vectors, _, _, _ = parse_embeddings(ep, raw.http_response.json(), 1)
         return len(vectors[0]), latency
     finally:
         await client.close()

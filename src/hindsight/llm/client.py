@@ -32,6 +32,7 @@ from hindsight.llm.limits import EndpointLimits
 from hindsight.llm.progress import Progress
 from hindsight.llm.records import Recorder
 from hindsight.llm.retry import Malformed, now, send_with_retries
+from hindsight.llm.serving import MismatchWarnings, mismatch, reported
 from hindsight.llm.transport import ChatTransport, request_body
 from hindsight.llm.structured import choice_schema, gbnf_choice, json_instruction, parse_json_reply, response_format
 from hindsight.llm.types import BudgetExceeded, CallFailed, ChatResult, EmbedResult, JSONResult, Usage
@@ -55,6 +56,7 @@ def _reply(data: Any) -> dict[str, Any]:
         "usage": (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
                   int(details.get("cached_tokens") or 0)),
         "fingerprint": data.get("system_fingerprint") or "",
+        **reported(data),
     }
 
 
@@ -95,6 +97,7 @@ class Client:
         self._start_locks: dict[str, asyncio.Lock] = {}
         self._inflight: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.fresh_calls = 0
+        self.serving_warnings = MismatchWarnings()
         self.cache_hits = 0
 
     # -- endpoints -----------------------------------------------------------
@@ -295,6 +298,7 @@ class Client:
                     self._inflight.pop(key, None)
         record = {**record, "cell_id": self.cell_id}
         self.recorder.add(record)
+        self.serving_warnings.note(ep.name, record.get("serving_mismatch") or "", ep.source)
         if cached:
             self.cache_hits += 1
         self.progress.add(record["prompt_tokens"] + record["completion_tokens"], record["cost"], cached)
@@ -360,6 +364,10 @@ class Client:
             "system_fingerprint": reply["fingerprint"],
             "started_at": started_at,
             "finished_at": now(),
+            "reported_model": reply["reported_model"],
+            "reported_provider": reply["reported_provider"],
+            "billed_cost": reply["billed_cost"],
+            "serving_mismatch": mismatch(ep, reply["reported_model"], reply["reported_provider"]),
         }
         # the first stored reply wins: if another cell (process) committed this key while
         # this call was out, go on with its reply so both cells and every rerun agree

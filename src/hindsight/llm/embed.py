@@ -28,6 +28,7 @@ import openai
 from hindsight.config import Endpoint
 from hindsight.llm.cache import canonical_json, embed_key
 from hindsight.llm.retry import now
+from hindsight.llm.serving import mismatch, reported
 from hindsight.llm.types import CallFailed, EmbedResult, Usage
 
 if TYPE_CHECKING:
@@ -60,8 +61,9 @@ def embed_options(ep: Endpoint, dimensions: int | None) -> dict[str, Any]:
     return options
 
 
-def parse_embeddings(ep: Endpoint, data: Any, n: int) -> tuple[list[list[float]], int, str]:
-    """Vectors (in input order), prompt tokens and fingerprint from an embeddings body."""
+def parse_embeddings(ep: Endpoint, data: Any, n: int) -> tuple[list[list[float]], int, str, dict[str, Any]]:
+    """Vectors (in input order), prompt tokens, fingerprint and the serving fields
+    (:func:`hindsight.llm.serving.reported`) from an embeddings body."""
     try:
         items = sorted(data["data"], key=lambda d: int(d.get("index", 0)))
         vectors = [item["embedding"] for item in items]
@@ -80,7 +82,7 @@ def parse_embeddings(ep: Endpoint, data: Any, n: int) -> tuple[list[list[float]]
         raise no_embeddings(ep, "answered vectors of different lengths")
     usage = data.get("usage") or {}
     tokens = int(usage.get("prompt_tokens") or usage.get("total_tokens") or 0)
-    return out, tokens, str(data.get("system_fingerprint") or "")
+    return out, tokens, str(data.get("system_fingerprint") or ""), reported(data)
 
 
 def token_shares(texts: Sequence[str], total: int) -> list[int]:
@@ -105,7 +107,7 @@ async def _request(client: "Client", ep: Endpoint, batch: list[tuple[str, str]],
     if "dimensions" in options:
         body["dimensions"] = options["dimensions"]
 
-    async def send() -> tuple[list[list[float]], int, str]:
+    async def send() -> tuple[list[list[float]], int, str, dict[str, Any]]:
         raw = await oai.embeddings.with_raw_response.create(**body, extra_body=dict(ep.extra_body) or None)
         return parse_embeddings(ep, json.loads(raw.content), len(texts))
 
@@ -115,13 +117,17 @@ async def _request(client: "Client", ep: Endpoint, batch: list[tuple[str, str]],
         return None
 
     est = sum(len(t) for t in texts) // 4 + 1
-    (vectors, tokens, fingerprint), latency, attempts, errors, started_at = await client._send(ep, est, send, refuse)
+    (vectors, tokens, fingerprint, serving), latency, attempts, errors, started_at = \
+        await client._send(ep, est, send, refuse)
+    off = mismatch(ep, serving["reported_model"], serving["reported_provider"])
+    billed = serving["billed_cost"]
     if "dimensions" in options and len(vectors[0]) != options["dimensions"]:
         raise CallFailed(f"{ep.name} ({ep.source}): asked for {options['dimensions']} dimensions, the endpoint "
                          f"answered {len(vectors[0])}. Fix: drop 'dimensions' or use a model that supports it.")
     finished_at = now()
     records = []
-    for (key, text), vec, share in zip(batch, vectors, token_shares(texts, tokens)):
+    shares = token_shares(texts, tokens)
+    for (key, text), vec, share in zip(batch, vectors, shares):
         if options.get("normalize"):
             norm = float(np.linalg.norm(vec)) or 1.0
             vec = [x / norm for x in vec]
@@ -134,6 +140,10 @@ async def _request(client: "Client", ep: Endpoint, batch: list[tuple[str, str]],
             "cost": ep.price.cost(share, 0), "latency_s": round(latency, 6), "attempts": attempts,
             "errors": json.dumps(errors), "seed": None, "system_fingerprint": fingerprint,
             "started_at": started_at, "finished_at": finished_at,
+            "reported_model": serving["reported_model"], "reported_provider": serving["reported_provider"],
+            # a request's billed cost, split over its texts like its tokens
+            "billed_cost": None if billed is None else billed * share / max(1, sum(shares)),
+            "serving_mismatch": off,
         }))
     stored = client.cache.store_many(records, client.run_id)
     client.fresh_calls += len(records)
@@ -202,6 +212,7 @@ def _result(client: "Client", ep: Endpoint, keys: list[str], records: dict[str, 
     for key in dict.fromkeys(keys):
         record = {**records[key], "cell_id": client.cell_id}
         client.recorder.add(record)
+        client.serving_warnings.note(ep.name, record.get("serving_mismatch") or "", ep.source)
         if cached[key]:
             client.cache_hits += 1
         else:

@@ -46,9 +46,18 @@ RECORD_SCHEMA = pa.schema(
         ("system_fingerprint", pa.string()),
         ("started_at", pa.string()),
         ("finished_at", pa.string()),
+        ("reported_model", pa.string()),
+        ("reported_provider", pa.string()),
+        ("billed_cost", pa.float64()),
+        ("serving_mismatch", pa.string()),
     ]
 )
-"""Declared once; ``messages``, ``params`` and ``errors`` are canonical JSON strings."""
+"""Declared once; ``messages``, ``params`` and ``errors`` are canonical JSON strings.
+``reported_model`` / ``reported_provider`` are what the reply said served the call,
+``billed_cost`` the endpoint's own cost figure where it reports one (``cost`` is the
+registry-price estimate), ``serving_mismatch`` where the reply disagrees with the registry
+(:mod:`hindsight.llm.serving`; empty when it agrees, null in records made before these
+columns existed)."""
 
 FIELDS = tuple(RECORD_SCHEMA.names)
 

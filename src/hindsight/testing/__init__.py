@@ -35,7 +35,7 @@ def loopback_endpoint(
         "base_url": srv.base_url,
         "model": srv.model,
         "max_concurrency": max_concurrency,
-        "params": params or {"temperature": 0.0, "top_p": 1.0, "max_tokens": 64, "seed": 0},
+        "params": params if params is not None else {"temperature": 0.0, "top_p": 1.0, "max_tokens": 64, "seed": 0},
         "structured_output": structured,
         "price": {"input_per_mtok": price[0], "output_per_mtok": price[1]},
     }

@@ -105,11 +105,15 @@ class LoopbackServer:
         embed_dim: int = 16,
         no_embeddings_status: int = 404,
         keep_requests: bool = False,
+        serve_as: Mapping[str, Any] | None = None,
     ) -> None:
         """``embeddings=False`` makes a chat-only server: ``/v1/embeddings`` answers
         ``no_embeddings_status`` (404, 405 or 501; 200 answers a body without ``data``).
         ``keep_requests`` keeps every request as received (path, headers, body bytes) in
-        ``received``, so a test can compare what two clients put on the wire."""
+        ``received``, so a test can compare what two clients put on the wire.
+        ``serve_as`` plays a router: ``model`` replaces the echoed model id in replies,
+        ``provider`` adds a ``provider`` field, ``cost`` a billed ``usage.cost`` per reply."""
+        self.serve_as = dict(serve_as or {})
         self.keep_requests = keep_requests
         self.received: list[tuple[str, dict[str, str], bytes]] = []
         self.policy = make_policy(policy)
@@ -246,10 +250,17 @@ class LoopbackServer:
         dim = int(request.get("dimensions") or self.embed_dim)
         used = sum(_tokens(t) for t in inputs)
         return 200, {
-            "object": "list", "model": request.get("model", self.model),
+            "object": "list", "model": self.serve_as.get("model") or request.get("model", self.model),
             "data": [{"object": "embedding", "index": i, "embedding": hash_vector(t, dim)} for i, t in enumerate(inputs)],
-            "usage": {"prompt_tokens": used, "total_tokens": used},
+            "usage": self._billed({"prompt_tokens": used, "total_tokens": used}),
+            **self._provider(),
         }
+
+    def _billed(self, usage: dict[str, Any]) -> dict[str, Any]:
+        return {**usage, "cost": self.serve_as["cost"]} if "cost" in self.serve_as else usage
+
+    def _provider(self) -> dict[str, Any]:
+        return {"provider": self.serve_as["provider"]} if "provider" in self.serve_as else {}
 
     async def _serve(self, body: bytes, writer: asyncio.StreamWriter,
                      answer: Callable[[Mapping[str, Any]], tuple[int, dict[str, Any]]]) -> bool:
@@ -326,9 +337,10 @@ class LoopbackServer:
             "id": "chatcmpl-" + hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:24],
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": request.get("model", self.model),
+            "model": self.serve_as.get("model") or request.get("model", self.model),
             "system_fingerprint": FINGERPRINT,
+            **self._provider(),
             "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": _tokens(prompt), "completion_tokens": completion_tokens,
-                      "total_tokens": _tokens(prompt) + completion_tokens},
+            "usage": self._billed({"prompt_tokens": _tokens(prompt), "completion_tokens": completion_tokens,
+                                   "total_tokens": _tokens(prompt) + completion_tokens}),
         }

@@ -12,7 +12,9 @@ The data was first made with the code before the episode runner moved into
 c1839e8).  It is now made with the current code after the faithfulness fixes of issue 13
 (reference records labelled apart, the Experience at resumption reviewing the last
 executed transition, the F.2 chat reference message, the continuations' ``calibrator``
-column), which changed the continuation cells only; rollouts and probe are unchanged.
+column), which changed the continuation cells only; rollouts and probe are unchanged; and
+remade once more when call records gained the serving-contract columns (reported model,
+provider, billed cost, mismatch), which changed no episode or step content.
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ When the analysis first finds every panel endpoint's records complete (12 lesson
 registered manifest (``registered.json``, key ``lock``); every later analysis verifies
 them and refuses to read records that changed.  Before locking it checks that every call
 sent the parameters the freeze registered (the model id, the provider pin and the
-sampling parameters of the endpoint's ``sent`` entry in the config slice).
+sampling parameters of the endpoint's ``sent`` entry in the config slice), and that every
+reply was served as the registry says (:mod:`hindsight.llm.serving`: the model the endpoint
+reported, the provider a router names): a registered run refuses a call served otherwise,
+a run on thresholds that are not registered logs it and goes on.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
+
+from hindsight.llm.serving import log as serving_log
 
 from hindsight.studies.luck.design import ARMS, DECISIONS, INSTRUCTIONS, OUTCOMES
 from hindsight.studies.luck.freeze import (
@@ -41,8 +46,11 @@ def incomplete(table: pd.DataFrame, kind: str, world_ids: Sequence[str]) -> list
     return out
 
 
-def check_sent(calls: pd.DataFrame, source: str, endpoint: Mapping[str, Any], role: str) -> None:
-    """Refuse records whose requests differ from what the freeze registered for ``role``."""
+def check_sent(calls: pd.DataFrame, source: str, endpoint: Mapping[str, Any], role: str,
+               registered_run: bool = True) -> None:
+    """Refuse records whose requests differ from what the freeze registered for ``role``,
+    and (``registered_run``; otherwise a warning) records served by another model or
+    provider than the registry names."""
     frozen = endpoint["sent"][role]
     want = {k: v for k, v in frozen["params"].items() if k not in PER_REQUEST}
     model = (endpoint.get("identity") or {}).get("model")
@@ -51,15 +59,21 @@ def check_sent(calls: pd.DataFrame, source: str, endpoint: Mapping[str, Any], ro
         got = {k: v for k, v in params.items() if k not in PER_REQUEST}
         problems = []
         if got != want:
-            problems.append(f"sampling parameters {got} (registered {want})")
+            problems.append(f"sent sampling parameters {got} (registered {want})")
         if dict(params.get("extra_body") or {}) != dict(frozen["extra_body"]):
-            problems.append(f"provider pin / extra body {params.get('extra_body')} "
+            problems.append(f"sent provider pin / extra body {params.get('extra_body')} "
                             f"(registered {frozen['extra_body']})")
         if model is not None and r.model != model:
-            problems.append(f"model id {r.model!r} (registered {model!r})")
+            problems.append(f"sent model id {r.model!r} (registered {model!r})")
+        served = getattr(r, "serving_mismatch", None)
+        if served and isinstance(served, str):
+            if registered_run:
+                problems.append(f"was served otherwise than the registry says ({served})")
+            else:
+                serving_log.warning("%s: call %s %s (not a registered run: kept)", source, r.call_id, served)
         if problems:
             raise FreezeMismatch(
-                f"{source}: call {r.call_id} sent {'; '.join(problems)}. The records were not made "
+                f"{source}: call {r.call_id} {'; '.join(problems)}. The records were not made "
                 f"under the registered freeze: rerun luck_writers/luck_readers under it, or re-freeze "
                 f"on purpose ({REFREEZE})")
 

@@ -109,7 +109,8 @@ def _read_checked(paths: Sequence[str], check: Any) -> list[pd.DataFrame]:
 
 
 def lock_records(*, worlds: pd.DataFrame, answers: Sequence[str], lessons: Sequence[str],
-                 config_slice: Mapping[str, Any], registered: str) -> dict[str, Any] | None:
+                 config_slice: Mapping[str, Any], registered: str,
+                 registered_run: bool = True) -> dict[str, Any] | None:
     """Lock the records into the registered manifest once complete (else verify the lock);
     before the first lock, check that every call sent the registered parameters.
     Returns the lock, or None while the records are incomplete."""
@@ -131,7 +132,7 @@ def lock_records(*, worlds: pd.DataFrame, answers: Sequence[str], lessons: Seque
             model = Path(f).parent.name
             role = "writer" if Path(f).name.startswith("lessons") else "reader"
             if model in endpoints:
-                check_sent(read_records(f).to_pandas(), f, endpoints[model], role)
+                check_sent(read_records(f).to_pandas(), f, endpoints[model], role, registered_run)
     lock = lock_or_verify(registered, [str(p) for p in files])
     log.info("records locked at %s (%d files)", lock["at"], len(lock["records"]))
     return lock
@@ -166,7 +167,7 @@ def analysis(*, worlds: str, answers: Sequence[str], lessons: Sequence[str], pro
     verify_freeze(worlds=worlds, prompts_dir=prompts_dir, config_slice=config_slice, registered=registered)
     world_table = pd.read_parquet(worlds)
     lock = lock_records(worlds=world_table, answers=answers, lessons=lessons, config_slice=config_slice,
-                        registered=registered)
+                        registered=registered, registered_run=Rules.from_config(dict(rules)).registered)
     answer_table = pd.concat(_read_checked(answers, check_answers), ignore_index=True)
     lesson_parts = _read_checked(lessons, check_lessons)
     lesson_table = pd.concat(lesson_parts, ignore_index=True) if lesson_parts else None
