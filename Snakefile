@@ -14,6 +14,7 @@ include: "workflow/rules/smoke.smk"
 include: "workflow/rules/luck.smk"
 include: "workflow/rules/history.smk"
 include: "workflow/rules/envs.smk"
+include: "workflow/rules/antipersist.smk"
 include: "workflow/rules/calibrator.smk"
 
 

@@ -1,0 +1,75 @@
+"""One held-out evaluation: the trained memory, frozen, on the evaluation pool.
+
+One job per (design, model, benchmark, seed).  The training stream's final snapshot is
+restored into a fresh memory of the design, and every evaluation task is played
+concurrently (:meth:`hindsight.agent.runner.Runner.concurrent`) against ``memory.frozen()``:
+no update is ever called, so the evaluation's episodes never reach the memory, and the
+memory's digest after the run must equal the snapshot's (checked; a design that changed
+while serving fails the job).  Per-task guidance a design builds at serving (the
+anti-persistence modes) is synthesized and dropped as in training; its calls are counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Mapping
+
+import pandas as pd
+
+from hindsight.agent.runner import EpisodeSpec
+from hindsight.files import atomic_write_json, canonical_json
+from hindsight.llm import read_records
+from hindsight.memory.snapshot import digest, restore
+from hindsight.studies.antipersist import play
+from hindsight.studies.antipersist.design import actor_settings, pool, seed_of
+from hindsight.studies.antipersist.memories import make_memory
+from hindsight.studies.antipersist.train import roles
+
+log = logging.getLogger(__name__)
+
+
+def eval_tasks(cell: Mapping[str, Any], env: str, tasks_path: str) -> list[str]:
+    p = cell["pools"][env]
+    return pool(pd.read_parquet(tasks_path), p["eval_split"], p["eval_tasks"], int(cell["seed"]), tasks_path,
+                f"antipersist.pools.{env}.eval_tasks")
+
+
+async def evaluate(config: Mapping[str, Any], *, model: str, env: str, design: str, seed_index: int,
+                   cell: Mapping[str, Any], prompts_dir: str, actor_prompts_dir: str, tasks_path: str,
+                   memory_path: str, out_episodes: str, out_steps: str, out_calls: str, out_record: str,
+                   make_env: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """Evaluate the trained memory at ``memory_path`` (module docstring)."""
+    tasks = eval_tasks(cell, env, tasks_path)
+    synthesizer, embedder = roles(cell, model)
+    memory = make_memory(design, cell, prompts_dir, synthesizer=synthesizer, embedder=embedder,
+                         seed=seed_of(int(cell["seed"]), "selector", seed_index))
+    snap = restore(memory, memory_path)
+    base = seed_of(int(cell["seed"]), "seed", seed_index)
+    settings = actor_settings(model, cell["actor"])
+    cell_id = f"antipersist/{model}/{env}/{design}/seed{seed_index}/eval"
+    specs = [EpisodeSpec(env, t, f"{cell_id}/{i:03d}", seed_of(base, "eval", t), settings,
+                         columns={"design": design, "seed_index": seed_index, "phase": "eval", "round": 0,
+                                  "position": i}) for i, t in enumerate(tasks)]
+    view = memory.frozen()
+    async with play.job(config, cell_id, env, cell["env_options"].get(env) or {}, actor_prompts_dir,
+                        int(cell["in_flight"]), out_calls, make_env) as (runner, client):
+        client.expect(len(specs) * int(cell["actor"]["max_actions"]))
+        episodes = await runner.concurrent(specs, view)
+    after = digest(memory.kind, _plain(memory.state()))
+    if after != snap["digest"]:
+        raise RuntimeError(f"{cell_id}: the memory changed during a frozen evaluation ({snap['digest'][:12]} -> "
+                           f"{after[:12]}); a design's view must not write to its memory")
+    play.count_calls(episodes, {})
+    frame = play.write(episodes, view, model, env, design, out_episodes, out_steps)
+    record = {"design": design, "model": model, "env": env, "seed_index": seed_index, "tasks": tasks,
+              "memory_digest": snap["digest"], "memory_unchanged": True, "episodes": int(len(frame)),
+              "won": int(frame["won"].sum()), "calls": play.call_counts(read_records(out_calls).to_pandas(), embedder)}
+    atomic_write_json(out_record, record)
+    log.info("%s: %d of %d won", cell_id, record["won"], record["episodes"])
+    return record
+
+
+def _plain(state: Any) -> Any:
+    import json
+
+    return json.loads(canonical_json(state, indent=None))

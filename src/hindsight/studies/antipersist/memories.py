@@ -1,0 +1,80 @@
+"""One design name -> its memory, built from a job's config slice.
+
+Every design is a :class:`hindsight.memory.base.Memory`: the memory designs and the mode
+selector live in :mod:`hindsight.memory` and :mod:`hindsight.stats.bandit`, the baselines
+in :mod:`hindsight.memory.reflexion`, :mod:`~hindsight.memory.expel` and
+:mod:`~hindsight.memory.autorefine`; ReAct is :class:`.design.NoMemory`.  The synthesizer
+is the backbone itself unless ``antipersist.synthesizer`` names another endpoint; the
+embedder is ``roles.embedder``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from hindsight.studies.antipersist.design import MODES, NoMemory, sweep_of
+
+
+def selector_settings(design: str, selector: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """The selector of an anti-persistence design (:func:`hindsight.stats.bandit.make_selector`)."""
+    base = {k: selector[k] for k in ("lam", "gamma", "neighbours", "bonus", "min_cosine", "rotate_rounds", "epsilon")}
+    if design in ("antipersist", "antipersist-persisted"):
+        return {"policy": "bandit", **base, "seed": seed}
+    if design.startswith("fixed-"):
+        return {"policy": "fixed", "arm": design.removeprefix("fixed-"), "lam": base["lam"], "seed": seed}
+    if design == "random":
+        return {"policy": "uniform", "lam": base["lam"], "seed": seed}
+    sw = sweep_of(design)
+    if sw is None:
+        raise ValueError(f"{design!r} is not an anti-persistence design")
+    key, value = sw
+    return {"policy": "bandit", **base, ("gamma" if key == "gamma" else "lam"): value, "seed": seed}
+
+
+def uses_selector(design: str) -> bool:
+    return design in ("antipersist", "antipersist-persisted", "random") or design.startswith("fixed-") \
+        or sweep_of(design) is not None
+
+
+def make_memory(design: str, cell: Mapping[str, Any], prompts_dir: str, *, synthesizer: str, embedder: str,
+                seed: int) -> Any:
+    """The memory of ``design`` for one training stream (settings from the job's ``cell``)."""
+    k, tokens, rs = int(cell["k"]), cell["synthesis"]["max_tokens"], int(cell["round_size"])
+    common = {"synthesizer": synthesizer, "prompts_dir": prompts_dir, "max_tokens": tokens}
+    if design == "react":
+        return NoMemory()
+    if design == "reflexion":
+        from hindsight.memory.reflexion import ReflexionMemory
+
+        return ReflexionMemory(**common, max_reflections=int(cell["reflexion"]["max_reflections"]))
+    if design == "expel":
+        from hindsight.memory.expel import ExpeLMemory
+
+        e = cell["expel"]
+        return ExpeLMemory(**common, embedder=embedder, k=k, max_rules=int(e["max_rules"]),
+                           success_chunk=int(e["success_chunk"]))
+    if design == "autorefine":
+        from hindsight.memory.autorefine import AutoRefineMemory
+
+        a = cell["autorefine"]
+        return AutoRefineMemory(**common, embedder=embedder, k=k, round_size=rs, prune_every=int(a["prune_every"]),
+                                prune_fraction=float(a["prune_fraction"]))
+    if design == "trajectory":
+        from hindsight.memory.trajectory import TrajectoryMemory
+
+        return TrajectoryMemory(synthesizer=synthesizer, embedder=embedder, prompts_dir=prompts_dir, k=k)
+    if design in ("abstraction", "joint"):
+        from hindsight.memory import abstraction
+
+        cls = abstraction.AbstractionMemory if design == "abstraction" else abstraction.JointMemory
+        return cls(synthesizer=synthesizer, embedder=embedder, prompts_dir=prompts_dir, k=k)
+    if uses_selector(design):
+        from hindsight.memory.antipersist import AntiPersistenceMemory
+        from hindsight.stats.bandit import make_selector
+
+        selector = make_selector(selector_settings(design, cell["selector"], seed), MODES,
+                                 where="antipersist.selector")
+        return AntiPersistenceMemory(synthesizer=synthesizer, embedder=embedder, prompts_dir=prompts_dir, k=k,
+                                     persist=design == "antipersist-persisted", selector=selector,
+                                     round_size=rs)
+    raise ValueError(f"antipersist: unknown design {design!r}")

@@ -1,0 +1,99 @@
+# Anti-persistence (issue 11; docs/antipersistence.md): one training stream per
+# (model, benchmark, design, seed) -> one frozen held-out evaluation of its final memory
+# -> tables and figures. Logic lives in src/hindsight/memory/ and
+# src/hindsight/studies/antipersist/ (the config slice of each job, code lists and
+# targets: studies/antipersist/workflow.py, ANTIPERSIST below); the scripts only pass
+# snakemake.* on, by keyword.
+
+from hindsight.studies.antipersist.workflow import AntipersistWorkflow  # noqa: E402
+
+try:
+    ANTIPERSIST = AntipersistWorkflow(config, MODELS, get_endpoint_params)
+except ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
+
+
+rule antipersist_train:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        prompts=ANTIPERSIST.prompt_files(),
+        actor_prompts=ANTIPERSIST.actor_prompt_files(),
+        code=ANTIPERSIST.code("train"),
+    output:
+        episodes="results/antipersist/{model}/{env}/{design}/seed{seed}/train.parquet",
+        steps="results/antipersist/{model}/{env}/{design}/seed{seed}/train.steps.parquet",
+        calls="results/antipersist/{model}/{env}/{design}/seed{seed}/train.calls.parquet",
+        memory="results/antipersist/{model}/{env}/{design}/seed{seed}/memory.json",
+        rounds="results/antipersist/{model}/{env}/{design}/seed{seed}/rounds.json",
+    log:
+        "logs/antipersist/{model}/{env}/{design}/seed{seed}/train.log",
+    wildcard_constraints:
+        env=ANTIPERSIST.alternatives("env"),
+        design=ANTIPERSIST.alternatives("design"),
+        seed=ANTIPERSIST.alternatives("seed"),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: ANTIPERSIST.api(wc.model),
+    params:
+        cell=lambda wc: ANTIPERSIST.cell(wc.model, wc.env, wc.design),
+        prompts_dir=ANTIPERSIST.a["prompts_dir"],
+        actor_prompts_dir=ANTIPERSIST.a["actor_prompts_dir"],
+    script:
+        "../scripts/antipersist_train.py"
+
+
+rule antipersist_eval:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        memory="results/antipersist/{model}/{env}/{design}/seed{seed}/memory.json",
+        prompts=ANTIPERSIST.prompt_files(),
+        actor_prompts=ANTIPERSIST.actor_prompt_files(),
+        code=ANTIPERSIST.code("eval"),
+    output:
+        episodes="results/antipersist/{model}/{env}/{design}/seed{seed}/eval.parquet",
+        steps="results/antipersist/{model}/{env}/{design}/seed{seed}/eval.steps.parquet",
+        calls="results/antipersist/{model}/{env}/{design}/seed{seed}/eval.calls.parquet",
+        record="results/antipersist/{model}/{env}/{design}/seed{seed}/eval.json",
+    log:
+        "logs/antipersist/{model}/{env}/{design}/seed{seed}/eval.log",
+    wildcard_constraints:
+        env=ANTIPERSIST.alternatives("env"),
+        design=ANTIPERSIST.alternatives("design"),
+        seed=ANTIPERSIST.alternatives("seed"),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: ANTIPERSIST.api(wc.model),
+    params:
+        cell=lambda wc: ANTIPERSIST.cell(wc.model, wc.env, wc.design),
+        prompts_dir=ANTIPERSIST.a["prompts_dir"],
+        actor_prompts_dir=ANTIPERSIST.a["actor_prompts_dir"],
+    script:
+        "../scripts/antipersist_eval.py"
+
+
+rule antipersist_report:
+    input:
+        unpack(
+            lambda wc: {
+                **ANTIPERSIST.report_inputs(),
+                "code": ANTIPERSIST.code("report"),
+            }
+        ),
+    output:
+        index="results/antipersist/tables/index.md",
+    log:
+        "logs/antipersist/report.log",
+    conda:
+        CONDA_ENV
+    params:
+        tables_dir=lambda w, output: os.path.dirname(output.index),
+        figures_dir=lambda w, output: os.path.join(
+            os.path.dirname(os.path.dirname(output.index)), "figures"
+        ),
+    script:
+        "../scripts/antipersist_report.py"
+
+
+enable_study(ANTIPERSIST)

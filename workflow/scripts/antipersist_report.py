@@ -1,0 +1,9 @@
+"""Rule antipersist_report: tables and figures (workflow/rules/antipersist.smk)."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.antipersist import entry
+
+s = snakemake  # noqa: F821
+run_rule(s, lambda: entry.report(eval_paths=list(s.input.eval), train_paths=list(s.input.train),
+                                 tables_dir=s.params.tables_dir, figures_dir=s.params.figures_dir,
+                                 index=s.output.index))

@@ -1,0 +1,11 @@
+"""Rule antipersist_train: one training stream (workflow/rules/antipersist.smk)."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.antipersist import entry
+
+s = snakemake  # noqa: F821
+run_rule(s, lambda: entry.train(
+    s.config, model=s.wildcards.model, env=s.wildcards.env, design=s.wildcards.design, seed=s.wildcards.seed,
+    cell=s.params.cell, prompts_dir=s.params.prompts_dir, actor_prompts_dir=s.params.actor_prompts_dir,
+    tasks_path=s.input.tasks, out_episodes=s.output.episodes, out_steps=s.output.steps, out_calls=s.output.calls,
+    out_memory=s.output.memory, out_rounds=s.output.rounds))
