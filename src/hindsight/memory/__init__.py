@@ -5,7 +5,10 @@ records the served lesson ids per step; a :class:`Memory` learns between batches
 stream and is snapshotted (:mod:`hindsight.memory.snapshot`).  Memories:
 :mod:`~hindsight.memory.lessons` (the reference lesson log), :mod:`~hindsight.memory.ace`
 (ACE playbook), :mod:`~hindsight.memory.cheatsheet` (Dynamic Cheatsheet); retrieval by
-embedding: :mod:`~hindsight.memory.retrieval`.
+embedding: :mod:`~hindsight.memory.retrieval`; the anti-persistence study's designs:
+:mod:`~hindsight.memory.trajectory` (trajectory memory), :mod:`~hindsight.memory.abstraction`
+(abstraction and joint memory), :mod:`~hindsight.memory.antipersist` (anti-persistence, with
+the mode selector of :mod:`hindsight.stats.bandit`).
 """
 
 from hindsight.memory.base import (
