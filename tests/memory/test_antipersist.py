@@ -87,7 +87,8 @@ def test_imitation_and_strategic_build_guidance_from_successes(stocked, tmp_path
     [call] = synthesis_calls(tmp_path / "q.parquet")
     system, user = call["messages"][0]["content"], call["messages"][-1]["content"]
     assert SYSTEM_OF[mode] in system and not system.startswith("<!--")
-    assert user.startswith("Current task: win task 1\n\nEarlier attempts at similar tasks (3):\n\n[T00002] Task: win task 1")
+    assert user.startswith("Current task: win task 1\n\nEarlier attempts at similar tasks (3):\n\n"
+                           "[T00002] Task: win task 1")
     assert user.count("Outcome: succeeded") == 3 and "Outcome: failed" not in user
     block = ep.at_step(None).block
     assert block.render() == f"Guidance for this task:\n- GUIDANCE[{mode}] for win task 1\n"

@@ -27,7 +27,8 @@ from .helpers import calls, config, episode, update
 def serve(cfg, view, task: str, eid: str = "q", records: Path | None = None):
     """``view.for_episode`` for one task; returns the episode memory."""
     async def main():
-        async with open_client(cfg, "tests/serve", records or Path(cfg["cache"]["path"]).parent / f"{eid}.parquet") as c:
+        out = records or Path(cfg["cache"]["path"]).parent / f"{eid}.parquet"
+        async with open_client(cfg, "tests/serve", out) as c:
             return await view.for_episode(c, TaskContext("scienceworld", eid, task, eid))
     return asyncio.run(main())
 
@@ -82,7 +83,8 @@ def test_every_episode_is_kept_with_observations_truncated(loopback, tmp_path):
     r1 = m.records[0]
     assert [r["id"] for r in m.records] == ["T00001", "T00002", "T00003"]
     assert (r1["episode_id"], r1["task"], r1["won"], r1["n_steps"]) == ("e1", "boil water", True, 2)
-    assert [s["observation"] for s in r1["steps"]] == ["you see a ve", "a door opens"]  # 12 characters, spacing collapsed
+    # 12 characters, spacing collapsed
+    assert [s["observation"] for s in r1["steps"]] == ["you see a ve", "a door opens"]
     assert [s["action"] for s in r1["steps"]] == ["look at item 1", "look at item 2"]
     assert not m.records[1]["won"] and len(m.records[2]["steps"]) == 3
     # each distinct task text embedded once, when first kept; the repeat made no call
@@ -134,7 +136,8 @@ def test_evaluation_leaves_it_unchanged_and_snapshots_round_trip(loopback, tmp_p
     snap = write_snapshot(tmp_path / "snap.json", m, round=1)
     other = TrajectoryMemory(embedder="emb")
     restore(other, tmp_path / "snap.json")
-    assert other.state() == m.state() and write_snapshot(tmp_path / "b.json", other, round=1)["digest"] == snap["digest"]
+    assert other.state() == m.state()
+    assert write_snapshot(tmp_path / "b.json", other, round=1)["digest"] == snap["digest"]
     assert serve(cfg, other.frozen(), "boil water", "q4").at_step(None).block.render() == \
         serve(cfg, m.frozen(), "boil water", "q4").at_step(None).block.render()
     # vectors are kept compactly as float32 and come back exactly
@@ -170,4 +173,5 @@ def test_a_stream_serves_each_batch_the_runs_kept_before_it(loopback, tmp_path):
     assert all(json.loads(x) == ["T00001", "T00002"] for x in g["memory_ids"])
     # model calls: one per actor step; one embedding per distinct task text (a query of an indexed
     # text replays its record), and no other call
-    assert (rec["purpose"] == "actor").sum() == sum(len(e.steps) for e in eps) and (rec["purpose"] != "actor").sum() == 3
+    assert (rec["purpose"] == "actor").sum() == sum(len(e.steps) for e in eps)
+    assert (rec["purpose"] != "actor").sum() == 3

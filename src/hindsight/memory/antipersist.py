@@ -210,7 +210,8 @@ class AntiPersistenceMemory:
         self.persist = bool(persist)
         self.selector = selector_of(selector)
         self.plan = plan_of(rounds)
-        self.plan_digest = hashlib.sha256(json.dumps(sorted((e, *v) for e, v in self.plan.items())).encode()).hexdigest()
+        plan = json.dumps(sorted((e, *v) for e, v in self.plan.items()))
+        self.plan_digest = hashlib.sha256(plan.encode()).hexdigest()
         self.round_size = None if round_size is None else int(round_size)
         self._warned = False
         self.prompts = PromptFiles.load(prompts_dir, PROMPT_FILES, what="antipersist")
