@@ -114,6 +114,9 @@ def test_corrective_reads_failures_and_one_contrasting_success(stocked, tmp_path
     # k = 3: two failures and the contrast
     m = with_state("corrective", state, k=3)
     assert len(serve(cfg, m.frozen(), "fail task 0", "q2").at_step(None).block.ids) == 3
+    # k = 1: the most similar failure alone (a contrast would leave no failure)
+    assert serve(cfg, with_state("corrective", state, k=1).frozen(), "fail task 0", "q3").at_step(None).block.ids \
+        == ("T00004",)
 
 
 def test_corrective_returns_empty_without_a_failure_and_is_credited(loopback, tmp_path):

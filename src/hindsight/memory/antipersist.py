@@ -22,7 +22,7 @@ trajectories are retrieved by cosine to the task and
   subgoals, tool use and recovery.  With no success on hand: nothing is served and no
   call is made (status ``no_success``);
 - ``corrective``: the ``k - 1`` most similar **failures** and the one most similar success
-  (``k`` failures when there is no success) are given to the call, which writes "do not
+  (``k`` failures when there is no success, or when ``k = 1``) are given to the call, which writes "do not
   X, because Y" rules.  With no failure on hand it returns empty: nothing is served, no
   call is made (status ``no_failure``), and the episode is credited to ``corrective``; it
   never falls through to another mode.
@@ -138,7 +138,7 @@ def retrieve(mode: str, records: Sequence[Mapping[str, Any]], index: VectorIndex
     fails = [r for r in records if not r["won"]]
     if not fails:
         return [], []
-    contrast, info_c = nearest(index, query, wins, 1)
+    contrast, info_c = nearest(index, query, wins, 1) if k > 1 else ([], [])  # k = 1: the failure alone
     chosen, info = nearest(index, query, fails, k - len(contrast))
     return chosen + contrast, info + info_c
 
