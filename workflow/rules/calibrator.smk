@@ -84,6 +84,7 @@ rule calibrator_screen:
         contexts="results/calibrator/contexts.parquet",
         candidates=f"results/calibrator/generate/{CAL.generator}.parquet",
         prompts=HISTORY.prompt_files(),
+        cprompts=CAL.prompt_files(),
         code=CAL.code("screen"),
     output:
         screen="results/calibrator/screen/{model}.parquet",
@@ -97,7 +98,7 @@ rule calibrator_screen:
     params:
         stage=lambda wc: CAL.stage_params("screen"),
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
-        calibrator_prompts_dir=CAL.prompts_dir,
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
     script:
         "../scripts/calibrator_screen.py"
 
@@ -108,6 +109,7 @@ rule calibrator_compare:
         candidates=f"results/calibrator/generate/{CAL.generator}.parquet",
         screen=f"results/calibrator/screen/{CAL.judge}.parquet",
         prompts=HISTORY.prompt_files(),
+        cprompts=CAL.prompt_files(),
         code=CAL.code("compare"),
     output:
         pairs="results/calibrator/compare/{model}.parquet",
@@ -121,7 +123,7 @@ rule calibrator_compare:
     params:
         stage=lambda wc: CAL.stage_params("compare", wc.model),
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
-        calibrator_prompts_dir=CAL.prompts_dir,
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
     script:
         "../scripts/calibrator_compare.py"
 

@@ -69,6 +69,11 @@ class CalibratorWorkflow:
             raise ConfigError(f"config key calibrator.variants / calibrator.train.variants: unknown or not built "
                               f"{bad}; allowed: {', '.join(VARIANTS)} (train.variants must be among variants)")
 
+    def prompt_files(self) -> list[str]:
+        from hindsight.studies.history.calibrator.prompts import PROMPT_FILES
+
+        return [f"{self.prompts_dir}/{f}" for f in PROMPT_FILES]
+
     @staticmethod
     def code(part: str) -> list[str]:
         """Source files that decide a part's outputs (rule inputs: an edit reruns the part)."""

@@ -1,0 +1,85 @@
+"""The SFT recipe end to end on CPU (section 6.1's recipe, a tiny model): the training entry
+point, run with the training environment's interpreter (``.venv-train``, made by bin/setup
+from envs/train.txt), fine-tunes a randomly initialised Qwen3-family model built from a
+config with a tokenizer built locally (no download); the loss decreases and the written
+checkpoint loads back and is recognised as the training rule's (its digest)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from hindsight.agent.prompts import HistoryPrompts
+from hindsight.agent.views import Entry
+from hindsight.studies.history.calibrator.contexts import Context
+from hindsight.studies.history.calibrator.labels import target_text
+from hindsight.studies.history.calibrator.rollouts import calibrator_label, checkpoint_digest, trained_endpoints
+from tests.conftest import REPO, base_config
+
+PY = REPO / ".venv-train" / "bin" / "python"
+PKG = REPO / "src/hindsight/studies/history/calibrator"
+
+
+def _dataset(path: Path) -> None:
+    """Twelve G.2 review prompts with targets of both kinds (the dataset rule's line format)."""
+    hp = HistoryPrompts.load(REPO / "config/prompts/history")
+    lines = []
+    for i in range(12):
+        c = Context(f"c{i}", "m", "alfworld", "t", "e", "put a mug in the fridge", 1,
+                    (Entry("You are in the kitchen.", f"go to shelf {i}"),), f"go to shelf {i}",
+                    f"On the shelf {i}, you see a mug {i % 3}.", None)
+        msgs = hp.review_messages(env=c.env, task=c.task, history=c.review_history(), action=c.action,
+                                  observation=c.observation)
+        tgt = target_text("CALIBRATE", f"Mug {i % 3} is on shelf {i}.") if i % 2 else target_text("NOUPDATE", None)
+        lines.append(json.dumps({"context_id": c.context_id, "prompt": msgs, "target": tgt,
+                                 "messages": [*msgs, {"role": "assistant", "content": tgt}]}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _run(*args: str) -> str:
+    assert PY.exists(), (f"{PY} is missing: bin/setup creates it from envs/train.txt "
+                         "(run bin/setup, or the train block of it)")
+    p = subprocess.run([str(PY), *args], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return p.stdout
+
+
+def test_sft_recipe_on_a_tiny_qwen3_loss_decreases_and_the_checkpoint_loads(tmp_path):
+    data = tmp_path / "full.jsonl"
+    _dataset(data)
+    train = base_config()["calibrator"]["train"]
+    recipe = {k: train[k] for k in ("base_model", "epochs", "learning_rate", "batch_size", "grad_accum",
+                                    "max_length", "bf16", "seed")}
+    # the default recipe (3 epochs, bf16 off on CPU), with a step size and batch that a
+    # randomly initialised 2-layer model learns from in a few steps
+    recipe.update(learning_rate=3e-3, batch_size=4, grad_accum=1, max_length=1024)
+    (tmp_path / "base.json").write_text(json.dumps(recipe))
+    _run(str(PKG / "tiny.py"), "--dataset", str(data), "--out", str(tmp_path / "tiny"),
+         "--recipe-from", str(tmp_path / "base.json"))
+    out = tmp_path / "sft"
+    _run(str(PKG / "sft.py"), "--recipe", str(tmp_path / "tiny/recipe.json"), "--dataset", str(data),
+         "--out", str(out))
+    man = json.loads((out / "hindsight-sft.json").read_text())
+    losses = [x["loss"] for x in man["losses"]]
+    assert man["examples"] == 12 and len(losses) == 9          # 3 epochs x 3 steps
+    assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.1, losses
+    assert man["trained_by"] == "calibrator_sft" and man["recipe"]["model_config"]["model_type"] == "qwen3"
+    assert checkpoint_digest(out / "checkpoint") == man["digest"]
+    # the checkpoint loads back (model and tokenizer) and scores the training text better than chance
+    check = (
+        "import json,sys,math,torch\n"
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        f"m=AutoModelForCausalLM.from_pretrained({str(out / 'checkpoint')!r}); t=AutoTokenizer.from_pretrained({str(out / 'checkpoint')!r})\n"
+        "assert type(m).__name__=='Qwen3ForCausalLM'\n"
+        f"row=json.loads(open({str(data)!r}).readline())\n"
+        "ids=torch.tensor([t(row['target'])['input_ids']])\n"
+        "loss=m(input_ids=ids,labels=ids).loss.item()\n"
+        "print(json.dumps({'loss':loss,'chance':math.log(len(t))}))\n")
+    res = json.loads(_run("-c", check).strip().splitlines()[-1])
+    assert res["loss"] < res["chance"]
+    # a registry entry naming this folder is the trained calibrator in every table
+    assert trained_endpoints({"cal": str(out)}) == {"cal": man["digest"]}
+    assert calibrator_label(["cal"], trained_endpoints({"cal": str(out)})) == "Calibrator (cal)"
+    (out / "checkpoint" / "model.safetensors").write_bytes(b"tampered")
+    assert calibrator_label(["cal"], trained_endpoints({"cal": str(out)})) == "Calibrator (untrained stand-in: cal)"
