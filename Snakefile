@@ -22,6 +22,14 @@ onstart:
     preflight_check()
 
 
+onsuccess:
+    stop_shared_servers()
+
+
+onerror:
+    stop_shared_servers()
+
+
 rule all:
     default_target: True
     input:

@@ -122,3 +122,8 @@ def test_a_registered_run_refuses_a_call_served_otherwise_and_an_unregistered_on
         check_sent(_luck_calls("reported model 'org/x', registry expects 'org/m'"), "answers.calls.parquet",
                    endpoint, "reader", registered_run=False)
     assert any("not a registered run" in r.getMessage() for r in caplog.records)
+
+
+def test_an_embedded_entry_is_not_a_mismatch_for_llama_cpps_placeholder_model():
+    models = load_models(REPO / "config/models.yaml")
+    assert mismatch(models["smollm2"], "-", "") == ""

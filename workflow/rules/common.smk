@@ -64,6 +64,15 @@ def preflight_check():
     preflight(config, MODELS, PANEL + sorted(set(config["roles"].values())))
 
 
+def stop_shared_servers():
+    """Stop the embedded servers the run's cells shared (``servers.shared``)."""
+    from hindsight.llm.shared import server_dir, stop_all
+
+    stopped = stop_all(server_dir(config))
+    if stopped:
+        logger.info(f"stopped shared embedded servers: {', '.join(stopped)}")
+
+
 CONDA_ENV = "../../envs/hindsight.yaml"
 
 

@@ -33,6 +33,7 @@ from hindsight.llm.progress import Progress
 from hindsight.llm.records import Recorder
 from hindsight.llm.retry import Malformed, now, send_with_retries
 from hindsight.llm.serving import MismatchWarnings, mismatch, reported
+from hindsight.llm.shared import SharedServer
 from hindsight.llm.transport import ChatTransport, request_body
 from hindsight.llm.structured import choice_schema, gbnf_choice, json_instruction, parse_json_reply, response_format
 from hindsight.llm.types import BudgetExceeded, CallFailed, ChatResult, EmbedResult, JSONResult, Usage
@@ -74,7 +75,13 @@ class Client:
         request: Mapping[str, Any] | None = None,
         budget: Mapping[str, Any] | None = None,
         server_log: str | None = None,
+        servers: Mapping[str, Any] | None = None,
     ) -> None:
+        """``servers``: ``{"shared": bool, "idle_s": float, "dir": folder}`` (config key
+        ``servers`` plus :func:`hindsight.llm.shared.server_dir`); shared: embedded
+        endpoints use the machine's shared server (:mod:`hindsight.llm.shared`), else
+        each client starts its own."""
+        self.servers = dict(servers or {})
         self.endpoints = dict(endpoints)
         self.cache = cache
         self.recorder = recorder
@@ -93,7 +100,7 @@ class Client:
         self._limits: dict[str, EndpointLimits] = {}
         self._oai: dict[str, openai.AsyncOpenAI] = {}
         self._chat: dict[str, ChatTransport] = {}
-        self._servers: dict[str, EmbeddedServer] = {}
+        self._servers: dict[str, EmbeddedServer | SharedServer] = {}
         self._start_locks: dict[str, asyncio.Lock] = {}
         self._inflight: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.fresh_calls = 0
@@ -132,7 +139,8 @@ class Client:
         async with lock:
             if ep.name not in self._oai:
                 if ep.provider == "embedded":
-                    server = server_for(ep, self.server_log)
+                    server: Any = (SharedServer(ep, self.servers["dir"], self.servers["idle_s"])
+                                   if self.servers.get("shared") else server_for(ep, self.server_log))
                     base_url = await asyncio.to_thread(server.start)
                     self._servers[ep.name] = server
                     key = "EMPTY"

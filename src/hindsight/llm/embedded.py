@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hindsight.config import ConfigError, EmbeddedWeights, Endpoint
+from hindsight.llm.shared import add_watch_arguments, watch_in_thread
 
 _VERIFIED: dict[tuple[tuple[str, int, float], ...], str] = {}
 
@@ -108,6 +109,13 @@ class EmbeddedServer:
         self.log_path = Path(log_path) if log_path else None
         self.proc: subprocess.Popen[bytes] | None = None
         self.base_url: str | None = None
+        # the child's watchdog: its parent (default: it dies with this process), or the
+        # leases of a shared server (hindsight.llm.shared), which also starts it detached
+        self.watch_args: list[str] | None = None
+        self.detach = False
+
+    def watch(self) -> list[str]:
+        return list(self.watch_args) if self.watch_args is not None else ["--parent", str(os.getpid())]
 
     def command(self, weights: list[Path], port: int) -> list[str]:
         """The child's command line (a subclass serves another kind of model)."""
@@ -117,7 +125,7 @@ class EmbeddedServer:
             sys.executable, "-m", "hindsight.llm.embedded", "_child",
             "--gguf", str(weights[0]), "--port", str(port), "--alias", self.endpoint.model,
             "--parallel", str(self.endpoint.max_concurrency), "--ctx", str(w.ctx_size),
-            "--threads", str(w.threads), "--parent", str(os.getpid()),
+            "--threads", str(w.threads), *self.watch(),
         ]
 
     def child_env(self) -> dict[str, str]:
@@ -135,7 +143,8 @@ class EmbeddedServer:
             out = open(self.log_path, "ab")
         else:
             out = subprocess.DEVNULL  # type: ignore[assignment]
-        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                     start_new_session=self.detach)
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -204,9 +213,10 @@ def _child(args: argparse.Namespace) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    # parent gone (a per-cell server) or no lease left (a shared one): do not outlive them
+    watch_in_thread(args, stop.set)
     while not stop.wait(1.0):
-        if os.getppid() != args.parent:  # parent died: do not outlive it
-            break
+        pass
     os._exit(0)
 
 
@@ -217,8 +227,9 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--endpoint", default="smollm2")
     serve.add_argument("--models", default="config/models.yaml")
     child = sub.add_parser("_child")
-    for name, typ in (("gguf", str), ("port", int), ("alias", str), ("parallel", int), ("ctx", int), ("threads", int), ("parent", int)):
+    for name, typ in (("gguf", str), ("port", int), ("alias", str), ("parallel", int), ("ctx", int), ("threads", int)):
         child.add_argument(f"--{name}", type=typ, required=True)
+    add_watch_arguments(child)
     args = parser.parse_args(argv)
     if args.cmd == "_child":
         _child(args)

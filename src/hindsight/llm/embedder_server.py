@@ -30,6 +30,7 @@ from typing import Any
 
 from hindsight.config import Endpoint
 from hindsight.llm.embedded import EmbeddedServer, serve_until_interrupted
+from hindsight.llm.shared import add_watch_arguments, watch_in_thread
 
 MAX_INPUTS = 2048
 """Most texts one request may carry."""
@@ -44,7 +45,7 @@ class EmbedderServer(EmbeddedServer):
         return [
             sys.executable, "-m", "hindsight.llm.embedder_server",
             "--archive", *map(str, weights), "--port", str(port), "--alias", self.endpoint.model,
-            "--parent", str(os.getpid()),
+            *self.watch(),
         ]
 
     def child_env(self) -> dict[str, str]:
@@ -184,19 +185,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--archive", nargs="+", required=True, help="the model zip, or its parts in order")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--alias", required=True)
-    parser.add_argument("--parent", type=int, required=True)
+    add_watch_arguments(parser)
     args = parser.parse_args(argv)
     t0 = time.monotonic()
     server = _Server(args.port, args.alias, args.archive)
     print(f"embedder {args.alias}: {server.dimension} dimensions, loaded in {time.monotonic() - t0:.2f} s, "
           f"serving on 127.0.0.1:{args.port}", flush=True)
 
-    def watch_parent() -> None:
-        while os.getppid() == args.parent:
-            time.sleep(1.0)
-        os._exit(0)  # parent died: do not outlive it
-
-    threading.Thread(target=watch_parent, daemon=True).start()
+    # parent gone (a per-cell server) or no lease left (a shared one): do not outlive them
+    watch_in_thread(args, lambda: os._exit(0))
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     server.serve_forever(poll_interval=0.5)
     os._exit(0)

@@ -13,7 +13,9 @@ What the registry expects (:func:`expected`): the entry's ``serving`` key when g
 ``providers``: the providers accepted); otherwise the entry's ``model`` id, and the
 providers of a provider pin without fallbacks (``extra_body.provider.order`` with
 ``allow_fallbacks: false``).  A reply that reports no model or no provider is not a
-mismatch (many servers report neither) but its empty field is visible in the record.
+mismatch (many servers report neither) but its empty field is visible in the record; nor
+is the model an embedded entry's server reports (the pipeline starts it on weights whose
+hash it checked, and llama.cpp reports ``-``).
 
 A registered run refuses records with a mismatch (the luck study's check); any other run
 gets one warning per endpoint and kind of mismatch (:class:`MismatchWarnings`).
@@ -56,7 +58,10 @@ def mismatch(ep: Any, reported_model: str, reported_provider: str) -> str:
     """Where a reply disagrees with the registry entry ``ep``, in words ('' when it agrees)."""
     models, providers = expected(ep)
     problems = []
-    if reported_model and reported_model not in models:
+    # an embedded entry's server is started by the pipeline on weights whose SHA-256 it
+    # checked; llama.cpp reports "-" as the model, which says nothing either way
+    embedded = getattr(ep, "provider", "") == "embedded"
+    if reported_model and not embedded and reported_model not in models:
         problems.append(f"reported model {reported_model!r}, registry expects {' or '.join(map(repr, models))}")
     if reported_provider and providers and reported_provider.lower() not in {p.lower() for p in providers}:
         problems.append(f"served by provider {reported_provider!r}, registry pins {' or '.join(map(repr, providers))}")

@@ -12,6 +12,7 @@ from hindsight.config import check_config
 from hindsight.llm.cache import Cache
 from hindsight.llm.client import Client
 from hindsight.llm.records import Recorder
+from hindsight.llm.shared import server_dir
 
 RUN_ID_ENV = "HINDSIGHT_RUN_ID"
 
@@ -51,6 +52,7 @@ async def open_client(
     client = Client(
         endpoints, cache, recorder, cell_id=cell_id, run_id=run_id(),
         request=config.get("request"), budget=config.get("budget"), server_log=server_log,
+        servers={**config["servers"], "dir": str(server_dir(config))} if "servers" in config else None,
     )
     try:
         yield client
