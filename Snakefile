@@ -16,6 +16,7 @@ include: "workflow/rules/history.smk"
 include: "workflow/rules/envs.smk"
 include: "workflow/rules/antipersist.smk"
 include: "workflow/rules/calibrator.smk"
+include: "workflow/rules/playbook.smk"
 
 
 onstart:

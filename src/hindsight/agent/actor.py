@@ -53,6 +53,7 @@ class ActorSettings:
     review_max_tokens: int | None = None
     reminder: bool = False                 # Check (Appendix D.1)
     shuffle: str = "per_step"              # Shuffle-All/-Old: per_step | per_episode (views.SHUFFLE_MODES)
+    sample: int = 0                        # sample index of the actor's calls (cache key; added to the endpoint's seed)
 
     def __post_init__(self) -> None:
         if self.max_actions < 1:
@@ -61,6 +62,8 @@ class ActorSettings:
             raise ValueError(f"unknown history format {self.fmt!r} (block | chat)")
         if self.mode not in ("choice", "react"):
             raise ValueError(f"unknown action mode {self.mode!r} (choice | react)")
+        if self.sample < 0:
+            raise ValueError(f"sample must be >= 0, got {self.sample}")
         if self.shuffle not in SHUFFLE_MODES:
             raise ValueError(f"unknown shuffle mode {self.shuffle!r} ({' | '.join(SHUFFLE_MODES)})")
 
@@ -172,7 +175,7 @@ async def run_episode(
         prompt_text = "\n".join(m["content"] for m in msgs)
         try:
             r = await client.complete(
-                s.model, msgs, max_tokens=s.max_output_tokens, purpose="actor",
+                s.model, msgs, sample=s.sample, max_tokens=s.max_output_tokens, purpose="actor",
                 choices=list(shown) if (s.mode == "choice" and shown) else None)
         except CallFailed as exc:
             if not is_context_error(exc):

@@ -178,18 +178,27 @@ def greedy_groups(sims: Any, threshold: float) -> list[list[int]]:
     return groups
 
 
-def grew_by(prev_state: Mapping[str, Any], new_state: Mapping[str, Any]) -> float:
+def _size(state: Mapping[str, Any] | int) -> int:
+    """Lessons in a state (ACE ``lessons``, a cheatsheet's ``entries``) or a count as given."""
+    if isinstance(state, int):
+        return state
+    return len(state["lessons"] if "lessons" in state else state["entries"])
+
+
+def grew_by(prev_state: Mapping[str, Any] | int, new_state: Mapping[str, Any] | int) -> float:
     """Relative growth in lessons from one playbook state to a later one (0.25 = 25 %).
 
-    From an empty playbook, any lesson is infinite growth and none is 0.
+    A state is an ACE or cheatsheet state, or a lesson count.  From an empty playbook, any
+    lesson is infinite growth and none is 0.
     """
-    a, b = len(prev_state["lessons"]), len(new_state["lessons"])
+    a, b = _size(prev_state), _size(new_state)
     if a == 0:
         return math.inf if b > 0 else 0.0
     return (b - a) / a
 
 
-def growth_stops(prev_state: Mapping[str, Any], new_state: Mapping[str, Any], min_growth: float = 0.10) -> bool:
+def growth_stops(prev_state: Mapping[str, Any] | int, new_state: Mapping[str, Any] | int,
+                 min_growth: float = 0.10) -> bool:
     """The paper's stop rule: a pass that grows the playbook by less than ``min_growth``."""
     return grew_by(prev_state, new_state) < min_growth
 

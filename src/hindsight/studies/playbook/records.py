@@ -1,0 +1,76 @@
+"""Declared schemas of the playbook study's Parquet artifacts, and their row builders.
+
+- :data:`PLAYBOOK_SCHEMA`: every pass's playbook of a growth run (one row per lesson and
+  pass, playbook order); ACE lessons carry tag counts, Dynamic Cheatsheet entries a usage
+  count; ``tokens`` by the declared tokenizer (``playbook.tokenizer``).
+- :data:`EPISODE_COLUMNS`: the study's columns on the runner's episode table (which
+  round an episode belongs to, what it was served).
+- :data:`SCORES_SCHEMA`: the candidates' practice scores (what the choice reads).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+import pyarrow as pa
+
+PLAYBOOK_SCHEMA = pa.schema([
+    pa.field("pass", pa.int64(), nullable=False),  # 1-based pass over the training tasks
+    pa.field("position", pa.int64(), nullable=False),  # 0-based place in the playbook
+    pa.field("lesson_id", pa.string(), nullable=False),
+    pa.field("section", pa.string(), nullable=False),  # ACE section slug; "cheatsheet" for DC
+    pa.field("text", pa.string(), nullable=False),
+    pa.field("tokens", pa.int64(), nullable=False),
+    pa.field("helpful", pa.int64()),  # ACE tags (null for DC)
+    pa.field("harmful", pa.int64()),
+    pa.field("neutral", pa.int64()),
+    pa.field("uses", pa.int64()),  # DC usage count (null for ACE)
+])
+
+EPISODE_COLUMNS: tuple[pa.Field, ...] = (
+    pa.field("round", pa.string()),  # growth | practice | choice | eval
+    pa.field("split", pa.string()),  # the task role: train | practice | eval
+    pa.field("candidate", pa.string()),  # what was served (choice / eval); null otherwise
+    pa.field("design_episode", pa.int64()),  # index in the practice or choice design
+    pa.field("inclusion", pa.string()),  # practice round: z0..z{m-1} as a 0/1 string
+    pa.field("served_tokens", pa.int64()),  # lesson tokens served at every step
+    pa.field("growth_pass", pa.int64()),  # growth: the pass
+)
+
+SCORES_SCHEMA = pa.schema([
+    pa.field("candidate", pa.string(), nullable=False),
+    pa.field("episode", pa.int64(), nullable=False),
+    pa.field("task_id", pa.string(), nullable=False),
+    pa.field("episode_id", pa.string(), nullable=False),
+    pa.field("split", pa.string(), nullable=False),
+    pa.field("score", pa.float64(), nullable=False),  # success in [0, 1]
+])
+
+
+def playbook_rows(memory: Any, pass_: int, count_tokens: Callable[[str], int]) -> list[dict[str, Any]]:
+    """One row per lesson of ``memory`` (an ACE playbook or a cheatsheet) after pass ``pass_``."""
+    if memory.kind == "ace_playbook":
+        return [{"pass": pass_, "position": k, "lesson_id": x["id"], "section": x["section"], "text": x["text"],
+                 "tokens": count_tokens(x["text"]), "helpful": x["helpful"], "harmful": x["harmful"],
+                 "neutral": x["neutral"], "uses": None} for k, x in enumerate(memory.lessons)]
+    return [{"pass": pass_, "position": k, "lesson_id": e["id"], "section": "cheatsheet", "text": e["text"],
+             "tokens": count_tokens(e["text"]), "helpful": None, "harmful": None, "neutral": None,
+             "uses": e["uses"]} for k, e in enumerate(memory.entries)]
+
+
+def playbook_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    return pa.Table.from_pylist(list(rows), schema=PLAYBOOK_SCHEMA).to_pandas()
+
+
+def final_playbook(path: str | Path) -> pd.DataFrame:
+    """The last pass's playbook of a growth run (playbook order)."""
+    df = pd.read_parquet(path)
+    missing = set(PLAYBOOK_SCHEMA.names) - set(df.columns)
+    if missing:
+        raise ValueError(f"{path}: not a playbook artifact (missing columns {sorted(missing)}); rebuild it")
+    if df.empty:
+        return df
+    last = df[df["pass"] == df["pass"].max()]
+    return last.sort_values("position").reset_index(drop=True)

@@ -1,0 +1,211 @@
+"""Tables, figures and per-setting records of the playbook study (``results/playbook/``).
+
+Tables (md, csv, tex, html through :mod:`hindsight.report.tables`): Table 1 analogue
+(methods x settings, means, each method's worst gap to No playbook), Table 5 (every
+growth run), Table 10 (what each part adds), Table 2 (long growth, when run), Tables
+12-13 (episodes and tokens spent; tokens served per task).  Figures (png + svg):
+Figure 2 (every run's Whole and curated set against No playbook, per setting) and Figure
+6 (RBC and Best-Full against the number of runs).  Records: per setting, the chosen
+candidates and practice scores, each run's block estimates with their intervals, and the
+blocks with their lesson ids and one example lesson (``records/<setting>.json`` and .md).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from hindsight.files import atomic_write_json, atomic_write_text, save_figure
+from hindsight.report.tables import write_table
+from hindsight.studies.playbook import analysis as an
+
+METHODS = ("No playbook", "Whole", "Best-Full", "RBC-cut", "RBC")
+
+
+def setting_label(key: Sequence[str]) -> str:
+    g, m, e, v = key
+    return f"{v} · {m} · {e}" + ("" if g == "std" else f" · {g}")
+
+
+def _fmt(x: Any) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x:.1f}" if isinstance(x, float) else str(x)
+
+
+def table1(meth: pd.DataFrame) -> pd.DataFrame:
+    """Methods x settings (std growth), the mean, and each method's worst gap to No playbook."""
+    std = meth[meth["growth"] == "std"]
+    if std.empty:
+        return pd.DataFrame()
+    std = std.assign(setting=[setting_label(k) for k in std[list(an.SETTING_KEYS)].itertuples(index=False)])
+    wide = std.pivot_table(index="setting", columns="method", values="score", aggfunc="first")
+    wide = wide.reindex(columns=[m for m in METHODS if m in wide.columns])
+    gaps = wide.sub(wide["No playbook"], axis=0).min()
+    out = wide.reset_index()
+    out.loc[len(out)] = ["mean", *wide.mean().tolist()]
+    out.loc[len(out)] = ["worst gap to No playbook", *gaps.tolist()]
+    return out
+
+
+def _setting_cols(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    df.insert(0, "setting", [setting_label(k) for k in df[list(an.SETTING_KEYS)].itertuples(index=False)])
+    return df.drop(columns=list(an.SETTING_KEYS))
+
+
+def table10(parts: pd.DataFrame) -> pd.DataFrame:
+    std = parts[parts["growth"] == "std"]
+    if std.empty:
+        return pd.DataFrame()
+    std = _setting_cols(std)
+    wide = std.pivot_table(index="setting", columns="part", values="score", aggfunc="first")
+    order = list(dict.fromkeys(std["part"]))
+    wide = wide.reindex(columns=order).reset_index()
+    wide.loc[len(wide)] = ["mean", *wide[order].mean().tolist()]
+    return wide
+
+
+def table2(meth: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Long growth: per setting, lessons and tokens of the runs and the methods' scores."""
+    long = meth[meth["growth"] == "long"]
+    if long.empty:
+        return pd.DataFrame()
+    wide = _setting_cols(long).pivot_table(index="setting", columns="method", values="score", aggfunc="first")
+    size = _setting_cols(runs[runs["growth"] == "long"]).groupby("setting")[["passes", "lessons", "tokens"]].mean()
+    return size.join(wide.reindex(columns=[m for m in METHODS if m in wide.columns])).reset_index()
+
+
+def figure2(runs: pd.DataFrame, paths: Sequence[Path]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    std = runs[runs["growth"] == "std"]
+    labels = list(dict.fromkeys(setting_label(k) for k in std[list(an.SETTING_KEYS)].itertuples(index=False)))
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(labels) + 2), 3.2))
+    for i, lab in enumerate(labels):
+        sub = std[[setting_label(k) == lab for k in std[list(an.SETTING_KEYS)].itertuples(index=False)]]
+        ax.scatter([i - 0.1] * len(sub), sub["whole_vs_none"], marker="o", color="tab:red",
+                   label="Whole (a run)" if i == 0 else None)
+        ax.scatter([i + 0.1] * len(sub), sub["curated_vs_none"], marker="^", color="tab:blue",
+                   label="curated set (a run)" if i == 0 else None)
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("evaluation score − No playbook")
+    ax.set_title("Every growth run against No playbook")
+    if labels:
+        ax.legend(fontsize=7)
+    save_figure(fig, paths)
+    plt.close(fig)
+
+
+def figure6(steps: pd.DataFrame, paths: Sequence[Path]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    std = steps[steps["growth"] == "std"]
+    fig, ax = plt.subplots(figsize=(4.0, 3.0))
+    for method, color in (("RBC", "tab:blue"), ("Best-Full", "tab:orange")):
+        mean = std[std["method"] == method].groupby("runs")["score"].mean()
+        ax.plot(mean.index, mean.values, marker="o", color=color, label=method)
+    ax.set_xlabel("growth runs chosen among (K)")
+    ax.set_ylabel("mean evaluation score")
+    ax.set_xticks(sorted(std["runs"].unique()) if len(std) else [])
+    ax.legend(fontsize=7)
+    ax.set_title("More runs against curating")
+    save_figure(fig, paths)
+    plt.close(fig)
+
+
+def setting_record(key: tuple, choice: dict[str, Any], practice: Sequence[str]) -> dict[str, Any]:
+    runs = []
+    for p in practice:
+        rec = an.read_json(p)
+        runs.append({"run": rec["run"], "blocks": rec["block_lessons"], "blocks_method": rec["blocks"]["method"],
+                     "m_requested": rec["blocks"]["m_requested"], "m": rec["blocks"]["m"],
+                     "estimates": rec["estimates"], "ridge": rec["ridge"], "curated": rec["curated"],
+                     "practice_episodes": rec["episodes"]})
+    return {"setting": dict(zip(an.SETTING_KEYS, key)), "rbc": choice["rbc"], "best_full": choice["best_full"],
+            "rbc_cut": choice["rbc_cut"], "candidates": [{k: c[k] for k in ("name", "tokens", "practice_score")}
+                                                         for c in choice["candidates"]],
+            "choice_episodes": choice["episodes"], "runs": runs}
+
+
+def record_markdown(rec: dict[str, Any]) -> str:
+    s = rec["setting"]
+    lines = [f"# {setting_label((s['growth'], s['model'], s['env'], s['variant']))}", "",
+             f"RBC serves **{rec['rbc']['chosen']}** (practice score {rec['rbc']['score']:.3f} on "
+             f"{rec['choice_episodes']} fresh practice episodes; tied: {', '.join(rec['rbc']['tied'])}); "
+             f"Best-Full serves **{rec['best_full']['chosen']}** ({rec['best_full']['score']:.3f}); "
+             f"RBC-cut serves {rec['rbc_cut']}.", "", "| candidate | tokens | practice score |", "|---|---|---|"]
+    lines += [f"| {c['name']} | {c['tokens']} | {c['practice_score']:.3f} |" for c in rec["candidates"]]
+    for run in rec["runs"]:
+        lines += ["", f"## run {run['run']}: {run['m']} blocks ({run['blocks_method']}, m = {run['m_requested']}), "
+                  f"curated blocks {run['curated']['blocks']} ({run['curated']['served_tokens']} of "
+                  f"{run['curated']['whole_tokens']} tokens, cap {_fmt(run['curated']['cap_tokens'])})", "",
+                  "| block | lessons | tokens | ridge estimate | with − without [95 % interval] | example lesson |",
+                  "|---|---|---|---|---|---|"]
+        est = {e["block"]: e for e in run["estimates"]}
+        for b in run["blocks"]:
+            e = est.get(b["block"], {})
+            iv = (f"{_fmt(e.get('diff'))} [{_fmt(e.get('lo'))}, {_fmt(e.get('hi'))}]" if e else "—")
+            lines.append(f"| {b['block']} | {', '.join(b['lesson_ids'])} | {b['tokens']} | "
+                         f"{e.get('estimate', float('nan')):+.3f} | {iv} | {b['example'][:160]} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(*, growth: Sequence[str], playbooks: Sequence[str], practice: Sequence[str], choice: Sequence[str],
+                 evals: Sequence[str], calls: Sequence[str], tables_dir: str, figures_dir: str,
+                 out_index: str) -> None:
+    """Every table, figure and record, then the index that links them."""
+    tdir, fdir = Path(tables_dir), Path(figures_dir)
+    cands = an.candidate_scores(evals)
+    choices = {an.setting_of(p): an.read_json(p) for p in choice}
+    meth, runs = an.methods(choices, cands), an.growth_runs(growth, practice, cands)
+    parts, steps = an.parts(choices, cands), an.by_runs(choices, cands)
+    cost = an.costs(growth, practice, choice, choices, cands)
+    written = []
+    tables = {
+        "table1_methods": (table1(meth), "Evaluation score (0-100) per method and setting; last rows: the mean and "
+                           "each method's worst gap to No playbook."),
+        "table5_growth_runs": (_setting_cols(runs), "Every growth run: passes, lessons, tokens, Whole and curated "
+                               "set against No playbook (evaluation scores)."),
+        "table10_parts": (table10(parts), "What each part adds: curate one run, choose alone, both on one run, "
+                          "both over K runs."),
+        "table12_13_costs": (_setting_cols(cost), "Episodes and model tokens each method spends before serving "
+                             "(growth incl. Reflector/Curator calls, practice, candidate scoring), and lesson "
+                             "tokens served per task."),
+        "candidates": (_setting_cols(cands), "Every candidate's evaluation score."),
+    }
+    t2 = table2(meth, runs)
+    if not t2.empty:
+        tables["table2_long_growth"] = (t2, "Long growth (10 passes, no early stop): size and methods' scores.")
+    for stem, (df, caption) in tables.items():
+        write_table(df, tdir / stem, caption=caption, float_format=lambda x: f"{x:.1f}")
+        written.append(stem)
+    figure2(runs, [fdir / "figure2_runs.png", fdir / "figure2_runs.svg"])
+    figure6(steps, [fdir / "figure6_runs.png", fdir / "figure6_runs.svg"])
+    prac = an.by_setting(practice)
+    rec_links = []
+    for key, ch in sorted(choices.items()):
+        rec = setting_record(key, ch, prac.get(key, []))
+        stem = "__".join(key)
+        atomic_write_json(tdir / "records" / f"{stem}.json", rec)
+        atomic_write_text(tdir / "records" / f"{stem}.md", record_markdown(rec))
+        rec_links.append(f"- [{setting_label(key)}](records/{stem}.md)")
+    index = ["# Playbook curation: tables", "",
+             "Scores are 0-100: success averaged over seeds per task, then over tasks (evaluation tasks).", ""]
+    index += [f"- [{stem}]({stem}.md)" for stem in written]
+    index += ["", "Figures: [Figure 2](../figures/figure2_runs.svg), [Figure 6](../figures/figure6_runs.svg)", "",
+              "Per-setting records:", *rec_links]
+    if not np.isfinite(cands["score"]).all() if len(cands) else False:
+        index += ["", "Some candidates have no evaluation episode (score shown as —)."]
+    atomic_write_text(out_index, "\n".join(index) + "\n")

@@ -1,0 +1,202 @@
+"""What ``workflow/rules/playbook.smk`` asks of the config: settings, paths, the config slice
+of each job (never a key), the source files of each part, and the checks before any job.
+
+Every value comes from the ``playbook:`` section of the config (``config/config.yaml``;
+the schema marks every key required): this module holds no second default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from hindsight.config import ConfigError
+from hindsight.studies.playbook.design import GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
+
+PARTS = ("growth", "practice", "choice", "eval", "report")
+ENVS = ("alfworld", "appworld")
+NOT_CODE = ("hindsight.config", "hindsight.files", "hindsight.llm", "hindsight.rule_entry", "hindsight.testing")
+ROOT = "results/playbook"
+
+
+class PlaybookWorkflow:
+    """The playbook section of one config, resolved (``endpoint`` maps a name to its params)."""
+
+    def __init__(self, config: Mapping[str, Any], models: Mapping[str, Any],
+                 endpoint: Callable[[str], Mapping[str, Any]]) -> None:
+        if "playbook" not in config:
+            raise ConfigError("config key playbook: missing; copy the playbook section of config/config.yaml "
+                              "(every key is required)")
+        self.config, self.models_registry, self.endpoint = config, models, endpoint
+        self.p = dict(config["playbook"])
+        self.enabled = bool(self.p["enabled"])
+        self.models = list(self.p["models"] or config["panel"])
+        self.envs = list(self.p["envs"])
+        self.growths = ["std", "long"] if self.p["long_growth"] else ["std"]
+        self.runs = int(self.p["growth"]["runs"])
+        self.roles = dict(config["roles"])
+        if self.enabled:
+            self.check()
+
+    # -- checks ----------------------------------------------------------------
+    def check(self) -> None:
+        p, src = self.p, "config key playbook"
+        for env in self.envs:
+            if env not in ENVS:
+                raise ConfigError(f"{src}.envs: {env!r} is not one of {', '.join(ENVS)}")
+            source = self.config["envs"][env]["source"]
+            roles = (p["splits"].get(env) or {}).get(source)
+            if not isinstance(roles, Mapping) or set(roles) != set(ROLES):
+                raise ConfigError(f"{src}.splits.{env}.{source}: expected a mapping of {', '.join(ROLES)} to task-table "
+                                  f"splits (envs.{env}.source is {source!r}); add it")
+        for pair in p["exclude"]:
+            m, _, e = str(pair).partition(":")
+            if not e or e not in ENVS:
+                raise ConfigError(f"{src}.exclude: {pair!r} is not '<model>:<env>' with env one of {', '.join(ENVS)}")
+        for s in p["systems"]:
+            if s not in ("ace", "dc"):
+                raise ConfigError(f"{src}.systems: {s!r} is not one of ace, dc")
+        for f in p["appworld_feedback"]:
+            if f not in ("pass_fail", "unit_tests"):
+                raise ConfigError(f"{src}.appworld_feedback: {f!r} is not one of pass_fail, unit_tests")
+        for m in self.models:
+            if m not in self.models_registry:
+                raise ConfigError(f"{src}.models (or panel): endpoint '{m}' is not in the registry "
+                                  f"({self.config['models_file']}); add an entry there or remove the name")
+        for role in ("reflector", "curator", "embedder"):
+            name = self.roles.get(role)
+            if name is None:
+                raise ConfigError(f"config key roles.{role}: the playbook study needs it; add `roles: {{{role}: "
+                                  "<endpoint>}}` (default in config/config.yaml)")
+            if name not in self.models_registry:
+                raise ConfigError(f"config key roles.{role}: endpoint '{name}' is not in the registry")
+        if self.models_registry[self.roles["embedder"]].task != "embed":
+            raise ConfigError(f"config key roles.embedder: endpoint '{self.roles['embedder']}' is not an embedding "
+                              "endpoint (task: embed); name one, e.g. minilm")
+        if p["tokenizer"] not in TOKENIZERS:
+            raise ConfigError(f"{src}.tokenizer: {p['tokenizer']!r} is not one of {', '.join(TOKENIZERS)}")
+        g, meas = p["growth"], p["measurement"]
+        positive = {"growth.runs": g["runs"], "growth.train_tasks": g["train_tasks"],
+                    "growth.batch_size": g["batch_size"], "growth.max_passes": g["max_passes"],
+                    "growth.long_passes": g["long_passes"], "measurement.blocks": meas["blocks"],
+                    "measurement.episodes": meas["episodes"], "choice.episodes": p["choice"]["episodes"],
+                    "evaluation.tasks": p["evaluation"]["tasks"], "evaluation.seeds": p["evaluation"]["seeds"],
+                    "in_flight": p["in_flight"], "actor.max_actions": p["actor"]["max_actions"]}
+        for key, v in positive.items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{src}.{key}: expected an integer >= 1, got {v!r}")
+        if not isinstance(meas["practice_tasks"], int) or meas["practice_tasks"] < 2:
+            raise ConfigError(f"{src}.measurement.practice_tasks: the estimate leaves one task out, so it needs "
+                              f"at least 2 practice tasks, got {meas['practice_tasks']!r}")
+        if not 0 < float(meas["budget"]) <= 1:
+            raise ConfigError(f"{src}.measurement.budget: a fraction of the whole playbook's tokens in (0, 1], "
+                              f"got {meas['budget']!r}")
+        if not 0 < float(meas["p"]) < 1:
+            raise ConfigError(f"{src}.measurement.p: an inclusion probability in (0, 1), got {meas['p']!r}")
+
+    # -- settings and paths ----------------------------------------------------
+    def variants(self, env: str) -> list[str]:
+        return variants_for(env, self.p["systems"], self.p["appworld_feedback"])
+
+    def settings(self) -> list[tuple[str, str, str, str]]:
+        """(growth, model, env, variant) of every setting (less ``playbook.exclude``'s model:env pairs)."""
+        skip = {str(x) for x in self.p["exclude"]}
+        return [(g, m, e, v) for g in self.growths for m in self.models for e in self.envs for v in self.variants(e)
+                if f"{m}:{e}" not in skip]
+
+    def role(self, role: str, model: str) -> str:
+        """The endpoint of ``role`` (reflector, curator) in ``model``'s settings: ``model`` itself
+        when ``playbook.roles_from_model`` (the paper: each model plays every role), else ``roles.<role>``."""
+        return model if self.p["roles_from_model"] and role in ("reflector", "curator") else self.roles[role]
+
+    @staticmethod
+    def base(growth: str, model: str, env: str, variant: str) -> str:
+        return f"{ROOT}/{growth}/{model}/{env}/{variant}"
+
+    def candidates(self) -> list[str]:
+        """Candidate names in path form, RBC's order: curated per run, whole per run, none."""
+        runs = range(1, self.runs + 1)
+        return [f"curated-run{k}" for k in runs] + [f"whole-run{k}" for k in runs] + ["none"]
+
+    def run_paths(self, wc: Any, kind: str) -> list[str]:
+        b = self.base(wc.growth, wc.model, wc.env, wc.variant)
+        suffix = {"playbooks": "growth/run{k}.playbooks.parquet", "growth": "growth/run{k}.json",
+                  "practice": "practice/run{k}.json"}[kind]
+        return [f"{b}/{suffix.format(k=k)}" for k in range(1, self.runs + 1)]
+
+    def report_inputs(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {"growth": [], "playbooks": [], "practice": [], "choice": [], "eval": [],
+                                     "calls": []}
+        for g, m, e, v in self.settings():
+            b = self.base(g, m, e, v)
+            for k in range(1, self.runs + 1):
+                out["growth"].append(f"{b}/growth/run{k}.json")
+                out["playbooks"].append(f"{b}/growth/run{k}.playbooks.parquet")
+                out["practice"].append(f"{b}/practice/run{k}.json")
+                out["calls"] += [f"{b}/growth/run{k}.calls.parquet", f"{b}/practice/run{k}.calls.parquet"]
+            out["choice"].append(f"{b}/choice.json")
+            out["calls"].append(f"{b}/choice.calls.parquet")
+            out["eval"] += [f"{b}/eval/{c}.parquet" for c in self.candidates()]
+            out["calls"] += [f"{b}/eval/{c}.calls.parquet" for c in self.candidates()]
+        return out
+
+    def final_targets(self) -> list[str]:
+        if not (self.enabled and self.settings()):
+            return []
+        return [f"{ROOT}/tables/index.md"]
+
+    # -- job slices ------------------------------------------------------------
+    def splits(self, env: str) -> dict[str, str]:
+        return {r: str(self.p["splits"][env][self.config["envs"][env]["source"]][r]) for r in ROLES}
+
+    def cell(self, part: str, model: str, env: str) -> dict[str, Any]:
+        """Everything of the config that determines one job's output."""
+        if part not in PARTS[:4]:
+            raise ValueError(f"playbook: unknown part {part!r}")
+        p = self.p
+        cell: dict[str, Any] = {
+            "seed": p["seed"], "splits": self.splits(env), "env_options": dict(p["env_options"].get(env) or {}),
+            "in_flight": p["in_flight"], "actor": dict(p["actor"]), "endpoint": self.endpoint(model),
+            "measurement": {"practice_tasks": p["measurement"]["practice_tasks"]},
+        }
+        if part == "growth":
+            roles = {r: self.role(r, model) for r in ("reflector", "curator", "embedder")}
+            cell.update(growth=dict(p["growth"]), tokenizer=p["tokenizer"], roles=roles,
+                        role_endpoints={r: self.endpoint(n) for r, n in roles.items()})
+        if part == "practice":
+            cell.update(measurement=dict(p["measurement"]), roles={"embedder": self.roles["embedder"]},
+                        role_endpoints={"embedder": self.endpoint(self.roles["embedder"])})
+        if part == "choice":
+            cell["choice"] = dict(p["choice"])
+        if part == "eval":
+            cell["evaluation"] = dict(p["evaluation"])
+        return cell
+
+    def prompt_files(self) -> list[str]:
+        from hindsight.memory.ace import PROMPT_FILES as ACE
+        from hindsight.memory.cheatsheet import PROMPT_FILES as DC
+
+        return [f"{self.p['prompts_dir']}/{f}" for f in (*ACE, *DC)]
+
+    def actor_prompt_files(self) -> list[str]:
+        from hindsight.agent.prompts import PROMPT_FILES
+
+        return [f"{self.p['actor_prompts_dir']}/{f}" for f in PROMPT_FILES]
+
+    @staticmethod
+    def code(part: str) -> list[str]:
+        """Source files that determine a part's outputs (an edit reruns it; the cache replays)."""
+        from hindsight.sources import source_files
+
+        if part not in PARTS:
+            raise ValueError(f"playbook: unknown part {part!r}; known: {', '.join(PARTS)}")
+        module = {"growth": "growth", "practice": "practice", "choice": "choice", "eval": "evaluate",
+                  "report": "report"}[part]
+        return source_files([f"hindsight.studies.playbook.{module}"], exclude=NOT_CODE)
+
+    def api(self, model: str) -> int:
+        return max(1, min(int(self.p["in_flight"]), int(self.models_registry[model].max_concurrency)))
+
+    def alternatives(self, kind: str) -> str:
+        values = {"growth": list(GROWTHS), "variant": list(VARIANTS), "env": self.envs,
+                  "candidate": self.candidates()}[kind]
+        return "|".join(v.replace("-", r"\-") for v in values) or "NONE"

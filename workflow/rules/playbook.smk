@@ -1,0 +1,150 @@
+# Playbook curation (issue 9; docs/playbook.md): one job per growth run, per practice
+# round, per candidate scoring and per evaluated candidate of every setting
+# (growth recipe x model x benchmark x system variant), then tables and figures.
+# Logic lives in src/hindsight/studies/playbook/ (slices, code lists and targets:
+# studies/playbook/workflow.py, PLAYBOOK below); the scripts only pass snakemake.* on.
+
+from hindsight.studies.playbook.workflow import PlaybookWorkflow  # noqa: E402
+
+try:
+    PLAYBOOK = PlaybookWorkflow(config, MODELS, get_endpoint_params)
+except ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
+
+
+wildcard_constraints:
+    growth=PLAYBOOK.alternatives("growth"),
+    variant=PLAYBOOK.alternatives("variant"),
+    k=r"\d+",
+
+
+rule playbook_growth:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        prompts=PLAYBOOK.prompt_files(),
+        actor_prompts=PLAYBOOK.actor_prompt_files(),
+        code=PLAYBOOK.code("growth"),
+    output:
+        playbooks="results/playbook/{growth}/{model}/{env}/{variant}/growth/run{k}.playbooks.parquet",
+        episodes="results/playbook/{growth}/{model}/{env}/{variant}/growth/run{k}.parquet",
+        steps="results/playbook/{growth}/{model}/{env}/{variant}/growth/run{k}.steps.parquet",
+        calls="results/playbook/{growth}/{model}/{env}/{variant}/growth/run{k}.calls.parquet",
+        record="results/playbook/{growth}/{model}/{env}/{variant}/growth/run{k}.json",
+    log:
+        "logs/playbook/{growth}/{model}/{env}/{variant}/growth/run{k}.log",
+    wildcard_constraints:
+        env=PLAYBOOK.alternatives("env"),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: PLAYBOOK.api(wc.model),
+    params:
+        cell=lambda wc: PLAYBOOK.cell("growth", wc.model, wc.env),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+    script:
+        "../scripts/playbook_growth.py"
+
+
+rule playbook_practice:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        playbooks="results/playbook/{growth}/{model}/{env}/{variant}/growth/run{k}.playbooks.parquet",
+        actor_prompts=PLAYBOOK.actor_prompt_files(),
+        code=PLAYBOOK.code("practice"),
+    output:
+        record="results/playbook/{growth}/{model}/{env}/{variant}/practice/run{k}.json",
+        blocks="results/playbook/{growth}/{model}/{env}/{variant}/practice/run{k}.blocks.parquet",
+        design="results/playbook/{growth}/{model}/{env}/{variant}/practice/run{k}.design.parquet",
+        estimates="results/playbook/{growth}/{model}/{env}/{variant}/practice/run{k}.estimates.parquet",
+        episodes="results/playbook/{growth}/{model}/{env}/{variant}/practice/run{k}.parquet",
+        steps="results/playbook/{growth}/{model}/{env}/{variant}/practice/run{k}.steps.parquet",
+        calls="results/playbook/{growth}/{model}/{env}/{variant}/practice/run{k}.calls.parquet",
+    log:
+        "logs/playbook/{growth}/{model}/{env}/{variant}/practice/run{k}.log",
+    wildcard_constraints:
+        env=PLAYBOOK.alternatives("env"),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: PLAYBOOK.api(wc.model),
+    params:
+        cell=lambda wc: PLAYBOOK.cell("practice", wc.model, wc.env),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+    script:
+        "../scripts/playbook_practice.py"
+
+
+rule playbook_choice:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        playbooks=lambda wc: PLAYBOOK.run_paths(wc, "playbooks"),
+        practice=lambda wc: PLAYBOOK.run_paths(wc, "practice"),
+        actor_prompts=PLAYBOOK.actor_prompt_files(),
+        code=PLAYBOOK.code("choice"),
+    output:
+        record="results/playbook/{growth}/{model}/{env}/{variant}/choice.json",
+        scores="results/playbook/{growth}/{model}/{env}/{variant}/choice.scores.parquet",
+        episodes="results/playbook/{growth}/{model}/{env}/{variant}/choice.parquet",
+        steps="results/playbook/{growth}/{model}/{env}/{variant}/choice.steps.parquet",
+        calls="results/playbook/{growth}/{model}/{env}/{variant}/choice.calls.parquet",
+    log:
+        "logs/playbook/{growth}/{model}/{env}/{variant}/choice.log",
+    wildcard_constraints:
+        env=PLAYBOOK.alternatives("env"),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: PLAYBOOK.api(wc.model),
+    params:
+        cell=lambda wc: PLAYBOOK.cell("choice", wc.model, wc.env),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+    script:
+        "../scripts/playbook_choice.py"
+
+
+rule playbook_eval:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        choice="results/playbook/{growth}/{model}/{env}/{variant}/choice.json",
+        playbooks=lambda wc: PLAYBOOK.run_paths(wc, "playbooks"),
+        actor_prompts=PLAYBOOK.actor_prompt_files(),
+        code=PLAYBOOK.code("eval"),
+    output:
+        episodes="results/playbook/{growth}/{model}/{env}/{variant}/eval/{candidate}.parquet",
+        steps="results/playbook/{growth}/{model}/{env}/{variant}/eval/{candidate}.steps.parquet",
+        calls="results/playbook/{growth}/{model}/{env}/{variant}/eval/{candidate}.calls.parquet",
+    log:
+        "logs/playbook/{growth}/{model}/{env}/{variant}/eval/{candidate}.log",
+    wildcard_constraints:
+        env=PLAYBOOK.alternatives("env"),
+        candidate=PLAYBOOK.alternatives("candidate"),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: PLAYBOOK.api(wc.model),
+    params:
+        cell=lambda wc: PLAYBOOK.cell("eval", wc.model, wc.env),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+    script:
+        "../scripts/playbook_eval.py"
+
+
+rule playbook_report:
+    input:
+        unpack(lambda wc: {**PLAYBOOK.report_inputs(), "code": PLAYBOOK.code("report")}),
+    output:
+        index="results/playbook/tables/index.md",
+    log:
+        "logs/playbook/report.log",
+    conda:
+        CONDA_ENV
+    params:
+        long_growth=PLAYBOOK.p["long_growth"],
+        tables_dir=lambda w, output: os.path.dirname(output.index),
+        figures_dir="results/playbook/figures",
+    script:
+        "../scripts/playbook_report.py"
+
+
+enable_study(PLAYBOOK)

@@ -1,0 +1,12 @@
+"""Rule playbook_choice: candidate scoring, RBC and Best-Full (workflow/rules/playbook.smk)."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.playbook.choice import choice_run
+
+s = snakemake  # noqa: F821
+w = s.wildcards
+run_rule(s, lambda: choice_run(
+    s.config, model=w.model, env=w.env, variant=w.variant, growth=w.growth, cell=s.params.cell,
+    actor_prompts_dir=s.params.actor_prompts_dir, tasks_path=s.input.tasks, playbooks=list(s.input.playbooks),
+    practice_records=list(s.input.practice), out_scores=s.output.scores, out_episodes=s.output.episodes,
+    out_steps=s.output.steps, out_calls=s.output.calls, out_record=s.output.record))

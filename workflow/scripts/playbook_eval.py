@@ -1,0 +1,12 @@
+"""Rule playbook_eval: one candidate on the evaluation tasks (workflow/rules/playbook.smk)."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.playbook.evaluate import eval_run
+
+s = snakemake  # noqa: F821
+w = s.wildcards
+run_rule(s, lambda: eval_run(
+    s.config, model=w.model, env=w.env, variant=w.variant, growth=w.growth, candidate=w.candidate,
+    cell=s.params.cell, actor_prompts_dir=s.params.actor_prompts_dir, tasks_path=s.input.tasks,
+    choice_path=s.input.choice, playbooks=list(s.input.playbooks), out_episodes=s.output.episodes,
+    out_steps=s.output.steps, out_calls=s.output.calls))

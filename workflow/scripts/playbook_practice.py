@@ -1,0 +1,12 @@
+"""Rule playbook_practice: one practice round (workflow/rules/playbook.smk)."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.playbook.practice import practice_run
+
+s = snakemake  # noqa: F821
+w = s.wildcards
+run_rule(s, lambda: practice_run(
+    s.config, model=w.model, env=w.env, variant=w.variant, growth=w.growth, run=int(w.k), cell=s.params.cell,
+    actor_prompts_dir=s.params.actor_prompts_dir, tasks_path=s.input.tasks, playbooks_path=s.input.playbooks,
+    out_blocks=s.output.blocks, out_design=s.output.design, out_estimates=s.output.estimates,
+    out_episodes=s.output.episodes, out_steps=s.output.steps, out_calls=s.output.calls, out_record=s.output.record))

@@ -1,0 +1,11 @@
+"""Rule playbook_report: tables, figures and per-setting records (workflow/rules/playbook.smk)."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.playbook.report import write_report
+
+s = snakemake  # noqa: F821
+i = s.input
+run_rule(s, lambda: write_report(
+    growth=list(i.growth), playbooks=list(i.playbooks), practice=list(i.practice), choice=list(i.choice),
+    evals=list(i.eval), calls=list(i.calls), tables_dir=s.params.tables_dir, figures_dir=s.params.figures_dir,
+    out_index=s.output.index))
