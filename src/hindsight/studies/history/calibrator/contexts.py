@@ -44,7 +44,7 @@ class Context:
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> "Context":
         hist = tuple(Entry(o, a) for o, a in json.loads(r["history"]))
-        nxt = json.loads(r["next_actions"]) if r["next_actions"] is not None else None
+        nxt = json.loads(r["next_actions"]) if isinstance(r["next_actions"], str) else None
         return cls(r["context_id"], r["source_model"], r["env"], r["task_id"], r["episode_id"], r["task"],
                    int(r["step"]), hist, r["action"], r["observation"], tuple(nxt) if nxt is not None else None)
 
@@ -82,7 +82,7 @@ def eligible(model: str, env: str, episodes: pd.DataFrame, steps: pd.DataFrame) 
             if bool(cur["done"]) or int(nxt["step"]) != int(cur["step"]) + 1:
                 continue
             hist = tuple(Entry(r["obs_before"], r["action"]) for r in rows[: i + 1])
-            shown = json.loads(nxt["shown_actions"]) if nxt["shown_actions"] is not None else None
+            shown = json.loads(nxt["shown_actions"]) if isinstance(nxt["shown_actions"], str) else None
             cid = f"{model}/{env}/{ep_id.rsplit('/', 1)[-1]}/{int(cur['step'])}"
             out.append(Context(cid, model, env, str(cur["task_id"]), str(ep_id), str(tasks[ep_id]),
                                int(cur["step"]), hist, str(cur["action"]), str(cur["observation"]),
