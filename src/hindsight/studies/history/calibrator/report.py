@@ -66,7 +66,7 @@ def success_rows(frames: Mapping[str, pd.DataFrame], labels: Mapping[str, str]) 
             k, n = int(g["won"].sum()), len(g)
             ci = wilson_interval(k, n)
             rows.append({"Condition": labels[cond], "Model": m, "Environment": e, "Successes": k, "Episodes": n,
-                         "Success (%)": 100 * ci.estimate, "Low (%)": 100 * ci.low, "High (%)": 100 * ci.high})
+                         "Success (%)": 100 * ci.estimate, "Low (%)": 100 * ci.lo, "High (%)": 100 * ci.hi})
     return pd.DataFrame(rows)
 
 

@@ -1,0 +1,81 @@
+"""The calibrator's tables on planted data: Figure 10's improved / degraded rates recover a
+planted effect and a null per recipient actor; Table 8's success rates, pools and Wilson
+intervals; Calibrator rows labelled by their endpoint as an untrained stand-in unless a
+trained checkpoint is declared; the label statistics count what the labels hold."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from hindsight.agent.records import table
+from hindsight.files import write_parquet
+from hindsight.studies.history.calibrator.dataset import DATASET_SCHEMA
+from hindsight.studies.history.calibrator.report import next_action_rates, success_rows, write_report
+from hindsight.studies.history.calibrator.schemas import LABEL_SCHEMA
+
+
+def pairs(rng, n: int, p_win: float, p_loss: float) -> pd.DataFrame:
+    u = rng.random(n)
+    out = np.where(u < p_win, "win", np.where(u < p_win + p_loss, "loss", "tie"))
+    ident = (out == "tie") & (rng.random(n) < 0.5)
+    return pd.DataFrame({"outcome": out, "identical": ident})
+
+
+def test_figure10_rates_recover_a_planted_effect_and_a_null():
+    rng = np.random.default_rng(0)
+    r = next_action_rates({"helped": pairs(rng, 4000, 0.30, 0.10), "null": pairs(rng, 4000, 0.15, 0.15)})
+    r = r.set_index("Actor")
+    assert abs(r.loc["helped", "Improved (%)"] - 30) < 2 and abs(r.loc["helped", "Degraded (%)"] - 10) < 2
+    assert abs(r.loc["null", "Improved (%)"] - r.loc["null", "Degraded (%)"]) < 3
+    assert r.loc["Overall", "Comparisons"] == 8000
+    assert abs(r.loc["Overall", "Improved (%)"] - 22.5) < 2
+
+
+def test_success_rows_pool_by_actor_environment_and_overall():
+    df = pd.DataFrame({"model": ["a", "a", "b", "b"], "env": ["x", "y", "x", "y"], "won": [1, 0, 1, 1]})
+    s = success_rows({"raw": df}, {"raw": "Raw"}).set_index(["Model", "Environment"])
+    assert s.loc[("all", "all"), "Successes"] == 3 and s.loc[("all", "all"), "Episodes"] == 4
+    assert s.loc[("a", "all"), "Success (%)"] == 50 and s.loc[("all", "x"), "Success (%)"] == 100
+    assert s.loc[("all", "x"), "High (%)"] == 100 and s.loc[("all", "x"), "Low (%)"] < 100
+
+
+def test_report_labels_the_calibrator_rows_and_counts_the_labels(tmp_path):
+    rows = [{"context_id": f"c{i}", "source_model": "a", "env": "x", "decision": d, "experience": e,
+             "screened": s, "screen_passed": p, "n_actors": n, "n_up": u, "n_down": dn, "n_tie": n - u - dn,
+             "n_tie_no_judge": 0, "q": q, "target_full": tf, "target_screen_only": ts}
+            for i, (d, e, s, p, n, u, dn, q, tf, ts) in enumerate([
+                ("NOUPDATE", None, False, False, 0, 0, 0, None, "NOUPDATE", "NOUPDATE"),
+                ("CALIBRATE", "E1", True, False, 0, 0, 0, None, "NOUPDATE", "NOUPDATE"),
+                ("CALIBRATE", "E2", True, True, 1, 1, 0, 1, "CALIBRATE", "CALIBRATE"),
+                ("CALIBRATE", "E3", True, True, 1, 0, 1, -1, "NOUPDATE", "CALIBRATE"),
+                ("INVALID", None, False, False, 0, 0, 0, None, None, None)])]
+    write_parquet(table(rows, LABEL_SCHEMA), tmp_path / "labels.parquet")
+    pd.DataFrame({"context_id": ["c2", "c3"], "outcome": ["win", "loss"], "identical": [False, False]}) \
+        .to_parquet(tmp_path / "a.parquet")
+    for v, ds in (("full", ["NOUPDATE", "NOUPDATE", "CALIBRATE", "NOUPDATE"]),
+                  ("screen_only", ["NOUPDATE", "NOUPDATE", "CALIBRATE", "CALIBRATE"])):
+        write_parquet(table([{"context_id": f"c{i}", "variant": v, "decision": d, "target": "{}", "prompt": "[]"}
+                             for i, d in enumerate(ds)], DATASET_SCHEMA), tmp_path / f"{v}.parquet")
+    roll = {}
+    for c, won in (("raw", [0, 1]), ("causal", [1, 1]), ("calibrator", [1, 0])):
+        p = tmp_path / f"{c}.ep.parquet"
+        pd.DataFrame({"model": ["a", "a"], "env": ["x", "y"], "won": won}).to_parquet(p)
+        roll[c] = [str(p)]
+    kw = dict(labels=str(tmp_path / "labels.parquet"), compare=[str(tmp_path / "a.parquet")],
+              datasets=[str(tmp_path / "full.parquet"), str(tmp_path / "screen_only.parquet")], sft=[],
+              rollouts=roll, calibrator="smollm2", trained={}, tables_dir=str(tmp_path / "t"),
+              figures_dir=str(tmp_path / "f"), index_path=str(tmp_path / "t/index.md"))
+    write_report(**kw)
+    t8 = pd.read_csv(tmp_path / "t/table8_success.csv")
+    assert set(t8["Condition"]) == {"Raw", "Causal Transition", "Calibrator (untrained stand-in: smollm2)"}
+    assert "untrained stand-in: smollm2" in (tmp_path / "t/table8_success.md").read_text()
+    stats = pd.read_csv(tmp_path / "t/label_stats.csv").set_index("Statistic")["Value"]
+    assert stats["generator_noupdate"] == "1" and stats["generator_invalid"] == "1"
+    assert stats["screen_failed"] == "1" and stats["full_calibrate"] == "1" and stats["screen_only_calibrate"] == "2"
+    assert json.loads(stats["q_distribution"]) == {"-1": 1, "1": 1}
+    assert "differ on 1 contexts" in (tmp_path / "t/table9_variants.md").read_text()
+    for f in ("figure10_next_action.png", "figure7_success.png"):
+        assert (tmp_path / "f" / f).stat().st_size > 1000
