@@ -3,9 +3,9 @@
 The anti-persistence paper's mode selector (its "Mode choice" paragraph; the arms there
 are the synthesis modes none / imitation / strategic / corrective), written generically:
 it receives context vectors as arrays and never calls a model.  Its state is the
-**outcome log**, plain JSON (one entry per finished round of feedback: arm, raw success,
-extra calls, cost-adjusted reward, round, a caller's key), so it snapshots with the
-memory that owns it.
+**outcome log**, plain JSON (one entry per finished episode, in stream order: arm, raw
+success, extra calls, cost-adjusted reward, round, a caller's key and fields), so it
+snapshots with the memory that owns it.
 
 Rule of :meth:`KNNBandit.choose` for one task with context vector ``q`` (settings in
 brackets, the paper's defaults):
