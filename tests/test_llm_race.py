@@ -1,10 +1,11 @@
-"""Concurrent cells that send the same requests: the first stored reply wins across processes.
+"""Concurrent cells that send the same requests: one paid call per key, one reply for all.
 
 Two processes (as two Snakemake jobs are) share one cache and send the same requests at
 the same moment to a loopback endpoint that samples (a different reply on every call),
-so both miss the cache and both pay.  Each cell must go on with the reply that was
-stored first, so the two cells' records equal the cache's entries and a rerun of either
-cell replays them byte for byte.
+so both miss the cache.  Each key is claimed before it is called: the endpoint sees one
+call per key, the other cell waits for the stored reply, both cells' records equal the
+cache's entries, and a rerun of either cell replays them byte for byte.  Claims whose
+owner is gone are taken over; first-stored-wins stays as the backstop.
 """
 
 from __future__ import annotations
@@ -65,12 +66,15 @@ def test_racing_cells_keep_the_first_stored_reply(loopback, make_config, tmp_pat
     cfg = make_config(srv, max_concurrency=64, price=(1.0, 2.0))
     counts = _cells(cfg, tmp_path, "go")
 
-    # the race happened: both cells missed the cache and paid for every request
-    assert srv.stats.completions == 2 * N
-    assert counts == {"a": {"fresh": N, "hits": 0}, "b": {"fresh": N, "hits": 0}}
+    # both cells missed the cache, and each key was paid for once: the cell that claimed it
+    # called, the other waited for its stored reply
+    assert srv.stats.completions == N
+    assert counts["a"]["fresh"] + counts["b"]["fresh"] == N
+    assert all(c["fresh"] + c["hits"] == N for c in counts.values())
     cache = Cache(cfg["cache"]["path"])
     stored = {r["call_id"]: r for r in cache.records()}
-    assert sum(row[1] for row in cache.totals()) == 2 * N  # both calls of a key are in the ledger
+    assert sum(row[1] for row in cache.totals()) == N  # one paid call per key in the ledger
+    assert cache._db.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0  # every claim cleared
     cache.close()
     assert len(stored) == N
 
@@ -81,7 +85,6 @@ def test_racing_cells_keep_the_first_stored_reply(loopback, make_config, tmp_pat
         assert ra["cell_id"] == "race/a" and rb["cell_id"] == "race/b"
         assert {**ra, "cell_id": ""} == {**rb, "cell_id": ""}  # the same reply, timing included
         assert {**ra, "cell_id": ""} == {**stored[ra["call_id"]], "cell_id": ""}  # and it is the stored one
-    # each key's entry came from whichever cell committed first: both won some races
     assert len({r["response_text"] for r in a}) == N
     # the journals say the same as the records
     journals = Path(cfg["cache"]["path"]).parent.parent / "records"
@@ -136,3 +139,42 @@ def test_a_cache_written_before_run_ids_is_migrated(tmp_path):
     assert cache.store("k", _record("b", "fresh"), "run-9")["response_text"] == "fresh"
     cache.close()
     assert Cache(path).get("k")["response_text"] == "fresh"
+
+
+def test_a_claim_makes_the_second_caller_wait_and_a_gone_owner_is_taken_over(tmp_path):
+    import os
+    import socket
+    import time
+
+    c = Cache(tmp_path / "c.sqlite")
+    assert c.claim("k", "a", stale_s=60) is True
+    assert c.claim("k", "a", stale_s=60) is True       # its owner may claim again (a retry)
+    assert c.claim("k", "b", stale_s=60) is False      # a live owner: wait
+    c.store("k", _record("a", "reply"), "run-1")        # storing clears the claim
+    assert c.claim("k", "b", stale_s=60)["response_text"] == "reply"
+    assert not c.held("k")
+    # a failed call gives its claim back
+    assert c.claim("f", "a", stale_s=60) is True
+    c.release("f", "a")
+    assert c.claim("f", "b", stale_s=60) is True
+    # an owner on this host whose process is gone (SIGKILLed) is taken over at once
+    dead = 2 ** 22 + 12345
+    while True:
+        try:
+            os.kill(dead, 0)
+            dead += 1
+        except ProcessLookupError:
+            break
+    host = socket.gethostname()
+    c._db.execute("INSERT INTO claims VALUES ('d', 'ghost', ?, ?, ?)", (host, dead, time.time()))
+    assert c.claim("d", "b", stale_s=3600) is True
+    # an owner on another host is waited for until the claim is older than stale_s
+    c._db.execute("INSERT INTO claims VALUES ('h', 'far', 'other-host', 1, ?)", (time.time(),))
+    assert c.claim("h", "b", stale_s=3600) is False
+    c._db.execute("UPDATE claims SET claimed_at = ? WHERE key = 'h'", (time.time() - 7200,))
+    assert c.claim("h", "b", stale_s=3600) is True
+    # modes that do not read the cache do not claim
+    off = Cache(tmp_path / "o.sqlite", mode="off")
+    assert off.claim("k", "a", 60) is True and off.claim("k", "b", 60) is True
+    c.close()
+    off.close()

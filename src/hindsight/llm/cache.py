@@ -13,17 +13,23 @@ SIGKILL loses at most its in-flight calls.  Many processes may share the file: S
 WAL mode serialises writers, readers never block.  Values are plain JSON (no pickles).
 
 **The first stored reply wins.**  Two cells (separate Snakemake jobs, so separate
-processes) that send the same request at the same moment both miss the cache and both
-call.  The first to commit stores its reply; the other's commit keeps that entry
+processes) that send the same request at the same moment both miss the cache.  Whichever
+commits first stores its reply; a later commit of the same key keeps that entry
 (``INSERT OR IGNORE``), reads it back and goes on with *it*, so both cells record, and
-every rerun replays, the one stored reply.  The loser's call still goes in the ledger
-(it was paid).  Chosen over claiming a key before calling (so the second cell would wait)
-because a claim must survive its owner's SIGKILL (leases, liveness, polling another
-process's progress) while this needs none of it and keeps "committed before the caller
-sees it" in one transaction; the price is that a race pays twice for a key, which only
-happens when identical requests are in flight at the same moment (within one process the
-client already sends an in-flight request once).  Chat completions and embeddings use
-this one mechanism (:meth:`Cache.store_many`).
+every rerun replays, the one stored reply (a paid duplicate still goes in the ledger).
+Chat completions and embeddings use this one mechanism (:meth:`Cache.store_many`).
+
+**A chat call is claimed before it is made** (:meth:`Cache.claim`, mode ``use``), so the
+race above costs one paid call, not two: the first process to miss the cache records a
+claim on the key (owner, host, pid, time) in the same file; another process that misses
+the same key finds the claim and waits for the stored reply instead of calling (the
+client polls :meth:`Cache.claim`, which returns the reply once stored), and the claim is removed in the transaction that stores the
+reply (or released if the call fails).  A claim whose owner is gone is taken over: on
+the same host when its process no longer exists (a SIGKILLed cell), on another host
+once it is older than ``stale_s`` (the longest a call with all its retries may take).
+First-stored-wins above stays as the backstop (a claim taken over from a slow owner
+whose reply then lands).  Embeddings, sent in batches of texts, use first-stored-wins
+alone.
 
 In mode ``refresh`` the entry a *previous* run stored is replaced, but within one run the
 first writer still wins (each entry remembers the run that stored it), so the cells of a
@@ -35,8 +41,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -58,9 +66,29 @@ CREATE TABLE IF NOT EXISTS ledger (
     cost REAL NOT NULL,
     at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS claims (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    claimed_at REAL NOT NULL
+);
 CREATE INDEX IF NOT EXISTS ledger_run ON ledger(run_id);
 CREATE INDEX IF NOT EXISTS ledger_endpoint ON ledger(endpoint);
 """
+
+
+def _claim_gone(host: str, pid: int, claimed_at: float, stale_s: float, here: str, now: float) -> bool:
+    """Whether a recorded claim's owner can no longer be waited for."""
+    if host == here:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return now - claimed_at > stale_s  # a live process whose call outlived every retry
+    return now - claimed_at > stale_s
 
 
 def canonical_json(obj: Any) -> str:
@@ -143,6 +171,46 @@ class Cache:
                 found.update((k, json.loads(r)) for k, r in rows)
         return found
 
+    def claim(self, key: str, owner: str, stale_s: float) -> dict[str, Any] | bool:
+        """Claim ``key`` before calling: ``True`` (this caller makes the call), ``False``
+        (another live caller holds it: ask again later), or the stored record
+        (it landed meanwhile).  Only in mode ``use``; other modes always return ``True``."""
+        if self.mode != "use":
+            return True
+        host, pid, now = socket.gethostname(), os.getpid(), time.time()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute("SELECT record FROM responses WHERE key = ?", (key,)).fetchone()
+                if row:
+                    self._db.execute("COMMIT")
+                    return json.loads(row[0])
+                held = self._db.execute("SELECT owner, host, pid, claimed_at FROM claims WHERE key = ?",
+                                        (key,)).fetchone()
+                if held is not None and held[0] != owner and not _claim_gone(held[1], int(held[2]), held[3],
+                                                                             stale_s, host, now):
+                    self._db.execute("COMMIT")
+                    return False
+                self._db.execute("INSERT OR REPLACE INTO claims(key, owner, host, pid, claimed_at) "
+                                 "VALUES (?, ?, ?, ?, ?)", (key, owner, host, pid, now))
+                self._db.execute("COMMIT")
+                return True
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def release(self, key: str, owner: str) -> None:
+        """Give back a claim whose call failed (another caller may then make it)."""
+        if self.mode != "use":
+            return
+        with self._lock:
+            self._db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, owner))
+
+    def held(self, key: str) -> bool:
+        """Whether a claim on ``key`` is still recorded (by anyone)."""
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM claims WHERE key = ?", (key,)).fetchone() is not None
+
     def store(self, key: str, record: Mapping[str, Any], run_id: str) -> dict[str, Any]:
         """Commit a fresh call: its response (unless mode is ``off``) and its ledger entry,
         in one transaction, before the caller sees the result.  Returns the stored
@@ -184,6 +252,7 @@ class Cache:
                         if not written:  # another call stored this key first: go on with its reply
                             (kept,) = self._db.execute("SELECT record FROM responses WHERE key = ?", (key,)).fetchone()
                             stored[key] = json.loads(kept)
+                    self._db.execute("DELETE FROM claims WHERE key = ?", (key,))
                     self._db.execute(
                         "INSERT INTO ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 import openai
@@ -104,6 +105,10 @@ class Client:
         self._start_locks: dict[str, asyncio.Lock] = {}
         self._inflight: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.fresh_calls = 0
+        # a claim on a key (Cache.claim) names this client; another cell waits for it, or
+        # takes it over after the longest a call with all its retries may take
+        self.owner = f"{run_id}/{cell_id}/{os.getpid()}/{id(self):x}"
+        self.claim_stale_s = self.timeout_s * (self.max_retries + 1) + self.backoff_max_s * self.max_retries
         self.serving_warnings = MismatchWarnings()
         self.cache_hits = 0
 
@@ -296,7 +301,15 @@ class Client:
                 fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
                 self._inflight[key] = fut
                 try:
-                    record = await self._fresh(ep, key, messages, params, sample, purpose, constraint)
+                    claimed = await self._claim(key)
+                    if isinstance(claimed, dict):  # another cell made this call meanwhile
+                        record, cached = claimed, True
+                    else:
+                        try:
+                            record = await self._fresh(ep, key, messages, params, sample, purpose, constraint)
+                        except BaseException:
+                            self.cache.release(key, self.owner)
+                            raise
                     fut.set_result(record)
                 except BaseException as exc:
                     fut.set_exception(exc)
@@ -316,6 +329,17 @@ class Client:
             cost=record["cost"], latency_s=record["latency_s"], attempts=record["attempts"], cached=cached,
             constraint=record["constraint"], refusal=record.get("refusal", ""), record=record,
         )
+
+    async def _claim(self, key: str) -> dict[str, Any] | bool:
+        """Claim ``key`` before calling (:meth:`Cache.claim`); while another cell holds it,
+        wait for its stored reply (or take the claim over once its owner is gone)."""
+        delay = 0.05
+        while True:
+            got = self.cache.claim(key, self.owner, self.claim_stale_s)
+            if got is not False:
+                return got
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
 
     async def _send(
         self, ep: Endpoint, est_tokens: int, send: Callable[[], Awaitable[T]],
