@@ -1,0 +1,198 @@
+"""Shared by the playbook tests: a small AppWorld data root, configs on the loopback endpoint
+(chat) and the embedded ``minilm`` embedder, and a scripted policy whose success depends on
+which planted lessons the actor is served.
+
+The policy plays every role.  ACE's Curator adds the planted lessons to an empty playbook
+(nothing later); Dynamic Cheatsheet's rewrite writes them as entries; the Reflector tags
+every lesson it was shown helpful.  The actor (AppWorld, one code action) writes the
+task's ground-truth solution when a HELPFUL lesson is in its prompt and no HARMFUL one;
+with a HARMFUL lesson it ends the task with a bare ``complete_task()`` (which fails);
+with neither it solves the first variant of every task family (``_1``, half of the
+tasks: the No-playbook level).  So the whole playbook (both) fails every task, the helpful block alone solves
+every task, and no playbook solves about half.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from hindsight.testing import loopback_endpoint
+from tests.conftest import REPO, base_config
+
+HELPFUL = [  # short: the helpful block fits within 40 % of the playbook's tokens
+    "Read the app's API documentation first.",
+    "Look up each API's parameters in its docs before calling.",
+    "Check the documented API names before writing code.",
+]
+HARMFUL = [
+    "Always end the task by passing some answer to complete_task, even a guess, because the validator rewards "
+    "any answer.",
+    "Never leave the answer argument of complete_task empty; the grader wants an answer string for every task.",
+    "When unsure, finish immediately with complete_task and an answer instead of exploring the apps further.",
+]
+REFLECTOR = "You review one finished attempt"
+ACE_CURATOR = "You maintain a playbook"
+DC_CURATOR = "You keep a cheatsheet"
+
+
+def build_appworld(root: Path) -> Path:
+    """A small authored AppWorld data root (one family per split, two tasks each), built in a
+    subprocess (AppWorld fixes its data root per process)."""
+    code = ("import sys\nfrom hindsight.envs import appworld_tasks as at\nfrom hindsight.envs.appworld_data import "
+            "build\nfams = {}\nfor s in at.task_specs(0):\n    fams.setdefault(s.split, set()).add(s.family)\n"
+            "pick = [sorted(fams['train'])[0], *sorted(fams['practice'])[:2], sorted(fams['eval'])[0]]\n"
+            "build(sys.argv[1], seed=0, max_variants=2, families=pick)\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    proc = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=900,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root
+
+
+def solutions(root: Path) -> dict[str, tuple[str, str]]:
+    """Task instruction -> (task id, its ground-truth solution as one code action)."""
+    from hindsight.envs.appworld import solution_body
+
+    out = {}
+    for task in sorted((root / "data" / "tasks").iterdir()):
+        spec = json.loads((task / "specs.json").read_text())
+        out[spec["instruction"]] = (task.name, solution_body((task / "ground_truth" / "solution.py").read_text()))
+    return out
+
+
+def lucky(task_id: str) -> bool:
+    """The tasks the actor solves without a lesson: the first variant of every family (``_1``)."""
+    return task_id.endswith("_1")
+
+
+def make_policy(sols: Mapping[str, str]):
+    """The scripted policy of the module docstring (``body`` -> reply text)."""
+    def policy(body: Mapping[str, Any]) -> str:
+        msgs = body.get("messages") or []
+        system = msgs[0].get("content", "") if msgs else ""
+        user = msgs[-1].get("content", "") if msgs else ""
+        if system.startswith(REFLECTOR):
+            ids = re.findall(r"^\[([^\]]+)\] ", user.split("Playbook lessons shown during the attempt:")[-1], re.M)
+            return json.dumps({"analysis": "Reviewed.", "tags": [{"id": i, "tag": "helpful"} for i in ids]})
+        if system.startswith(ACE_CURATOR):
+            if "(empty)" not in user:
+                return json.dumps({"reasoning": "nothing new", "operations": []})
+            ops = [{"type": "ADD", "section": "str", "content": t} for t in HELPFUL + HARMFUL]
+            return json.dumps({"reasoning": "planted", "operations": ops})
+        if system.startswith(DC_CURATOR):
+            return "<cheatsheet>\n" + "\n".join(f'<entry uses="1">{t}</entry>' for t in HELPFUL + HARMFUL) \
+                + "\n</cheatsheet>"
+        text = "\n".join(m.get("content", "") for m in msgs)
+        instruction = next((i for i in sols if i in text), None)
+        if instruction is None:
+            return "<action>print('no task found')</action>"
+        task_id, code = sols[instruction]
+        helped, harmed = any(h in text for h in HELPFUL), any(h in text for h in HARMFUL)
+        if harmed or not (helped or lucky(task_id)):
+            return "<action>apis.supervisor.complete_task()</action>"
+        return f"<action>\n{code}</action>"
+    return policy
+
+
+def config(tmp_path: Path, srv: Any, root: Path, **playbook: Any) -> dict[str, Any]:
+    """The default config on endpoint ``loop`` (every chat role) and ``minilm``; AppWorld at ``root``."""
+    cfg = copy.deepcopy(base_config())
+    registry = yaml.safe_load((REPO / "config" / "models.yaml").read_text())["endpoints"]
+    models = tmp_path / "models.yaml"
+    models.write_text(yaml.safe_dump({"endpoints": {
+        "loop": loopback_endpoint(srv, params={"temperature": 0.0, "top_p": 1.0, "max_tokens": 512, "seed": 0}),
+        "minilm": registry["minilm"]}}))
+    cfg.update(models_file=str(models), panel=["loop"],
+               roles={**{r: "loop" for r in cfg["roles"]}, "embedder": "minilm"},
+               cache={"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use"})
+    cfg["request"] = {"timeout_s": 10.0, "max_retries": 4, "backoff_base_s": 0.01, "backoff_max_s": 0.1}
+    pb = cfg["playbook"]
+    pb.update(envs=["appworld"], env_options={"appworld": {"root": str(root)}})
+    pb["actor"] = {"mode": "choice", "max_actions": 1, "max_output_tokens": 400, "max_listed_actions": 10}
+    pb["growth"].update(runs=2, train_tasks=2, batch_size=2, max_passes=1)
+    pb["measurement"].update(blocks=2, practice_tasks=4, episodes=16)
+    pb["choice"].update(episodes=4)
+    pb["evaluation"].update(tasks=2, seeds=1)
+    for key, value in playbook.items():
+        section, _, sub = key.partition("__")
+        if sub:
+            pb[section][sub] = value
+        else:
+            pb[section] = value
+    return cfg
+
+
+def task_table(root: Path, path: Path) -> Path:
+    from hindsight.envs.appworld import task_rows
+    from hindsight.envs.tasks import make_table, write_table
+
+    write_table(make_table("appworld", task_rows(root)), path)
+    return path
+
+
+def workflow(cfg: Mapping[str, Any]):
+    """The study's workflow helper on ``cfg`` (as playbook.smk builds it)."""
+    from hindsight.config import check_config
+    from hindsight.studies.playbook.workflow import PlaybookWorkflow
+
+    models = check_config(cfg)
+
+    def endpoint(m: str) -> dict[str, Any]:
+        ep = models[m]
+        return {"identity": ep.identity, "params": dict(ep.params), "structured_output": ep.structured_output}
+
+    return PlaybookWorkflow(cfg, models, endpoint)
+
+
+def paths(base: Path, part: str, k: int = 1, candidate: str = "none") -> dict[str, str]:
+    """The output paths of one job under ``base`` (a setting's folder), as playbook.smk names them."""
+    stems = {"growth": f"growth/run{k}", "practice": f"practice/run{k}", "choice": "choice",
+             "eval": f"eval/{candidate}"}
+    s = str(base / stems[part])
+    out = {"episodes": s + ".parquet", "steps": s + ".steps.parquet", "calls": s + ".calls.parquet"}
+    if part == "growth":
+        out.update(playbooks=s + ".playbooks.parquet", record=s + ".json")
+    if part == "practice":
+        out.update(record=s + ".json", blocks=s + ".blocks.parquet", design=s + ".design.parquet",
+                   estimates=s + ".estimates.parquet")
+    if part == "choice":
+        out.update(record=s + ".json", scores=s + ".scores.parquet")
+    return out
+
+
+def run_part(cfg: Mapping[str, Any], part: str, base: Path, tasks: Path, *, k: int = 1, candidate: str = "none",
+             variant: str = "ace-passfail", growth: str = "std") -> Any:
+    """One job of the study, in this process (what its rule's script calls)."""
+    import asyncio
+
+    from hindsight.studies.playbook.choice import choice_run
+    from hindsight.studies.playbook.evaluate import eval_run
+    from hindsight.studies.playbook.growth import growth_run
+    from hindsight.studies.playbook.practice import practice_run
+
+    wf = workflow(cfg)
+    pb = cfg["playbook"]
+    o = {f"out_{key}": v for key, v in paths(base, part, k, candidate).items()}
+    common = dict(model="loop", env="appworld", variant=variant, growth=growth, cell=wf.cell(part, "loop", "appworld"),
+                  actor_prompts_dir=str(REPO / pb["actor_prompts_dir"]), tasks_path=str(tasks))
+    runs = range(1, int(pb["growth"]["runs"]) + 1)
+    if part == "growth":
+        coro = growth_run(cfg, run=k, prompts_dir=str(REPO / pb["prompts_dir"]), **common, **o)
+    elif part == "practice":
+        coro = practice_run(cfg, run=k, playbooks_path=paths(base, "growth", k)["playbooks"], **common, **o)
+    elif part == "choice":
+        coro = choice_run(cfg, playbooks=[paths(base, "growth", j)["playbooks"] for j in runs],
+                          practice_records=[paths(base, "practice", j)["record"] for j in runs], **common, **o)
+    else:
+        coro = eval_run(cfg, candidate=candidate, choice_path=paths(base, "choice")["record"],
+                        playbooks=[paths(base, "growth", j)["playbooks"] for j in runs], **common, **o)
+    return asyncio.run(coro)
