@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hindsight.llm.shared import _alive, server_dir, stop_all
+from hindsight.llm.leases import alive
+from hindsight.llm.shared import server_dir, stop_all
 from tests.conftest import REPO, base_config
 
 CELL = r"""
@@ -58,7 +59,7 @@ def _cell(cfg: Path, name: str, release: Path | None) -> subprocess.Popen:
 def _wait_gone(pid: int, info: Path, within: float) -> float:
     t0 = time.monotonic()
     while time.monotonic() - t0 < within:
-        if not _alive(pid) and not info.exists():
+        if not alive(pid) and not info.exists():
             return time.monotonic() - t0
         time.sleep(0.2)
     raise AssertionError(f"shared server {pid} still running after {within} s (info {info.exists()})")

@@ -48,6 +48,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from hindsight.llm.leases import alive
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
@@ -79,15 +81,10 @@ CREATE INDEX IF NOT EXISTS ledger_endpoint ON ledger(endpoint);
 
 
 def _claim_gone(host: str, pid: int, claimed_at: float, stale_s: float, here: str, now: float) -> bool:
-    """Whether a recorded claim's owner can no longer be waited for."""
-    if host == here:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass
-        return now - claimed_at > stale_s  # a live process whose call outlived every retry
+    """Whether a recorded claim's owner can no longer be waited for: its process is gone
+    (same host), or the claim outlived the longest call with every retry."""
+    if host == here and not alive(pid):
+        return True
     return now - claimed_at > stale_s
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hindsight.config import ConfigError, EmbeddedWeights, Endpoint
-from hindsight.llm.shared import add_watch_arguments, watch_in_thread
+from hindsight.llm.leases import add_watch_arguments, watch_in_thread
 
 _VERIFIED: dict[tuple[tuple[str, int, float], ...], str] = {}
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from hindsight.config import Endpoint
 from hindsight.llm.embedded import EmbeddedServer, serve_until_interrupted
-from hindsight.llm.shared import add_watch_arguments, watch_in_thread
+from hindsight.llm.leases import add_watch_arguments, watch_in_thread
 
 MAX_INPUTS = 2048
 """Most texts one request may carry."""

@@ -23,20 +23,20 @@ the server child) ends it when the leases are gone.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
 import socket
-import threading
 import time
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 from hindsight.config import Endpoint
 from hindsight.files import atomic_write_text
+from hindsight.llm.embedded import _healthy
+from hindsight.llm.embedder_server import server_for
+from hindsight.llm.leases import alive, locked, read_info
 
 
 def server_dir(config: Mapping[str, Any]) -> Path:
@@ -47,34 +47,6 @@ def server_dir(config: Mapping[str, Any]) -> Path:
 def _stem(ep: Endpoint) -> str:
     sha = ep.embedded.sha256[:12] if ep.embedded is not None else "remote"
     return f"{ep.name}-{sha}-{socket.gethostname()}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _read(info: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(info.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
 
 
 class SharedServer:
@@ -101,13 +73,10 @@ class SharedServer:
         self.started = False  # whether this lease started the server
 
     def start(self, timeout: float = 180.0) -> str:
-        from hindsight.llm.embedded import _healthy
-        from hindsight.llm.embedder_server import server_for
-
         self.leases.mkdir(parents=True, exist_ok=True)
-        with _locked(self.lock):
-            info = _read(self.info)
-            if not (info and _alive(int(info["pid"])) and _healthy(info["base_url"][: -len("/v1")])):
+        with locked(self.lock):
+            info = read_info(self.info)
+            if not (info and alive(int(info["pid"])) and _healthy(info["base_url"][: -len("/v1")])):
                 srv = server_for(self.endpoint, self.log_path)
                 srv.watch_args = ["--leases", str(self.leases), "--lock", str(self.lock), "--info", str(self.info),
                                   "--idle", str(self.idle_s)]
@@ -124,8 +93,6 @@ class SharedServer:
         return self.base_url
 
     def healthy(self) -> bool:
-        from hindsight.llm.embedded import _healthy
-
         return self.base_url is not None and _healthy(self.base_url[: -len("/v1")])
 
     def stop(self) -> None:
@@ -135,83 +102,18 @@ class SharedServer:
         self.base_url = None
 
 
-def live_leases(leases: Path) -> int:
-    """Count the leases whose process is alive; drop the others."""
-    n = 0
-    for f in leases.glob("*"):
-        try:
-            pid = int(f.name.split("-", 1)[0])
-        except ValueError:
-            continue
-        if _alive(pid):
-            n += 1
-        else:
-            f.unlink(missing_ok=True)
-    return n
-
-
-def watch_leases(leases: str, lock: str, info: str, idle_s: float, poll_s: float = 0.5) -> None:
-    """In the server child: return once no live lease has existed for ``idle_s`` seconds.
-
-    The decision to stop is taken under the lock, and the info file is removed before the
-    lock is released, so a cell either joins before (its lease then keeps the server) or
-    finds no server and starts a new one.
-    """
-    folder, idle_since = Path(leases), None
-    while True:
-        time.sleep(poll_s)
-        if live_leases(folder) > 0:
-            idle_since = None
-            continue
-        idle_since = idle_since or time.monotonic()
-        if time.monotonic() - idle_since < idle_s:
-            continue
-        with _locked(Path(lock)):
-            if live_leases(folder) > 0:
-                idle_since = None
-                continue
-            current = _read(Path(info))
-            if current is not None and int(current.get("pid", -1)) == os.getpid():
-                Path(info).unlink(missing_ok=True)
-            return
-
-
-def watch_in_thread(args: Any, on_exit: Any) -> None:
-    """Start the child's watchdog: its parent (a per-cell server) or its leases (shared)."""
-    def parent() -> None:
-        while os.getppid() == args.parent:
-            time.sleep(1.0)
-        on_exit()
-
-    def leases() -> None:
-        watch_leases(args.leases, args.lock, args.info, args.idle)
-        on_exit()
-
-    target = leases if getattr(args, "leases", None) else parent
-    threading.Thread(target=target, daemon=True).start()
-
-
-def add_watch_arguments(parser: Any) -> None:
-    """The child's watchdog options (one of ``--parent`` or ``--leases``/``--lock``/``--info``/``--idle``)."""
-    parser.add_argument("--parent", type=int, default=None)
-    parser.add_argument("--leases", default=None)
-    parser.add_argument("--lock", default=None)
-    parser.add_argument("--info", default=None)
-    parser.add_argument("--idle", type=float, default=30.0)
-
-
 def stop_all(folder: str | os.PathLike[str]) -> list[str]:
     """Stop every shared server this host registered in ``folder`` (the end of a run)."""
     stopped = []
     host = socket.gethostname()
     for info_path in Path(folder).glob(f"*-{host}.json"):
         lock = info_path.with_suffix(".lock")
-        with _locked(lock):
-            info = _read(info_path)
+        with locked(lock):
+            info = read_info(info_path)
             if info is None:
                 continue
             pid = int(info["pid"])
-            if _alive(pid):
+            if alive(pid):
                 try:
                     os.kill(pid, signal.SIGTERM)
                 except ProcessLookupError:
