@@ -37,6 +37,12 @@ PANEL = list(config["panel"])
 # Each study appends its final outputs here; the target rule "all" asks for them.
 FINAL_TARGETS = []
 
+# `snakemake --report results/report.html`: the front page; each study marks its tables
+# and figures with report(...) and a caption under workflow/report/ (its README).
+
+
+report: "../report/workflow.rst"
+
 
 wildcard_constraints:
     model="|".join(re.escape(m) for m in sorted(MODELS)),
@@ -55,6 +61,23 @@ def enable_study(study):
     """
     if study.enabled:
         FINAL_TARGETS.extend(study.final_targets())
+
+
+def get_report_items(paths, study, category):
+    """Mark a study's figures (.png) and rendered tables (.html) among ``paths`` for the
+    HTML report, each with its caption file ``workflow/report/<study>/<name>.rst``,
+    grouped under ``category`` (the study) and Figures / Tables; other paths pass as
+    they are.  Call it inside a rule's ``output:`` (workflow/report/README.md)."""
+
+    def mark(p):
+        kind = "Figures" if p.endswith(".png") else "Tables"
+        caption = f"../report/{study}/{Path(p).stem}.rst"
+        labels = {"name": Path(p).stem}
+        return report(
+            p, caption=caption, category=category, subcategory=kind, labels=labels
+        )
+
+    return [mark(p) if p.endswith((".png", ".html")) else p for p in paths]
 
 
 def preflight_check():

@@ -94,6 +94,24 @@ rule history_report:
         unpack(lambda wc: {**HISTORY.report_inputs(), "code": HISTORY.code("report")}),
     output:
         index="results/history/tables/index.md",
+        # for the HTML report: which tables and figures a run writes depends on its data
+        # (workflow/report/README.md), so the folders are marked, with one caption each
+        tables=report(
+            directory("results/history/tables"),
+            patterns=["{name}.html"],
+            caption="../report/history/tables.rst",
+            category="History interventions",
+            subcategory="Tables",
+            labels={"name": "{name}"},
+        ),
+        figures=report(
+            directory("results/history/figures"),
+            patterns=["{name}.png"],
+            caption="../report/history/figures.rst",
+            category="History interventions",
+            subcategory="Figures",
+            labels={"name": "{name}"},
+        ),
     log:
         "logs/history/report.log",
     conda:

@@ -126,8 +126,8 @@ rule luck_report:
         tables=expand("results/luck/analysis/{name}.parquet", name=LW.analysis_tables()),
         code=LW.code("report"),
     output:
-        tables=LW.table_paths(),
-        figures=LW.figure_paths(),
+        tables=get_report_items(LW.table_paths(), "luck", "Lessons from Luck"),
+        figures=get_report_items(LW.figure_paths(), "luck", "Lessons from Luck"),
     log:
         "logs/luck/report.log",
     conda:

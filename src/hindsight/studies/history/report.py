@@ -77,6 +77,8 @@ class Report:
 
     def __init__(self, tables_dir: str, figures_dir: str) -> None:
         self.tables, self.figures = Path(tables_dir), Path(figures_dir)
+        for folder in (self.tables, self.figures):  # declared outputs (folders), even when a run draws no figure
+            folder.mkdir(parents=True, exist_ok=True)
         self.entries: list[tuple[str, str]] = []
 
     def table(self, name: str, df: pd.DataFrame, caption: str) -> None:
