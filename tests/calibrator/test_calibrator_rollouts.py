@@ -65,11 +65,11 @@ def test_calibrator_experience_beside_its_transition_persists_and_noupdate_chang
     pd.DataFrame({"task_id": [TASK], "split": ["test"], "type": ["find"]}).to_parquet(tasks)
     cell = {"tasks_per_cell": 1, "split": "test", "seed": 0, "actor": ACTOR, "shuffle": "per_step",
             "in_flight": 1, "env_options": {}}
-    out = {k: str(tmp_path / f"cal.{k}.parquet") for k in ("ep", "steps", "calls")}
+    out = {k: str(tmp_path / f"cal{x}.parquet") for k, x in (("ep", ""), ("steps", ".steps"), ("calls", ".calls"))}
     asyncio.run(calibrator_rollouts(cfg, model="loop", env="scienceworld", cell=cell, calibrator="loop",
                                     prompts_dir=HP, tasks_path=str(tasks), out_episodes=out["ep"],
                                     out_steps=out["steps"], out_calls=out["calls"], make_env=lambda: _Kept(engine)))
-    raw = {k: str(tmp_path / f"raw.{k}.parquet") for k in ("ep", "steps", "calls")}
+    raw = {k: str(tmp_path / f"raw{x}.parquet") for k, x in (("ep", ""), ("steps", ".steps"), ("calls", ".calls"))}
     asyncio.run(rollout_cell(cfg, model="loop", env="scienceworld", condition="raw", tasks=[TASK],
                              seeds=[episode_seed(0, "scienceworld", TASK)], settings=actor_settings("loop", "raw", ACTOR),
                              prompts_dir=HP, in_flight=1, out_episodes=raw["ep"], out_steps=raw["steps"],
@@ -104,3 +104,24 @@ def test_calibrator_experience_beside_its_transition_persists_and_noupdate_chang
         assert f"[Observation {t + 1}:" not in text and f"Action {t + 1}:" not in text
         assert "reward" not in text.lower() and "score" not in text.lower()
         assert "Experience derived" not in text
+
+    # the joint actor's data (section 6.4 / G.3) from these rollouts, treated as successful
+    from hindsight.studies.history.calibrator.joint import write_joint_data
+
+    for paths in (out, raw):
+        e = pd.read_parquet(paths["ep"])
+        e["won"] = True
+        e.to_parquet(paths["ep"])
+    jp, ap = tmp_path / "joint.jsonl", tmp_path / "action.jsonl"
+    assert write_joint_data(calibrator_rollouts=[out["ep"]], raw_rollouts=[raw["ep"]], out_joint=str(jp),
+                            out_action_only=str(ap)) == (5, 5)
+    joint = [json.loads(x) for x in jp.read_text().splitlines()]
+    action = [json.loads(x) for x in ap.read_text().splitlines()]
+    acts = list(steps["action"])
+    noupdate = '<calibration>{"decision":"NOUPDATE","experience":null}</calibration>'
+    assert joint[0]["target"] == noupdate + f"<action>{acts[0]}</action>"      # the first step: NOUPDATE
+    assert joint[2]["target"] == ('<calibration>{"decision":"CALIBRATE","experience":"' + NOTE + '"}</calibration>'
+                                  + f"<action>{acts[2]}</action>")           # reviews transition 2
+    assert joint[3]["target"].startswith(noupdate)
+    assert joint[2]["prompt"][-1]["content"] == prompt(calls, steps["call_id"].iloc[2])
+    assert [a["target"] for a in action] == [f"<action>{x}</action>" for x in rsteps["action"]]

@@ -42,3 +42,16 @@ def test_sft_targets_are_the_two_outputs_the_paper_prints():
     calibrate = _squash(target_text("CALIBRATE", "...")).strip("{}")
     assert calibrate in paper
     assert json.loads(target_text("CALIBRATE", 'say "x"'))["experience"] == 'say "x"'
+
+
+def test_joint_calibration_block_is_the_g3_form():
+    # G.3: 'either <calibration>{"decision":"NOUPDATE", "experience":null}</calibration> or a
+    # CALIBRATE decision with an experience string' (braces lost in the paper's text copy)
+    from hindsight.studies.history.calibrator.joint import calibration_block
+
+    paper = re.sub(r"\s+", "", (REPO / "tests/calibrator/data/paper_g3.txt").read_text())
+    block = calibration_block("NOUPDATE", None)
+    assert block.replace("{", "").replace("}", "") in paper
+    assert calibration_block("INVALID", None) == block
+    assert json.loads(calibration_block("CALIBRATE", "x")[len("<calibration>"):-len("</calibration>")]) == \
+        {"decision": "CALIBRATE", "experience": "x"}

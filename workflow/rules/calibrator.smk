@@ -219,6 +219,26 @@ rule calibrator_rollouts:
         "../scripts/calibrator_rollouts.py"
 
 
+rule calibrator_joint_data:
+    input:
+        unpack(
+            lambda wc: {
+                "calibrator": CAL.rollout_files()["calibrator"],
+                "raw": CAL.rollout_files()["raw"],
+                "code": CAL.code("joint"),
+            }
+        ),
+    output:
+        joint="results/calibrator/joint/joint.jsonl",
+        action_only="results/calibrator/joint/action_only.jsonl",
+    log:
+        "logs/calibrator/joint.log",
+    conda:
+        CONDA_ENV
+    script:
+        "../scripts/calibrator_joint_data.py"
+
+
 rule calibrator_report:
     input:
         unpack(lambda wc: {**CAL.report_inputs(), "code": CAL.code("report")}),

@@ -7,5 +7,5 @@ s = snakemake  # noqa: F821
 run_rule(s, lambda: write_report(
     labels=s.input.labels, compare=list(s.input.compare), datasets=list(s.input.datasets), sft=list(s.input.sft),
     rollouts={k: list(s.input.get(k, [])) for k in ("raw", "causal", "calibrator") if s.input.get(k)},
-    calibrator=s.params.calibrator, trained=dict(s.params.trained_endpoints), tables_dir=s.params.tables_dir,
+    calibrator=s.params.calibrator, joint=list(s.input.get("joint", [])), trained=dict(s.params.trained_endpoints), tables_dir=s.params.tables_dir,
     figures_dir=s.params.figures_dir, index_path=s.output.index))

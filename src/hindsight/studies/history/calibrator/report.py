@@ -75,7 +75,7 @@ def _read(paths: Sequence[str]) -> pd.DataFrame:
 
 
 def write_report(*, labels: str, compare: Sequence[str], datasets: Sequence[str], sft: Sequence[str],
-                 rollouts: Mapping[str, Sequence[str]], calibrator: str | None,
+                 rollouts: Mapping[str, Sequence[str]], calibrator: str | None, joint: Sequence[str] = (),
                  trained: Mapping[str, str], tables_dir: str, figures_dir: str, index_path: str) -> list[str]:
     """Write every table and figure; ``index_path`` lists them."""
     td, fd = Path(tables_dir), Path(figures_dir)
@@ -144,6 +144,9 @@ def write_report(*, labels: str, compare: Sequence[str], datasets: Sequence[str]
         ax.legend(fontsize=6)
         out += [str(p) for p in save_figure(fig, [fd / "figure7_success.png", fd / "figure7_success.svg"])]
         plt.close(fig)
+    for p in joint:
+        n = sum(1 for line in Path(p).read_text(encoding="utf-8").splitlines() if line.strip())
+        out.append(f"{p} ({n} examples)")
     lines = ["# Calibrator (section 6): tables and figures", "", f"{len(lab)} contexts; label statistics:", "",
              "```json", json.dumps(stats, indent=1), "```", ""] + [f"- `{p}`" for p in out]
     atomic_write_text(index_path, "\n".join(lines) + "\n")

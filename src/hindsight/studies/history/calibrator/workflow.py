@@ -9,10 +9,10 @@ from typing import Any, Callable, Mapping
 
 from hindsight.config import ConfigError
 
-PARTS = ("sources", "contexts", "generate", "screen", "compare", "labels", "dataset", "rollouts", "report")
+PARTS = ("sources", "contexts", "generate", "screen", "compare", "labels", "dataset", "rollouts", "joint", "report")
 NOT_CODE = ("hindsight.config", "hindsight.files", "hindsight.llm", "hindsight.rule_entry", "hindsight.testing")
 STAGE_MODULE = {"sources": "entry", "contexts": "contexts", "generate": "generate", "screen": "screen",
-                "compare": "compare", "labels": "dataset", "dataset": "dataset", "rollouts": "rollouts",
+                "compare": "compare", "labels": "dataset", "dataset": "dataset", "rollouts": "rollouts", "joint": "joint",
                 "report": "report"}
 VARIANTS = ("full", "screen_only")
 
@@ -138,6 +138,8 @@ class CalibratorWorkflow:
                                "datasets": [f"results/calibrator/dataset/{v}.parquet" for v in self.variants],
                                "sft": [f"results/calibrator/sft/{v}/hindsight-sft.json" for v in self.train_variants]}
         out.update(self.rollout_files())
+        if self.rollouts_enabled:
+            out["joint"] = ["results/calibrator/joint/joint.jsonl", "results/calibrator/joint/action_only.jsonl"]
         return out
 
     def final_targets(self) -> list[str]:

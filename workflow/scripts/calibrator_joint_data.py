@@ -1,0 +1,8 @@
+"""Rule calibrator_joint_data: the joint actor's and the action-only baseline's training data (section 6.4)."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.history.calibrator.joint import write_joint_data
+
+s = snakemake  # noqa: F821
+run_rule(s, lambda: write_joint_data(calibrator_rollouts=list(s.input.calibrator), raw_rollouts=list(s.input.raw),
+                                     out_joint=s.output.joint, out_action_only=s.output.action_only))
