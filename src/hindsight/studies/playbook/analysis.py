@@ -156,7 +156,7 @@ def costs(growth: Sequence[str], practice: Sequence[str], choice_paths: Sequence
         calls = rec["calls"]
         tokens = sum(v["prompt_tokens"] + v["completion_tokens"] for v in calls.values())
         eps = sum(s["episodes"] for s in rec["passes"])
-        extra = sum(v["calls"] for k, v in calls.items() if k != "actor")
+        extra = sum(v["calls"] for k, v in calls.items() if k in ("ace_reflector", "ace_curator", "dc_curator"))
         grow.setdefault(setting_of(p), []).append((eps, tokens, extra))
     prac: dict[tuple, list[tuple[int, int]]] = {}
     for p in practice:
