@@ -20,12 +20,16 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def aw_root(tmp_path_factory):
-    """Build the offline data root in a subprocess (AppWorld fixes its root per process)."""
+    """Build a data root holding variant 1 of every family, in a subprocess (AppWorld fixes its
+    root per process).  The build verifies each task with AppWorld's evaluator (solution passes
+    every unit test, a bare ``complete_task()`` fails one) and fails otherwise; the whole set is
+    verified the same way by rule env_appworld_data."""
     root = tmp_path_factory.mktemp("appworld") / "root"
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-    code = "import sys; from hindsight.envs.appworld_data import build; build(sys.argv[1], seed=0)"
+    code = ("import sys; from hindsight.envs.appworld_data import build; "
+            "build(sys.argv[1], seed=0, max_variants=1, workers=2)")
     proc = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True,
-                          timeout=600, env=env)
+                          timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root
 
@@ -49,14 +53,46 @@ def aw_table(aw_root):
 
 
 def test_task_set_size_apps_answers_and_splits(aw_table):
+    from hindsight.envs.appworld_tasks import FAMILIES
+
     details = [json.loads(d) for d in aw_table["detail"]]
-    assert len(aw_table) >= 24
-    assert len({a for d in details for a in d["apps"]}) >= 4
+    assert len(aw_table) == len(FAMILIES) >= 30  # one variant of every family
+    assert len({a for d in details for a in d["apps"]}) >= 6
     assert set(aw_table["split"]) == {"train", "practice", "eval"}
     for split in ("train", "practice", "eval"):
         kinds = {d["expects_answer"] for d, s in zip(details, aw_table["split"]) if s == split}
         assert kinds == {True, False}, split
+        assert len({a for d, s in zip(details, aw_table["split"]) if s == split for a in d["apps"]}) >= 5, split
     assert len({d["difficulty"] for d in details}) >= 3
+    # every built task was verified: its bare completion failed at least one of its >= 3 unit tests
+    assert all(d["num_tests"] >= 3 and 1 <= d["noop_failed_tests"] < d["num_tests"] for d in details)
+
+
+def test_full_task_set_sizes_and_disjoint_families():
+    from collections import Counter
+
+    from hindsight.envs.appworld_tasks import FAMILIES, task_specs
+
+    specs = task_specs(0)
+    sizes = Counter(s.split for s in specs)
+    assert sizes["train"] >= 90 and sizes["practice"] >= 57 and sizes["eval"] >= 168, sizes
+    assert len({s.task_id for s in specs}) == len(specs)
+    split_of = {}
+    for s in specs:
+        assert split_of.setdefault(s.family, s.split) == s.split, f"family {s.family} spans two splits"
+    assert set(split_of) == set(FAMILIES)
+    for split in ("train", "practice", "eval"):
+        assert sum(v == split for v in split_of.values()) >= 6, split
+    assert len({a for s in specs for a in s.apps}) >= 6
+    for family in FAMILIES:  # variants differ by seeded values (world, instruction or answer)
+        variants = [s for s in specs if s.family == family]
+        assert len({(s.instruction, repr(s.answer), json.dumps(s.public, sort_keys=True)) for s in variants}) >= 2
+    # the first set's 30 ids are kept
+    ids = {s.task_id for s in specs}
+    assert {"hsnotecreate_1", "hsvenmobalance_2", "hsnotetagcount_2", "hssplitcreategroup_3"} <= ids
+    again, other = task_specs(0), task_specs(1)  # deterministic in the seed
+    assert [(s.instruction, repr(s.answer)) for s in again] == [(s.instruction, repr(s.answer)) for s in specs]
+    assert [(s.instruction, repr(s.answer)) for s in other] != [(s.instruction, repr(s.answer)) for s in specs]
 
 
 def test_gold_solves_a_sample_of_every_split_with_per_test_results(aw_env, aw_table):
@@ -115,15 +151,15 @@ def test_restore_after_random_prefix_same_and_fresh_process(aw_env, aw_root, tmp
     login = ("passwords = {p['account_name']: p['password'] for p in apis.supervisor.show_account_passwords()}\n"
              "token = apis.venmo.login(username='ada.moreau@gmail.com', password=passwords['venmo'])['access_token']\n"
              "print(apis.venmo.show_venmo_balance(access_token=token))")
-    actions, texts = _random_prefix(aw_env, "hsvenmobalance_2", 19, seed=4)
+    actions, texts = _random_prefix(aw_env, "hsvenmobalance_1", 19, seed=4)
     obs = aw_env.step(login)
     actions, texts = actions + [login], texts + [obs.text]
     assert "venmo_balance" in obs.text
-    assert aw_env.restore("hsvenmobalance_2", actions, texts).text == texts[-1]
+    assert aw_env.restore("hsvenmobalance_1", actions, texts).text == texts[-1]
     with pytest.raises(RestoreMismatch):
-        aw_env.restore("hsvenmobalance_2", actions, texts[:-1] + ["{}"])
+        aw_env.restore("hsvenmobalance_1", actions, texts[:-1] + ["{}"])
     aw_env.close()
-    assert restore_in_fresh_process("appworld", {"root": str(aw_root)}, "hsvenmobalance_2", actions, texts,
+    assert restore_in_fresh_process("appworld", {"root": str(aw_root)}, "hsvenmobalance_1", actions, texts,
                                     tmp_path) == texts[-1]
 
 

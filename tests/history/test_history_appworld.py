@@ -31,7 +31,8 @@ def code_policy(body):
 @pytest.mark.slow
 def test_code_actions_complete_an_appworld_task(loopback, make_config, tmp_path):
     root = tmp_path / "appworld"
-    subprocess.run([sys.executable, "-c", f"from hindsight.envs.appworld_data import build; build({str(root)!r}, seed=0)"],
+    subprocess.run([sys.executable, "-c", f"from hindsight.envs.appworld_data import build; "
+                    f"build({str(root)!r}, seed=0, families=['note_tag_count'], max_variants=2)"],
                    check=True, capture_output=True, timeout=300)
     srv = loopback(policy=code_policy)
     cfg = make_config(srv)

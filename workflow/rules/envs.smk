@@ -30,6 +30,7 @@ rule env_appworld_data:
         "logs/envs/appworld_data.log",
     conda:
         CONDA_ENV
+    threads: 2  # verification of all tasks by AppWorld's evaluator, in this many processes
     params:
         envs={k: ENVS_CFG[k] for k in ("seed", "appworld")},
     script:

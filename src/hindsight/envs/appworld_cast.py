@@ -19,8 +19,9 @@ FRIENDS = [
     {"first_name": "Tom", "last_name": "Okafor", "email": "tom.okafor@gmail.com", "phone_number": "2125550193",
      "birthday": "1988-12-30", "sex": "male"},
 ]
-APPS = ("simple_note", "todoist", "venmo", "splitwise")
+APPS = ("simple_note", "todoist", "venmo", "splitwise", "phone", "file_system", "spotify")
 PASSWORDS = {"simple_note": "note-Ada-91", "todoist": "todo-Ada-91", "venmo": "venmo-Ada-91",
-             "splitwise": "split-Ada-91"}
+             "splitwise": "split-Ada-91", "phone": "phone-Ada-91", "file_system": "files-Ada-91",
+             "spotify": "music-Ada-91"}
 TASK_DATETIME = "2023-05-18T10:00:00"
 BASE_TIME = "2023-05-01T09:00:00"

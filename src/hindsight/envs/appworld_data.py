@@ -14,9 +14,10 @@ module writes what AppWorld's own loaders read, with AppWorld's own code:
 * ``data/datasets/{train,practice,eval,all}.txt``.
 
 Before the root is kept, every task's solution must pass all its unit tests and a bare
-``complete_task()`` must fail at least one (:func:`verify`).
+``complete_task()`` must fail at least one (:func:`verify`, in worker processes).
 
-The tasks themselves are defined in :mod:`hindsight.envs.appworld_tasks`, the people and
+The tasks themselves are defined in :mod:`hindsight.envs.appworld_tasks` (splits) and
+:mod:`hindsight.envs.appworld_families` (one module per app), the people and
 accounts both share in :mod:`hindsight.envs.appworld_cast`.  Everything is
 deterministic in the seed.  Run it in its own process: AppWorld fixes ``APPWORLD_ROOT``
 at first use and freezes the clock while a world is open.
@@ -88,6 +89,9 @@ def write_base_dbs(data: Path) -> None:
                       "created_at": created, "last_logged_in": created, "verified": True}
             if app == "venmo":
                 fields["venmo_balance"] = 250.0 if person is SUPERVISOR else 100.0
+            if app == "phone":  # phone accounts are keyed by phone number and hold no email
+                fields = {k: v for k, v in fields.items() if k not in ("email", "verified")}
+                fields["phone_number"] = person["phone_number"]
             user_model.create_save(**fields)
     base = data / "base_dbs"
     base.mkdir(parents=True, exist_ok=True)
@@ -95,8 +99,11 @@ def write_base_dbs(data: Path) -> None:
     models.close()
 
 
-def build(root: str | os.PathLike, seed: int = 0) -> list[dict]:
-    """Write the whole data root; return one manifest row per task (see :mod:`hindsight.envs.tasks`)."""
+def build(root: str | os.PathLike, seed: int = 0, max_variants: int | None = None,
+          families: list[str] | None = None, workers: int = 1) -> list[dict]:
+    """Write the whole data root (or the first ``max_variants`` of every family, or only
+    ``families``: for tests), verified in ``workers`` processes; return one manifest row per
+    task (see :mod:`hindsight.envs.tasks`)."""
     from hindsight.envs import appworld_tasks as at
 
     root = set_root(root)
@@ -106,14 +113,18 @@ def build(root: str | os.PathLike, seed: int = 0) -> list[dict]:
     data.mkdir(parents=True)
     write_api_docs(data)
     write_base_dbs(data)
-    specs = at.task_specs(seed)
+    specs = at.task_specs(seed, max_variants=max_variants, families=families)
     rows = []
+    t0 = os.times().elapsed  # AppWorld freezes time.time() while a world is open
     for spec in specs:
         at.save_task(spec)
         rows.append({"task_id": spec.task_id, "split": spec.split, "type": spec.family, "source": "generated",
                      "apps": list(spec.apps), "difficulty": spec.difficulty,
                      "expects_answer": spec.answer is not None})
-    checks = verify(root, [s.task_id for s in specs])
+    t1 = os.times().elapsed
+    checks = verify(root, [s.task_id for s in specs], workers=workers)
+    log.info("appworld: %d tasks saved in %.0f s, verified by AppWorld's evaluator in %.0f s (%d workers)",
+             len(specs), t1 - t0, os.times().elapsed - t1, workers)
     for row in rows:
         row.update(checks[row["task_id"]])
     datasets = data / "datasets"
@@ -130,13 +141,13 @@ class TaskCheckFailed(RuntimeError):
     """An authored task is not solved by its own solution, or is passed by doing nothing."""
 
 
-def verify(root: Path, task_ids: list[str]) -> dict[str, dict]:
-    """Play every task's solution (must pass every unit test) and a bare ``complete_task()``
-    (must fail at least one); return the number of unit tests per task."""
+def _verify_chunk(root: str, task_ids: list[str], experiment: str) -> tuple[dict[str, dict], list[str]]:
+    """Verify ``task_ids`` in this process: (unit-test counts per task, failure messages)."""
     from hindsight.envs.appworld import AppWorldEnv
 
-    env = AppWorldEnv(root=root, experiment="hindsight-build-check")
+    env = AppWorldEnv(root=Path(root), experiment=experiment)
     out: dict[str, dict] = {}
+    failures: list[str] = []
     try:
         for task_id in task_ids:
             env.reset(task_id)
@@ -144,13 +155,41 @@ def verify(root: Path, task_ids: list[str]) -> dict[str, dict]:
                 obs = env.step(code)
             if not obs.won:
                 failed = [t["requirement"] for t in obs.info.get("tests", []) if not t["passed"]]
-                raise TaskCheckFailed(f"appworld task {task_id}: its solution fails {failed or 'to finish'}")
+                failures.append(f"appworld task {task_id}: its solution fails {failed or 'to finish'}")
+                continue
             env.reset(task_id)
             noop = env.step("apis.supervisor.complete_task()")
             if noop.won:
-                raise TaskCheckFailed(f"appworld task {task_id}: passed by completing without doing anything")
-            out[task_id] = {"num_tests": int(obs.info["num_tests"])}
+                failures.append(f"appworld task {task_id}: passed by completing without doing anything")
+                continue
+            out[task_id] = {"num_tests": int(obs.info["num_tests"]),
+                            "noop_failed_tests": sum(not t["passed"] for t in noop.info["tests"])}
     finally:
         env.close()
-    shutil.rmtree(root / "experiments" / "outputs" / "hindsight-build-check", ignore_errors=True)
-    return out
+        shutil.rmtree(Path(root) / "experiments" / "outputs" / experiment, ignore_errors=True)
+    return out, failures
+
+
+def verify(root: Path, task_ids: list[str], workers: int = 1) -> dict[str, dict]:
+    """Play every task's solution (must pass every unit test) and a bare ``complete_task()``
+    (must fail at least one), in ``workers`` processes; return per task the number of unit
+    tests and how many the bare completion fails.  Raise :class:`TaskCheckFailed` naming
+    every task that fails a check."""
+    workers = max(1, min(int(workers), len(task_ids)))
+    chunks = [task_ids[i::workers] for i in range(workers)]
+    if workers == 1:
+        results = [_verify_chunk(str(root), task_ids, "hindsight-build-check")]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn: each worker opens AppWorld afresh (AppWorld fixes its root and freezes the clock per process)
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_verify_chunk, str(root), chunk, f"hindsight-build-check-{i}")
+                       for i, chunk in enumerate(chunks)]
+            results = [f.result() for f in futures]
+    out = {k: v for res, _ in results for k, v in res.items()}
+    failures = sorted(msg for _, fails in results for msg in fails)
+    if failures:
+        raise TaskCheckFailed("; ".join(failures))
+    return {task_id: out[task_id] for task_id in task_ids}

@@ -109,8 +109,9 @@ def run_envcheck(name: str, envs_cfg: Mapping[str, Any], tasks_path: str) -> pd.
     return df
 
 
-def build_appworld(envs_cfg: Mapping[str, Any], data_dir: str, manifest: str) -> None:
-    """Build the offline AppWorld data root (``<root>/data``) atomically, and its task manifest."""
+def build_appworld(envs_cfg: Mapping[str, Any], data_dir: str, manifest: str, workers: int = 1) -> None:
+    """Build the offline AppWorld data root (``<root>/data``) atomically, and its task manifest
+    (every task verified by AppWorld's evaluator in ``workers`` processes)."""
     import shutil
 
     from hindsight.envs.appworld_data import build
@@ -119,7 +120,7 @@ def build_appworld(envs_cfg: Mapping[str, Any], data_dir: str, manifest: str) ->
     tmp_root = data.parent.with_name(data.parent.name + ".tmp")
     if tmp_root.exists():
         shutil.rmtree(tmp_root)
-    rows = build(tmp_root, seed=int(envs_cfg["seed"]))
+    rows = build(tmp_root, seed=int(envs_cfg["seed"]), workers=workers)
     if data.exists():
         shutil.rmtree(data)
     data.parent.mkdir(parents=True, exist_ok=True)
