@@ -87,14 +87,14 @@ def examples(contexts: Sequence[Context], labels: pd.DataFrame, prompts: History
     by_id = {c.context_id: c for c in contexts}
     out = []
     for r in labels.to_dict("records"):
-        decision = r[f"target_{variant}"]
-        if decision is None:
+        decision = _str(r[f"target_{variant}"])
+        if decision is None:   # an invalid generator reply: no target
             continue
         c = by_id[r["context_id"]]
         msgs = prompts.review_messages(env=c.env, task=c.task, history=c.review_history(), action=c.action,
                                        observation=c.observation)
         out.append({"context_id": c.context_id, "variant": variant, "decision": decision,
-                    "target": target_text(decision, r["experience"] if decision == "CALIBRATE" else None),
+                    "target": target_text(decision, _str(r["experience"]) if decision == "CALIBRATE" else None),
                     "prompt": msgs})
     return out
 
