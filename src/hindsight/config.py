@@ -196,6 +196,30 @@ def check_config_files(paths: Iterable[str | os.PathLike[str]]) -> None:
         load_overlay(path)
 
 
+def check_layers(files: list[str], layers: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Check the merge of config files; a rejection names the file whose merge broke it
+    (the first prefix of ``files`` that fails with the same error), else every file."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged = merge(merged, layer)
+    source = " + ".join(files)
+    try:
+        check_config(merged, source)
+        return merged
+    except ConfigError as exc:
+        full = exc
+    partial: dict[str, Any] = {}
+    for name, layer in zip(files, layers):
+        partial = merge(partial, layer)
+        try:
+            check_config(partial, name)
+        except ConfigError as exc:
+            if str(exc).replace(name, "") == str(full).replace(source, ""):
+                raise exc from None
+            break
+    raise full
+
+
 # -- keys pasted where a variable's name belongs ------------------------------------
 _KEY_PREFIXES = {  # lower-cased prefix -> whose key it looks like
     "sk-or-": "an OpenRouter key", "sk-ant-": "an Anthropic key", "sk-proj-": "an OpenAI project key",
@@ -277,7 +301,7 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"key {where}: {error.message}. Fix: add it."
     if error.validator == "propertyNames":
         return f"key {where}: name {error.instance!r} is not allowed ({error.message})"
-    return f"key {where}: {error.message}"
+    return f"key {where}: {error.message}. Fix: correct the value (config/README.md describes the key)."
 
 
 def validate(data: Any, schema: Mapping[str, Any], source: str) -> None:
@@ -347,7 +371,7 @@ def parse_models(data: Any, source: str = "config/models.yaml") -> dict[str, End
 
 def load_models(path: str | os.PathLike[str]) -> dict[str, Endpoint]:
     path = Path(path)
-    return parse_models(load_yaml(path, "model registry"), str(path))
+    return parse_models(load_yaml(path, "model registry that key models_file names"), str(path))
 
 
 def check_config(config: Mapping[str, Any], source: str = "config/config.yaml") -> dict[str, Endpoint]:
@@ -359,20 +383,26 @@ def check_config(config: Mapping[str, Any], source: str = "config/config.yaml") 
     can embed (``task: embed``, or an ``openai`` entry whose server also serves
     ``/v1/embeddings``; the client says so clearly if it does not).
     """
-    validate(dict(config), load_schema("config.schema.json"), source)
+    schema = load_schema("config.schema.json")
+    validate(dict(config), schema, source)
+    known_roles = sorted(schema["properties"]["roles"].get("properties", {}))
+    unknown_roles = sorted(set(config.get("roles") or {}) - set(known_roles))
+    if known_roles and unknown_roles:
+        raise ConfigError(f"{source}: key roles: unknown role(s) {', '.join(map(repr, unknown_roles))} (known: "
+                          f"{', '.join(known_roles)}). Fix: correct the name (a misspelt role leaves the real one "
+                          f"on its default) or remove it.")
     models_path = Path(config["models_file"])
     if not models_path.is_absolute() and not models_path.exists():
         models_path = REPO_ROOT / models_path
     models = load_models(models_path)
-    for key, names in (("panel", config["panel"]), ("roles", list((config.get("roles") or {}).values()))):
-        for name in names:
-            if name not in models:
-                raise ConfigError(
-                    f"{source}: key {key}: model '{name}' is not in {config['models_file']} "
-                    f"(known: {', '.join(sorted(models))}). Fix: add an entry for it or correct the name."
-                )
-    roles = dict(config.get("roles") or {})
-    for key, name in [("panel", n) for n in config["panel"]] + [(f"roles.{r}", n) for r, n in roles.items()]:
+    named = [("panel", n) for n in config["panel"]] + [(f"roles.{r}", n) for r, n in (config.get("roles") or {}).items()]
+    for key, name in named:
+        if name not in models:
+            raise ConfigError(
+                f"{source}: key {key.split('.')[0]}: model '{name}' is not in {config['models_file']} "
+                f"(key {key}; known: {', '.join(sorted(models))}). Fix: add an entry for it or correct the name."
+            )
+    for key, name in named:
         ep = models[name]
         if key == "roles.embedder":
             if ep.task != "embed" and ep.provider != "openai":
@@ -393,11 +423,8 @@ def check_config(config: Mapping[str, Any], source: str = "config/config.yaml") 
 
 def load_config(path: str | os.PathLike[str], overlays: Iterable[str | os.PathLike[str]] = ()) -> dict[str, Any]:
     """Load a config file (plus overlays, merged key by key) and validate it."""
-    config = load_overlay(path)
-    for overlay in overlays:
-        config = merge(config, load_overlay(overlay))
-    check_config(config, str(path))
-    return config
+    files = [str(path), *(str(o) for o in overlays)]
+    return check_layers(files, [load_overlay(f) for f in files])
 
 
 def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,217 @@
+"""Reliability drill: malformed configs are rejected before any model call, precisely.
+
+Each variant is a broken ``--configfile`` overlay, ``models.yaml`` or preset (unknown keys,
+wrong types, missing required keys, bad endpoint names, unknown roles, a key pasted into
+``api_key_env``, duplicate YAML keys, a folder as ``models_file``, an empty overlay, a YAML
+syntax error, more tasks than a split holds, unknown environment options, ...).  Each is
+run, in a workflow copy in a temporary folder, through the entry points a user hits:
+
+- ``python -m hindsight config check --configfile base.yaml VARIANT`` (``check``), and
+- ``snakemake -n --configfile base.yaml VARIANT`` (``dryrun``),
+
+where ``base.yaml`` points every endpoint at the loopback server of this drill.  A run is
+*rejected precisely* when it exits non-zero, the loopback server received no request, and
+the output names the file, the key, and a fix (``Fix:`` or an instruction), without a
+Python traceback and without echoing a pasted key.  Variants of the whole study level
+(tasks per cell, splits, environment options) are checked by ``snakemake -n`` only
+(``config check`` validates the config, the registry and the prompt folders).
+
+    python benchmarks/drill_configs.py [--quick] [--keep]
+
+``--quick`` runs ``snakemake -n`` only for the variants that ``config check`` does not
+cover (the test does this); the full drill runs both entry points for every variant.
+The last line is the figure: variants, runs, rejected precisely, imprecise, accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from drill_common import PY, REPO, env, loopback_registry, loopback_roles, snakemake_args, workflow_copy
+
+from hindsight.testing import LoopbackServer
+
+FIX = re.compile(r"\bFix\b|\bset \S|\badd \S|\bremove\b|\buse \S|\brename\b|\bname an?\b|\bcorrect\b|"
+                 r"\bdrop\b|\bput\b|\bkeep one\b|\bchoose\b|\bone of\b|\ballowed\b", re.IGNORECASE)
+PASTED = "sk-proj-" + secrets.token_hex(20)          # a key pasted where a variable's name belongs
+PASTED_UPPER = "AKIA" + secrets.token_hex(8).upper()  # upper case: looks like a name to a naive check
+
+
+@dataclass
+class Variant:
+    name: str
+    files: dict[str, str]                 # relative path -> text (the variant's own file first)
+    key: str                              # the key the message must name
+    entries: tuple[str, ...] = ("check", "dryrun")
+    config: str | None = None             # replaces config/config.yaml for `config check --config`
+    secret: str | None = None             # must never be printed
+    file: str = field(default="")         # the file the message must name (default: the first of files)
+
+    def __post_init__(self) -> None:
+        self.file = self.file or next(iter(self.files))
+
+
+def _models(**change) -> str:
+    entry = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m", "max_concurrency": 2,
+             "params": {"temperature": 0.0, "max_tokens": 16}, "structured_output": True,
+             "price": {"input_per_mtok": 0.0, "output_per_mtok": 0.0}}
+    entry.update(change)
+    return yaml.safe_dump({"endpoints": {"loop": {k: v for k, v in entry.items() if v is not None}}})
+
+
+def variants(full_config: str) -> list[Variant]:
+    with_models = "models_file: {}\n"
+    no_cache = yaml.safe_load(full_config)
+    no_cache.pop("cache")
+    preset = (REPO / "config/presets/luck-paper.yaml").read_text()
+    one = "".join(f"    {line}\n" for line in yaml.safe_dump(yaml.safe_load(_models())["endpoints"]["loop"]).splitlines())
+    return [
+        Variant("unknown top-level key", {"bad.yaml": "panle: [loop]\n"}, "panle"),
+        Variant("unknown nested key", {"bad.yaml": "luck:\n  sed: 3\n"}, "sed"),
+        Variant("wrong type (string for an integer)", {"bad.yaml": "history:\n  tasks_per_cell: three\n"},
+                "tasks_per_cell"),
+        Variant("wrong type (mapping for a list)", {"bad.yaml": "panel: {loop: 1}\n"}, "panel"),
+        Variant("invalid enum value", {"bad.yaml": "cache:\n  mode: sometimes\n"}, "mode"),
+        Variant("missing required key in the config", {"full.yaml": yaml.safe_dump(no_cache)}, "cache",
+                entries=("check",), config="full.yaml"),
+        Variant("unknown endpoint in panel", {"bad.yaml": "panel: [gpt-5-typo]\n"}, "panel"),
+        Variant("unknown endpoint for a role", {"bad.yaml": "roles:\n  judge: nope-model\n"}, "judge"),
+        Variant("unknown role", {"bad.yaml": "roles:\n  critic: loop\n"}, "critic"),
+        Variant("pasted key in api_key_env", {"bad.yaml": with_models.format("m1.yaml"),
+                                              "m1.yaml": _models(api_key_env=PASTED)},
+                "api_key_env", secret=PASTED, file="m1.yaml"),
+        Variant("pasted upper-case key in api_key_env", {"bad.yaml": with_models.format("m2.yaml"),
+                                                         "m2.yaml": _models(api_key_env=PASTED_UPPER)},
+                "api_key_env", secret=PASTED_UPPER, file="m2.yaml"),
+        Variant("duplicate endpoint names in models.yaml",
+                {"bad.yaml": with_models.format("m3.yaml"), "m3.yaml": f"endpoints:\n  loop:\n{one}  loop:\n{one}"},
+                "loop", file="m3.yaml"),
+        Variant("duplicate key in an overlay", {"bad.yaml": "panel: [loop]\nsmoke:\n  enabled: false\n"
+                                                            "panel: [loop]\n"}, "panel"),
+        Variant("models_file is a folder", {"bad.yaml": "models_file: config\n"}, "models_file",
+                file="config"),
+        Variant("models_file does not exist", {"bad.yaml": "models_file: no-such-models.yaml\n"}, "models_file",
+                file="no-such-models.yaml"),
+        Variant("models entry without base_url", {"bad.yaml": with_models.format("m4.yaml"),
+                                                  "m4.yaml": _models(base_url=None)}, "base_url", file="m4.yaml"),
+        Variant("models entry with a wrong type", {"bad.yaml": with_models.format("m5.yaml"),
+                                                   "m5.yaml": _models(max_concurrency="many")},
+                "max_concurrency", file="m5.yaml"),
+        Variant("empty overlay", {"empty.yaml": ""}, "--configfile"),
+        Variant("YAML syntax error in an overlay", {"bad.yaml": "history:\n  envs: [scienceworld\n  seed: 3\n"},
+                "line"),
+        Variant("YAML syntax error in models.yaml", {"bad.yaml": with_models.format("m6.yaml"),
+                                                     "m6.yaml": "endpoints:\n  loop: {provider: openai\n"},
+                "line", file="m6.yaml"),
+        Variant("overlay that is a list", {"bad.yaml": "- panel\n- loop\n"}, "mapping"),
+        Variant("missing prompts folder", {"bad.yaml": "luck:\n  prompts_dir: config/prompts/no-such\n"},
+                "prompts_dir"),
+        Variant("unknown environment in history.envs", {"bad.yaml": "history:\n  envs: [minecraft]\n"}, "envs"),
+        Variant("preset with an unknown key", {"preset.yaml": preset + "\nluck_typo: {seed: 1}\n"}, "luck_typo"),
+        Variant("tasks per cell larger than the split",
+                {"bad.yaml": "history:\n  envs: [scienceworld]\n  tasks_per_cell: 100000\n"},
+                "tasks_per_cell", entries=("dryrun",)),
+        Variant("unknown history.splits entry",
+                {"bad.yaml": "history:\n  envs: [scienceworld]\n  splits: {scienceworld: tset}\n"},
+                "splits", entries=("dryrun",)),
+        Variant("unknown history.env_options key",
+                {"bad.yaml": "history:\n  envs: [scienceworld]\n  env_options: {scienceworld: {colour: red}}\n"},
+                "colour", entries=("dryrun",)),
+    ]
+
+
+def judge(v: Variant, out: str, rc: int, requests: int) -> tuple[bool, list[str]]:
+    """Rejected precisely?  Returns (rejected at all, what is missing for precision)."""
+    gaps = []
+    if rc == 0:
+        return False, ["accepted"]
+    if requests:
+        gaps.append(f"{requests} request(s) reached the endpoint")
+    if v.file not in out:
+        gaps.append(f"does not name the file {v.file}")
+    if v.key not in out:
+        gaps.append(f"does not name the key {v.key}")
+    if not FIX.search(out):
+        gaps.append("names no fix")
+    if "Traceback (most recent call last)" in out:
+        gaps.append("a Python traceback")
+    if v.secret and v.secret in out:
+        gaps.append("echoes the pasted key")
+    return True, gaps
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="snakemake -n only where config check does not apply")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary workflow copy")
+    args = ap.parse_args(argv)
+    t0 = time.monotonic()
+    wf = workflow_copy(prefix="hindsight-drill-configs-")
+    runs = precise = imprecise = accepted = 0
+    by_entry: dict[str, list[int]] = {"check": [0, 0], "dryrun": [0, 0]}
+    problems: list[str] = []
+    with LoopbackServer() as srv:
+        loopback_registry(srv, wf / "models.yaml", api_key_env=None)
+        (wf / "base.yaml").write_text(yaml.safe_dump({"models_file": "models.yaml", "panel": ["loop"],
+                                                      "roles": loopback_roles(wf)}))
+        full_config = (wf / "config/config.yaml").read_text()
+        vs = variants(full_config)
+        for v in vs:
+            for rel, text in v.files.items():
+                (wf / rel).write_text(text)
+            first = next(iter(v.files))
+            entries = v.entries
+            if args.quick and "check" in entries:
+                entries = ("check",)
+            for entry in entries:
+                if entry == "check":
+                    cmd = [PY, "-m", "hindsight", "config", "check"]
+                    cmd += ["--config", v.config] if v.config else ["--configfile", "base.yaml", first]
+                else:
+                    cmd = snakemake_args("-n", "--configfile", "base.yaml", first, cores=1)
+                before = srv.stats.requests
+                p = subprocess.run(cmd, cwd=wf, capture_output=True, text=True, timeout=600, env=env())
+                out = p.stdout + p.stderr
+                rejected, gaps = judge(v, out, p.returncode, srv.stats.requests - before)
+                runs += 1
+                by_entry[entry][0] += 1
+                if not rejected:
+                    accepted += 1
+                elif not gaps:
+                    precise += 1
+                    by_entry[entry][1] += 1
+                else:
+                    imprecise += 1
+                status = "precise" if rejected and not gaps else ("ACCEPTED" if not rejected else "imprecise")
+                print(f"[{status:9}] {entry:6} {v.name}" + (f": {'; '.join(gaps)}" if gaps else ""), flush=True)
+                if gaps:
+                    msg = [ln for ln in out.splitlines() if v.key in ln or "error" in ln.lower()][:3]
+                    problems.append(f"{entry} / {v.name}: {'; '.join(gaps)} | " + " / ".join(m[:300] for m in msg))
+            for rel in v.files:
+                if (wf / rel).is_file():
+                    (wf / rel).unlink()
+    if problems:
+        print("\nnot rejected precisely:")
+        for line in problems:
+            print("  " + line)
+    if not args.keep:
+        shutil.rmtree(wf.parent, ignore_errors=True)
+    print(f"\nchecks: config check {by_entry['check'][1]}/{by_entry['check'][0]} precise, "
+          f"snakemake -n {by_entry['dryrun'][1]}/{by_entry['dryrun'][0]} precise; {time.monotonic() - t0:.0f} s")
+    print(f"configs: variants={len(vs)} runs={runs} rejected_precisely={precise} imprecise={imprecise} "
+          f"accepted={accepted}")
+    return 0 if precise == runs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
