@@ -57,6 +57,7 @@ class _Kept:
         pass
 
 
+@pytest.mark.slow
 def test_calibrator_experience_beside_its_transition_persists_and_noupdate_changes_nothing(
         loopback, make_config, tmp_path, engine):
     srv = loopback(policy=policy)

@@ -10,6 +10,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from hindsight.agent.prompts import HistoryPrompts
 from hindsight.agent.views import Entry
 from hindsight.studies.history.calibrator.contexts import Context
@@ -45,6 +47,7 @@ def _run(*args: str) -> str:
     return p.stdout
 
 
+@pytest.mark.slow
 def test_sft_recipe_on_a_tiny_qwen3_loss_decreases_and_the_checkpoint_loads(tmp_path):
     data = tmp_path / "full.jsonl"
     _dataset(data)
