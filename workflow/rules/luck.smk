@@ -1,5 +1,6 @@
 # Lessons from Luck (issue 3; docs/luck.md): worlds -> freeze -> lessons -> reader answers ->
-# registered analysis (verifies the freeze, locks the records) -> tables and Figure 1, for
+# registered analysis (verifies the freeze, locks the records) -> its independent
+# re-implementation and comparison (REIMPL_COMPARISON.json) -> tables and Figure 1, for
 # every endpoint of the luck panel.  Logic lives in src/hindsight/studies/luck/ (the config
 # slice, code lists and targets: studies/luck/workflow.py); the scripts only pass snakemake.* on.
 # Re-freeze on purpose:  python -m hindsight.studies.luck.freeze --refreeze
@@ -118,6 +119,25 @@ rule luck_analysis:
         registered=LW.registered,
     script:
         "../scripts/luck_analysis.py"
+
+
+rule luck_reimpl:
+    input:
+        worlds="results/luck/worlds.parquet",
+        answers=LW.per_model("answers.parquet"),
+        registered="results/luck/analysis/registered.json",
+        tables=expand("results/luck/analysis/{name}.parquet", name=LW.analysis_tables()),
+        code=LW.code("analysis"),
+    output:
+        "results/luck/analysis/REIMPL_COMPARISON.json",
+    log:
+        "logs/luck/reimpl.log",
+    conda:
+        CONDA_ENV
+    params:
+        rules=LW.analysis_rules(),
+    script:
+        "../scripts/luck_reimpl.py"
 
 
 rule luck_report:

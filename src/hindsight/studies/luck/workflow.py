@@ -117,6 +117,6 @@ class LuckWorkflow:
     def final_targets(self) -> list[str]:
         if not self.enabled:
             return []
-        return ([f"{RESULTS}/freeze/manifest.json", f"{RESULTS}/analysis/registered.json"]
-                + self.table_paths() + self.figure_paths())
+        return ([f"{RESULTS}/freeze/manifest.json", f"{RESULTS}/analysis/registered.json",
+                 f"{RESULTS}/analysis/REIMPL_COMPARISON.json"] + self.table_paths() + self.figure_paths())
 

@@ -1,0 +1,12 @@
+"""Rule luck_reimpl: the independent re-implementation of the registered analysis and its
+comparison, REIMPL_COMPARISON.json (workflow/rules/luck.smk)."""
+
+from pathlib import Path
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.luck import reimpl
+
+s = snakemake  # noqa: F821
+run_rule(s, lambda: reimpl.write_comparison(
+    worlds=s.input.worlds, answers=list(s.input.answers), analysis_dir=str(Path(s.input.registered).parent),
+    rules=s.params.rules, out=s.output[0]))
