@@ -37,8 +37,8 @@ rule antipersist_train:
         api=lambda wc: ANTIPERSIST.api(wc.model),
     params:
         cell=lambda wc: ANTIPERSIST.cell(wc.model, wc.env, wc.design),
-        prompts_dir=ANTIPERSIST.a["prompts_dir"],
-        actor_prompts_dir=ANTIPERSIST.a["actor_prompts_dir"],
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/antipersist_train.py"
 
@@ -67,8 +67,8 @@ rule antipersist_eval:
         api=lambda wc: ANTIPERSIST.api(wc.model),
     params:
         cell=lambda wc: ANTIPERSIST.cell(wc.model, wc.env, wc.design),
-        prompts_dir=ANTIPERSIST.a["prompts_dir"],
-        actor_prompts_dir=ANTIPERSIST.a["actor_prompts_dir"],
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/antipersist_eval.py"
 
