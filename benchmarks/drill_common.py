@@ -80,3 +80,84 @@ def loopback_registry(srv: Any, path: Path, name: str = "loop", embedder: str = 
 
 if __name__ == "__main__":
     print(Path(tempfile.gettempdir()) / "hindsight-drill-*")
+
+
+# -- study cells driven directly (the functions the rules call) ------------------------
+def cell_config(tmp: Path, models_file: Path, *, max_retries: int = 8, timeout_s: float = 5.0,
+                tasks_per_cell: int = 2, max_actions: int = 4) -> dict[str, Any]:
+    """The default config with every role on the loopback registry ``models_file``, the
+    cache under ``tmp``, fast retries, and a small ScienceWorld history cell."""
+    import copy
+
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg["models_file"] = str(models_file)
+    cfg["panel"] = ["loop"]
+    cfg["roles"] = {r: ("loopemb" if r == "embedder" else "loop") for r in cfg["roles"]}
+    cfg["cache"] = {"path": str(tmp / "results" / "cache" / "llm.sqlite"), "mode": "use"}
+    cfg["request"] = {"timeout_s": timeout_s, "max_retries": max_retries, "backoff_base_s": 0.01,
+                      "backoff_max_s": 0.1}
+    cfg["history"] = copy.deepcopy(cfg["history"])
+    cfg["history"].update({"tasks_per_cell": tasks_per_cell, "in_flight": 2, "envs": ["scienceworld"]})
+    cfg["history"]["actor"]["max_actions"] = max_actions
+    return cfg
+
+
+HISTORY_TASKS = [("find-non-living-thing:0", "find-non-living-thing"),
+                 ("lifespan-longest-lived:0", "lifespan-longest-lived"),
+                 ("identify-life-stages-1:0", "identify-life-stages-1")]
+
+
+def luck_cells(cfg: Mapping[str, Any], out: Path) -> dict[str, Path]:
+    """The luck study's worlds, freeze, writer cell and reader cell (JSON answers) for the
+    endpoint ``loop`` into ``out``; returns the Parquet files by name."""
+    import asyncio
+
+    from hindsight.config import check_config
+    from hindsight.studies.luck import run
+    from hindsight.studies.luck.workflow import LuckWorkflow
+
+    models = check_config(cfg)
+    lw = LuckWorkflow(cfg, models, lambda m: {"identity": models[m].identity, "params": dict(models[m].params),
+                                              "structured_output": models[m].structured_output})
+    out.mkdir(parents=True, exist_ok=True)
+    prompts = str(REPO / lw.prompts_dir)
+    worlds, reg = out / "worlds.parquet", out / "freeze" / "registered.json"
+    run.make_worlds(**lw.worlds(), out=str(worlds))
+    common = dict(worlds=str(worlds), prompts_dir=prompts, config_slice=lw.slice(), registered=str(reg))
+    run.freeze(**common, out=str(out / "freeze" / "manifest.json"))
+    files = {"lessons": out / "lessons.parquet", "lessons.calls": out / "lessons.calls.parquet",
+             "answers": out / "answers.parquet", "answers.calls": out / "answers.calls.parquet"}
+    asyncio.run(run.writers(config=cfg, model="loop", max_tokens=lw.max_tokens("writer"), out=str(files["lessons"]),
+                            calls=str(files["lessons.calls"]), **common))
+    asyncio.run(run.readers(config=cfg, model="loop", lessons=str(files["lessons"]),
+                            max_tokens=lw.max_tokens("reader"), out=str(files["answers"]),
+                            calls=str(files["answers.calls"]), **common))
+    return files
+
+
+def history_cells(cfg: Mapping[str, Any], out: Path, conditions: tuple[str, ...] = ("raw", "experience")
+                  ) -> dict[str, Path]:
+    """History rollout cells on real ScienceWorld for the endpoint ``loop`` into ``out``."""
+    import asyncio
+
+    from hindsight.config import check_config
+    from hindsight.envs.tasks import make_table
+    from hindsight.studies.history import entry
+    from hindsight.studies.history.workflow import HistoryWorkflow
+
+    models = check_config(cfg)
+    hw = HistoryWorkflow(cfg, models, lambda m: {"identity": models[m].identity, "params": dict(models[m].params),
+                                                 "structured_output": models[m].structured_output})
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = out / "tasks.parquet"
+    rows = [{"task_id": t, "split": "test", "type": typ, "source": "official"} for t, typ in HISTORY_TASKS]
+    make_table("scienceworld", rows).to_parquet(tasks, index=False)
+    prompts = str(REPO / "config" / "prompts" / "history")
+    files: dict[str, Path] = {}
+    for cond in conditions:
+        stem = out / f"rollouts.{cond}"
+        asyncio.run(entry.rollouts(cfg, "loop", "scienceworld", cond, hw.cell("loop", "scienceworld"), prompts,
+                                   str(tasks), f"{stem}.parquet", f"{stem}.steps.parquet", f"{stem}.calls.parquet"))
+        for part in ("", ".steps", ".calls"):
+            files[f"{cond}{part}"] = Path(f"{stem}{part}.parquet")
+    return files

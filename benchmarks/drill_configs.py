@@ -18,9 +18,15 @@ Python traceback and without echoing a pasted key.  Variants of the whole study 
 
     python benchmarks/drill_configs.py [--quick] [--keep]
 
-``--quick`` runs ``snakemake -n`` only for the variants that ``config check`` does not
-cover (the test does this); the full drill runs both entry points for every variant.
-The last line is the figure: variants, runs, rejected precisely, imprecise, accepted.
+``--quick`` runs ``config check`` only (seconds a variant; the test does this); the full
+drill runs ``snakemake -n`` too, for every variant (about 20 s each on a loaded 2-core
+machine).  More tasks than a split holds is tried on ALFWorld's generated games, whose
+split sizes are known before any job; for official data the size is known once
+``results/tasks/<env>.parquet`` exists (before that the cell itself refuses, before its
+first call: see ``hindsight.studies.history.preflight``).
+The last line is the figure: variants, runs, rejected precisely, imprecise (rejected before
+any request but without naming the file, the key or a fix), missed (accepted, a request
+made, a traceback, or the pasted key echoed).
 """
 
 from __future__ import annotations
@@ -33,7 +39,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import yaml
 
@@ -119,7 +124,7 @@ def variants(full_config: str) -> list[Variant]:
         Variant("unknown environment in history.envs", {"bad.yaml": "history:\n  envs: [minecraft]\n"}, "envs"),
         Variant("preset with an unknown key", {"preset.yaml": preset + "\nluck_typo: {seed: 1}\n"}, "luck_typo"),
         Variant("tasks per cell larger than the split",
-                {"bad.yaml": "history:\n  envs: [scienceworld]\n  tasks_per_cell: 100000\n"},
+                {"bad.yaml": "history:\n  envs: [alfworld]\n  tasks_per_cell: 100000\n"},
                 "tasks_per_cell", entries=("dryrun",)),
         Variant("unknown history.splits entry",
                 {"bad.yaml": "history:\n  envs: [scienceworld]\n  splits: {scienceworld: tset}\n"},
@@ -131,33 +136,36 @@ def variants(full_config: str) -> list[Variant]:
 
 
 def judge(v: Variant, out: str, rc: int, requests: int) -> tuple[bool, list[str]]:
-    """Rejected precisely?  Returns (rejected at all, what is missing for precision)."""
+    """Rejected precisely?  Returns (rejected before any request, what is missing for
+    precision).  A miss is a run accepted, a request made, a traceback or an
+    echoed key; imprecise is a rejection that does not name the file, the key or a fix."""
     gaps = []
     if rc == 0:
         return False, ["accepted"]
     if requests:
-        gaps.append(f"{requests} request(s) reached the endpoint")
+        return False, [f"{requests} request(s) reached the endpoint"]
     if v.file not in out:
         gaps.append(f"does not name the file {v.file}")
     if v.key not in out:
         gaps.append(f"does not name the key {v.key}")
     if not FIX.search(out):
         gaps.append("names no fix")
+    hard = []
     if "Traceback (most recent call last)" in out:
-        gaps.append("a Python traceback")
+        hard.append("a Python traceback")
     if v.secret and v.secret in out:
-        gaps.append("echoes the pasted key")
-    return True, gaps
+        hard.append("echoes the pasted key")
+    return (False, hard + gaps) if hard else (True, gaps)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="snakemake -n only where config check does not apply")
+    ap.add_argument("--quick", action="store_true", help="config check only (no snakemake -n)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary workflow copy")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     wf = workflow_copy(prefix="hindsight-drill-configs-")
-    runs = precise = imprecise = accepted = 0
+    runs = precise = imprecise = missed = ran = 0
     by_entry: dict[str, list[int]] = {"check": [0, 0], "dryrun": [0, 0]}
     problems: list[str] = []
     with LoopbackServer() as srv:
@@ -170,9 +178,10 @@ def main(argv: list[str] | None = None) -> int:
             for rel, text in v.files.items():
                 (wf / rel).write_text(text)
             first = next(iter(v.files))
-            entries = v.entries
-            if args.quick and "check" in entries:
-                entries = ("check",)
+            entries = tuple(e for e in v.entries if e == "check") if args.quick else v.entries
+            if not entries:
+                continue
+            ran += 1
             for entry in entries:
                 if entry == "check":
                     cmd = [PY, "-m", "hindsight", "config", "check"]
@@ -186,13 +195,13 @@ def main(argv: list[str] | None = None) -> int:
                 runs += 1
                 by_entry[entry][0] += 1
                 if not rejected:
-                    accepted += 1
+                    missed += 1
                 elif not gaps:
                     precise += 1
                     by_entry[entry][1] += 1
                 else:
                     imprecise += 1
-                status = "precise" if rejected and not gaps else ("ACCEPTED" if not rejected else "imprecise")
+                status = "precise" if rejected and not gaps else ("MISSED" if not rejected else "imprecise")
                 print(f"[{status:9}] {entry:6} {v.name}" + (f": {'; '.join(gaps)}" if gaps else ""), flush=True)
                 if gaps:
                     msg = [ln for ln in out.splitlines() if v.key in ln or "error" in ln.lower()][:3]
@@ -208,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(wf.parent, ignore_errors=True)
     print(f"\nchecks: config check {by_entry['check'][1]}/{by_entry['check'][0]} precise, "
           f"snakemake -n {by_entry['dryrun'][1]}/{by_entry['dryrun'][0]} precise; {time.monotonic() - t0:.0f} s")
-    print(f"configs: variants={len(vs)} runs={runs} rejected_precisely={precise} imprecise={imprecise} "
-          f"accepted={accepted}")
+    print(f"configs: variants={ran} runs={runs} rejected_precisely={precise} imprecise={imprecise} "
+          f"missed={missed}")
     return 0 if precise == runs else 1
 
 

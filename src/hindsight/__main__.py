@@ -47,7 +47,7 @@ def _models(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config, args.configfile)
-        check_prompts(config, args.config)
+        check_prompts(config, " + ".join([args.config, *args.configfile]))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

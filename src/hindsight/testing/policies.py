@@ -14,7 +14,11 @@ Named policies:
 - ``sampled``: like a sampled hosted endpoint, a different reply on every call, even to an
   identical request (a fresh draw among the constrained choices / enum values, else a
   text naming the draw), so a test can tell whose reply a cell kept;
-- ``echo``: the last user message.
+- ``echo``: the last user message;
+- ``bad_outputs``: for every request that asks for JSON (a schema) or an action (a
+  grammar, an enum or a listed action), a broken reply: empty, truncated, not JSON, or
+  JSON of the wrong schema, chosen by a seeded hash of the request; other requests are
+  answered like ``first_admissible``.  The policy object keeps what it served (``served``).
 
 Any Python callable ``(body: dict) -> str`` is a policy too.
 """
@@ -185,14 +189,56 @@ def script(replies: Sequence[str]) -> Policy:
     return policy
 
 
+BAD_KINDS = ("empty", "truncated", "non_json", "wrong_schema")
+
+
+class BadOutputs:
+    """The ``bad_outputs`` policy (module docstring); ``served`` lists ``(kind, text)`` per
+    broken reply, ``kinds`` counts them.  Thread-safe."""
+
+    def __init__(self, seed: int = 0) -> None:
+        import threading
+
+        self.seed = seed
+        self.served: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def kinds(self) -> dict[str, int]:
+        with self._lock:
+            return {k: sum(1 for kind, _ in self.served if kind == k) for k in BAD_KINDS}
+
+    def __call__(self, body: Mapping[str, Any]) -> str:
+        choices = grammar_choices(body)
+        schema = schema_of(body)
+        items = [] if choices or schema is not None else admissible_in_prompt(_last_text(body))
+        if not choices and schema is None and not items:
+            return first_admissible(body)
+        digest = hashlib.sha256(json.dumps([self.seed, body.get("messages")], sort_keys=True).encode()).digest()
+        kind = BAD_KINDS[digest[0] % len(BAD_KINDS)]
+        good = json.dumps(fill_schema(schema)) if schema is not None else (choices or items)[0]
+        if kind == "empty":
+            text = ""
+        elif kind == "truncated":
+            text = good[: max(1, len(good) // 2)]
+        elif kind == "non_json":
+            text = "Let me think about this.\nI am not sure which one to pick, so I will not answer in the format."
+        else:
+            text = json.dumps({"answer": 42, "choice": [good[:8]]} if schema is not None else {"action": good})
+        with self._lock:
+            self.served.append((kind, text))
+        return text
+
+
 def make_policy(spec: str | Policy | Mapping[str, Any]) -> Policy:
-    """``"first_admissible"``, ``{"script": [...]}``, ``{"random": seed}``, ``{"sampled": seed}``, or a callable."""
+    """``"first_admissible"``, ``{"script": [...]}``, ``{"random": seed}``, ``{"sampled": seed}``,
+    ``{"bad_outputs": seed}``, or a callable."""
     if callable(spec):
         return spec
     if isinstance(spec, str):
         named: dict[str, Policy] = {
             "first_admissible": first_admissible, "first_enum": first_enum, "echo": echo,
-            "random": seeded_random(0), "sampled": sampled(0),
+            "random": seeded_random(0), "sampled": sampled(0), "bad_outputs": BadOutputs(0),
         }
         if spec not in named:
             raise ValueError(f"unknown policy {spec!r} (known: {', '.join(sorted(named))}, script, random, sampled)")
@@ -203,4 +249,6 @@ def make_policy(spec: str | Policy | Mapping[str, Any]) -> Policy:
         return seeded_random(int(spec["random"]))
     if "sampled" in spec:
         return sampled(int(spec["sampled"]))
+    if "bad_outputs" in spec:
+        return BadOutputs(int(spec["bad_outputs"]))
     raise ValueError(f"unknown policy spec {dict(spec)!r}")
