@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         out = snakemake(wf, "--configfile", "overlay.yaml", "--", *targets, extra_env={KEY_ENV: key})
         if out.returncode != 0:
             print((out.stdout + out.stderr)[-4000:])
+            if not args.keep:
+                shutil.rmtree(wf.parent, ignore_errors=True)
             print("keys: the run failed; nothing scanned")
             return 2
         posts = [h for p, h, _ in srv.received if p.endswith("/chat/completions")]
