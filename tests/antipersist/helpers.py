@@ -20,8 +20,13 @@ SECTION = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["antiper
 
 
 def task_table(path: Path) -> Path:
-    """Official ScienceWorld task ids: variations 0-1 of three types for training, 2 for testing."""
-    rows = [{"task_id": f"{t}:{v}", "env": "scienceworld", "split": "train" if v < 2 else "test", "type": t,
+    """Official ScienceWorld task ids: variation 0 of three types for training, 1 and 2 for testing.
+
+    Variation 0 is the training pool because its observations do not depend on what the
+    engine played before (the runner's kill test uses the same tasks); in some other
+    variations ScienceWorld lists objects in an order that depends on the engine's earlier
+    episodes, so a job resumed in a fresh process would see different observations."""
+    rows = [{"task_id": f"{t}:{v}", "env": "scienceworld", "split": "train" if v == 0 else "test", "type": t,
              "source": "official", "detail": "{}"} for t in TYPES for v in range(3)]
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(path)

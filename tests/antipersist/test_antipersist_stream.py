@@ -24,7 +24,12 @@ from tests.conftest import base_config
 from .helpers import job_config, policy, task_table
 
 JOB = Path(__file__).with_name("stream_job.py")
-ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a job process, read after the loopback entry set its key variable."""
+    return {**os.environ, "PYTHONPATH": SRC}
 OUTPUTS = ("train.parquet", "train.steps.parquet", "train.calls.parquet", "memory.json", "rounds.json")
 
 
@@ -42,7 +47,7 @@ def prepare(srv, out: Path, cache: Path) -> list[str]:
 def test_reflexion_stream_serves_in_order_and_evaluation_is_frozen(loopback, tmp_path):
     srv = loopback(policy=policy, embed_dim=32)
     out = tmp_path / "run"
-    subprocess.run(prepare(srv, out, tmp_path / "cache") + ["reflexion", "eval"], env=ENV, check=True,
+    subprocess.run(prepare(srv, out, tmp_path / "cache") + ["reflexion", "eval"], env=child_env(), check=True,
                    capture_output=True, timeout=400)
     train = pd.read_parquet(out / "train.parquet").sort_values(["round", "position"])
     steps = pd.read_parquet(out / "train.steps.parquet")
@@ -80,7 +85,7 @@ def test_kill_9_mid_stream_then_rerun(loopback, tmp_path):
     srv = loopback(policy=policy, embed_dim=32, faults=Faults(latency_s=0.05))
     out, cache_dir = tmp_path / "run", tmp_path / "cache"
     cmd = prepare(srv, out, cache_dir) + ["autorefine"]
-    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     mark = out / "memory.json.work" / "round-02" / "batch-00000.json"  # round 1 done, round 2 under way
     deadline = time.monotonic() + 300
     while not mark.exists():
@@ -93,17 +98,18 @@ def test_kill_9_mid_stream_then_rerun(loopback, tmp_path):
     committed = len(cache.records())
     cache.close()
     srv.reset_stats()
-    subprocess.run(cmd, env=ENV, check=True, capture_output=True, timeout=400)
+    subprocess.run(cmd, env=child_env(), check=True, capture_output=True, timeout=400)
     cache = Cache(cache_dir / "llm.sqlite")
     total = len(cache.records())
     cache.close()
-    assert srv.stats.completions == total - committed  # no completed call repeated, counted at the server
+    # no completed call repeated, counted at the server (the cache holds one entry per embedded text)
+    assert srv.stats.completions + srv.stats.embedded_texts == total - committed
     assert not (out / "memory.json.work").exists()
     # the resumed run equals a full replay of the same cache, byte for byte
     replay = tmp_path / "replay"
     srv.reset_stats()
-    subprocess.run(prepare(srv, replay, cache_dir) + ["autorefine"], env=ENV, check=True, capture_output=True, timeout=400)
-    assert srv.stats.completions == 0
+    subprocess.run(prepare(srv, replay, cache_dir) + ["autorefine"], env=child_env(), check=True, capture_output=True, timeout=400)
+    assert srv.stats.completions == srv.stats.embedded_texts == 0
     for name in OUTPUTS:
         assert (out / name).read_bytes() == (replay / name).read_bytes(), name
     rounds = json.loads((out / "rounds.json").read_text())

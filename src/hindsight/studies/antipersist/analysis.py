@@ -8,7 +8,7 @@ its **average** is the equal-weighted mean of its setting means, given only when
 design has every setting.  Calls per episode are the mean of ``llm_calls`` (synthesis plus
 execution, :mod:`.play`) over a job's episodes, then over seeds.  Per-round success uses
 the training episodes (a round's share won, then the mean over seeds); mode shares count
-the training episodes' chosen mode (the ``mode`` column a selector design declares).
+the training episodes' chosen mode (the column of :data:`MODE_COLUMNS` a selector design declares).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-MODE_COLUMN = "mode"
+MODE_COLUMNS = ("synthesis_mode", "mode")
+"""Where a selector design records the chosen mode (the first present is used)."""
 
 
 def setting_of(df: pd.DataFrame) -> pd.Series:
@@ -76,10 +77,11 @@ def per_round(train_episodes: pd.DataFrame) -> pd.DataFrame:
 def mode_shares(train_episodes: pd.DataFrame) -> pd.DataFrame:
     """Per (design, setting, round, mode): the share of the round's episodes that took the mode
     (pooled over seeds); empty when no design records a mode."""
-    if MODE_COLUMN not in train_episodes.columns:
+    col = next((c for c in MODE_COLUMNS if c in train_episodes.columns), None)
+    if col is None:
         return pd.DataFrame(columns=["design", "setting", "round", "mode", "share"])
-    df = train_episodes[train_episodes[MODE_COLUMN].notna()]
+    df = train_episodes[train_episodes[col].notna()]
     df = df.assign(setting=setting_of(df))
-    n = df.groupby(["design", "setting", "round"])[MODE_COLUMN].transform("size")
-    out = df.assign(_s=1.0 / n).groupby(["design", "setting", "round", MODE_COLUMN], as_index=False)["_s"].sum()
-    return out.rename(columns={MODE_COLUMN: "mode", "_s": "share"})
+    n = df.groupby(["design", "setting", "round"])[col].transform("size")
+    out = df.assign(_s=1.0 / n).groupby(["design", "setting", "round", col], as_index=False)["_s"].sum()
+    return out.rename(columns={col: "mode", "_s": "share"})

@@ -23,7 +23,7 @@ from hindsight.memory.snapshot import digest, restore
 from hindsight.studies.antipersist import play
 from hindsight.studies.antipersist.design import actor_settings, pool, seed_of
 from hindsight.studies.antipersist.memories import make_memory
-from hindsight.studies.antipersist.train import roles
+from hindsight.studies.antipersist.train import roles, stream_specs, train_pool
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,11 @@ async def evaluate(config: Mapping[str, Any], *, model: str, env: str, design: s
     """Evaluate the trained memory at ``memory_path`` (module docstring)."""
     tasks = eval_tasks(cell, env, tasks_path)
     synthesizer, embedder = roles(cell, model)
+    plan = stream_specs(cell, model=model, env=env, design=design, seed_index=seed_index,
+                        train=train_pool(cell, env, tasks_path))  # the same memory settings as in training
     memory = make_memory(design, cell, prompts_dir, synthesizer=synthesizer, embedder=embedder,
-                         seed=seed_of(int(cell["seed"]), "selector", seed_index))
+                         seed=seed_of(int(cell["seed"]), "selector", seed_index),
+                         rounds=[[s.episode_id for s in r] for r in plan])
     snap = restore(memory, memory_path)
     base = seed_of(int(cell["seed"]), "seed", seed_index)
     settings = actor_settings(model, cell["actor"])

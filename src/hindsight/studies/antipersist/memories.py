@@ -10,7 +10,7 @@ embedder is ``roles.embedder``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from hindsight.studies.antipersist.design import MODES, NoMemory, sweep_of
 
@@ -37,8 +37,10 @@ def uses_selector(design: str) -> bool:
 
 
 def make_memory(design: str, cell: Mapping[str, Any], prompts_dir: str, *, synthesizer: str, embedder: str,
-                seed: int) -> Any:
-    """The memory of ``design`` for one training stream (settings from the job's ``cell``)."""
+                seed: int, rounds: Sequence[Sequence[str]]) -> Any:
+    """The memory of ``design`` for one training stream (settings from the job's ``cell``;
+    ``rounds``: the stream's episode ids, one list per round, which drive the selector's
+    rotation)."""
     k, tokens, rs = int(cell["k"]), cell["synthesis"]["max_tokens"], int(cell["round_size"])
     common = {"synthesizer": synthesizer, "prompts_dir": prompts_dir, "max_tokens": tokens}
     if design == "react":
@@ -62,12 +64,12 @@ def make_memory(design: str, cell: Mapping[str, Any], prompts_dir: str, *, synth
     if design == "trajectory":
         from hindsight.memory.trajectory import TrajectoryMemory
 
-        return TrajectoryMemory(synthesizer=synthesizer, embedder=embedder, prompts_dir=prompts_dir, k=k)
+        return TrajectoryMemory(embedder=embedder, k=k)
     if design in ("abstraction", "joint"):
         from hindsight.memory import abstraction
 
         cls = abstraction.AbstractionMemory if design == "abstraction" else abstraction.JointMemory
-        return cls(synthesizer=synthesizer, embedder=embedder, prompts_dir=prompts_dir, k=k)
+        return cls(synthesizer=synthesizer, embedder=embedder, prompts_dir=prompts_dir, k=k, max_tokens=tokens)
     if uses_selector(design):
         from hindsight.memory.antipersist import AntiPersistenceMemory
         from hindsight.stats.bandit import make_selector
@@ -76,5 +78,5 @@ def make_memory(design: str, cell: Mapping[str, Any], prompts_dir: str, *, synth
                                  where="antipersist.selector")
         return AntiPersistenceMemory(synthesizer=synthesizer, embedder=embedder, prompts_dir=prompts_dir, k=k,
                                      persist=design == "antipersist-persisted", selector=selector,
-                                     round_size=rs)
+                                     rounds=[list(r) for r in rounds], max_tokens=tokens)
     raise ValueError(f"antipersist: unknown design {design!r}")

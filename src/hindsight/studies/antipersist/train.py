@@ -63,18 +63,23 @@ def roles(cell: Mapping[str, Any], model: str) -> tuple[str, str]:
     return str(cell["synthesizer"] or model), str(cell["embedder"])
 
 
+def train_pool(cell: Mapping[str, Any], env: str, tasks_path: str) -> list[str]:
+    p = cell["pools"][env]
+    return pool(pd.read_parquet(tasks_path), p["train_split"], p["train_tasks"], int(cell["seed"]), tasks_path,
+                f"antipersist.pools.{env}.train_tasks")
+
+
 async def train_stream(config: Mapping[str, Any], *, model: str, env: str, design: str, seed_index: int,
                        cell: Mapping[str, Any], prompts_dir: str, actor_prompts_dir: str, tasks_path: str,
                        out_episodes: str, out_steps: str, out_calls: str, out_memory: str, out_rounds: str,
                        make_env: Callable[[], Any] | None = None) -> dict[str, Any]:
     """Run one training stream (module docstring) and write its outputs."""
-    p = cell["pools"][env]
-    train = pool(pd.read_parquet(tasks_path), p["train_split"], p["train_tasks"], int(cell["seed"]), tasks_path,
-                 f"antipersist.pools.{env}.train_tasks")
+    train = train_pool(cell, env, tasks_path)
     rounds = stream_specs(cell, model=model, env=env, design=design, seed_index=seed_index, train=train)
     synthesizer, embedder = roles(cell, model)
     memory = make_memory(design, cell, prompts_dir, synthesizer=synthesizer, embedder=embedder,
-                         seed=seed_of(int(cell["seed"]), "selector", seed_index))
+                         seed=seed_of(int(cell["seed"]), "selector", seed_index),
+                         rounds=[[s.episode_id for s in r] for r in rounds])
     cell_id = cell_name(model, env, design, seed_index)
     work = Path(str(out_memory) + ".work")
     digest = hashlib.sha256(canonical_json({"cell": cell, "design": design, "seed": seed_index,
