@@ -79,3 +79,14 @@ def test_report_labels_the_calibrator_rows_and_counts_the_labels(tmp_path):
     assert "differ on 1 contexts" in (tmp_path / "t/table9_variants.md").read_text()
     for f in ("figure10_next_action.png", "figure7_success.png"):
         assert (tmp_path / "f" / f).stat().st_size > 1000
+
+
+def test_history_continuation_tables_name_a_trained_calibrator():
+    from hindsight.studies.history.report import continuation_labels
+
+    cont = pd.DataFrame({"condition": ["raw", "calibrator", "calibrator-chat"], "calibrator": [None, "cal", "cal"]})
+    labels, note = continuation_labels(cont, trained=["cal"])
+    assert labels["calibrator"] == "Calibrator (cal)" and labels["calibrator-chat"] == "Calibrator (cal) (chat)"
+    assert "learned calibrator served by cal" in note
+    labels, note = continuation_labels(cont)
+    assert labels["calibrator"] == "Calibrator (untrained stand-in: cal)" and "untrained stand-in" in note

@@ -118,6 +118,7 @@ rule history_report:
         CONDA_ENV
     params:
         analysis=HISTORY.h["analysis"],
+        trained_calibrators=config["calibrator"]["trained_endpoints"],
         tables_dir=lambda w, output: os.path.dirname(output.index),
         figures_dir=lambda w, output: os.path.join(
             os.path.dirname(os.path.dirname(output.index)), "figures"

@@ -7,4 +7,5 @@ s = snakemake  # noqa: F821
 run_rule(s, lambda: write_report(
     rollouts=list(s.input.rollouts), continuation=list(s.input.get("continuation", [])),
     probe=list(s.input.get("probe", [])), analysis=s.params.analysis, tables_dir=s.params.tables_dir,
-    figures_dir=s.params.figures_dir, index_path=s.output.index))
+    figures_dir=s.params.figures_dir, index_path=s.output.index,
+    trained_calibrators=dict(s.params.trained_calibrators)))

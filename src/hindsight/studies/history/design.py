@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import pandas as pd
 
@@ -40,12 +40,14 @@ PROBE_CONDITIONS: tuple[str, ...] = ("raw", "causal", "experience")
 ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions", "review_max_tokens")
 
 
-def calibrator_label(endpoints: Sequence[str]) -> str:
+def calibrator_label(endpoints: Sequence[str], trained: Collection[str] = TRAINED_CALIBRATORS) -> str:
     """The Calibrator condition's label: the endpoint(s) that played the role, and whether
-    they are the learned calibrator or an untrained stand-in for it."""
+    they are the learned calibrator (``trained``: endpoints serving a checkpoint of the
+    calibrator's training rule, ``calibrator.rollouts.trained_endpoints``) or an untrained
+    stand-in for it."""
     names = sorted({str(e) for e in endpoints if e})
     who = ", ".join(names) or "endpoint not recorded"
-    if names and set(names) <= TRAINED_CALIBRATORS:
+    if names and set(names) <= set(trained):
         return f"Calibrator ({who})"
     return f"Calibrator (untrained stand-in: {who})"
 

@@ -150,7 +150,7 @@ def figure4(rep: Report, block: pd.DataFrame, n_boot: int) -> None:
     rep.figure("figure4_change_from_raw", fig, "Change in success from the matching Raw cell (Figure 4 analogue)")
 
 
-def continuation_labels(cont: pd.DataFrame) -> tuple[dict[str, str], str]:
+def continuation_labels(cont: pd.DataFrame, trained: Sequence[str] = ()) -> tuple[dict[str, str], str]:
     """Labels of the continuation conditions, the Calibrator's naming the endpoint that played
     the role and whether it is the learned calibrator or an untrained stand-in; and a
     caption note saying the same (empty when no Calibrator row is shown)."""
@@ -162,21 +162,21 @@ def continuation_labels(cont: pd.DataFrame) -> tuple[dict[str, str], str]:
     if rows.empty:
         return labels, ""
     names = list(rows["calibrator"].dropna()) if "calibrator" in rows.columns else []
-    label = calibrator_label(names)
+    label = calibrator_label(names, trained)
     labels["calibrator"], labels["calibrator-chat"] = label, f"{label} (chat)"
     who = ", ".join(sorted(set(map(str, names)))) or "an endpoint not recorded"
     if "stand-in" in label:
         return labels, (f". Calibrator rows: the calibrator role was played by {who}, an untrained stand-in "
-                        "(the learned calibrator of section 6 is not trained yet)")
+                        "(not a checkpoint of the calibrator's training rule; calibrator.trained_endpoints)")
     return labels, f". Calibrator rows: the learned calibrator served by {who}"
 
 
-def continuation_part(rep: Report, cont: pd.DataFrame, n_boot: int) -> None:
+def continuation_part(rep: Report, cont: pd.DataFrame, n_boot: int, trained: Sequence[str] = ()) -> None:
     if cont.empty:
         rep.table("table_recovery", _empty("no continuations (no unsuccessful Raw source of length >= the minimum)"),
                   "Recovery from the restored floor(L/3) state")
         return
-    labels, note = continuation_labels(cont)
+    labels, note = continuation_labels(cont, trained)
     cont = cont.assign(unit=cont["source_episode_id"])
     block = cont[~cont["condition"].str.endswith("-chat")]
     chat = cont[cont["condition"].str.endswith("-chat")]
@@ -283,14 +283,21 @@ def _with_cells(paths: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def write_report(rollouts: Sequence[str], continuation: Sequence[str], probe: Sequence[str],
-                 analysis: Mapping[str, Any], tables_dir: str, figures_dir: str, index_path: str) -> list[tuple[str, str]]:
-    """Write every table and figure; ``index_path`` lists them."""
+                 analysis: Mapping[str, Any], tables_dir: str, figures_dir: str, index_path: str,
+                 trained_calibrators: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """Write every table and figure; ``index_path`` lists them.  ``trained_calibrators``
+    (``calibrator.trained_endpoints``: endpoint -> training-rule output folder) names the
+    endpoints whose Calibrator rows are the learned calibrator (checked against the
+    checkpoint's digest); any other is labelled an untrained stand-in."""
+    from hindsight.studies.history.calibrator.rollouts import trained_endpoints
+
+    trained = sorted(trained_endpoints(trained_calibrators or {}))
     n_boot = int(analysis["n_boot"])
     rep = Report(tables_dir, figures_dir)
     eps, steps = _with_cells(rollouts)
     rollout_part(rep, eps, steps, n_boot)
     cont = A.load(continuation)
-    continuation_part(rep, cont, n_boot)
+    continuation_part(rep, cont, n_boot, trained)
     probe_part(rep, A.load(probe), n_boot)
     lines = ["# History study: tables and figures", "",
              f"{len(eps)} rollout episodes, {len(cont)} continuations, "
