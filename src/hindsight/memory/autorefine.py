@@ -94,7 +94,8 @@ class AutoRefineMemory:
         if not 0.0 <= prune_fraction < 1.0:
             raise ValueError(f"autorefine: prune_fraction must be in [0, 1), got {prune_fraction}")
         self.synthesizer, self.embedder, self.k = synthesizer, embedder, int(k)
-        self.round_size, self.prune_every, self.prune_fraction = int(round_size), int(prune_every), float(prune_fraction)
+        self.round_size, self.prune_every = int(round_size), int(prune_every)
+        self.prune_fraction = float(prune_fraction)
         self.max_per_side, self.max_tokens, self.obs_chars = int(max_per_side), max_tokens, int(obs_chars)
         self.prompts = load_prompts(prompts_dir, PROMPT_FILES)
         self.skills: list[dict[str, Any]] = []

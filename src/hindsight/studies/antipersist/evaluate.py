@@ -11,6 +11,7 @@ anti-persistence modes) is synthesized and dropped as in training; its calls are
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Callable, Mapping
 
@@ -73,6 +74,4 @@ async def evaluate(config: Mapping[str, Any], *, model: str, env: str, design: s
 
 
 def _plain(state: Any) -> Any:
-    import json
-
     return json.loads(canonical_json(state, indent=None))

@@ -37,7 +37,6 @@ STUDY_COLUMNS: tuple[pa.Field, ...] = (
     pa.field("synthesis_calls_total", pa.int64()),
     pa.field("llm_calls", pa.int64()),
 )
-SPEC_COLUMNS = ("design", "seed_index", "phase", "round", "position")
 
 
 @asynccontextmanager
@@ -77,5 +76,6 @@ def call_counts(calls: pd.DataFrame, embedder: str) -> dict[str, Any]:
     embedding texts, from a job's call records."""
     chat = calls[calls["endpoint"] != embedder]
     by = {str(p): int(n) for p, n in chat.groupby("purpose").size().items()}
-    return {"by_purpose": by, "execution": by.get("actor", 0), "synthesis": sum(n for p, n in by.items() if p != "actor"),
+    return {"by_purpose": by, "execution": by.get("actor", 0),
+            "synthesis": sum(n for p, n in by.items() if p != "actor"),
             "embedding_texts": int((calls["endpoint"] == embedder).sum())}

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 
 from hindsight.config import ConfigError
 from hindsight.studies.antipersist.design import DESIGNS, ENVS, sweep_designs
+from hindsight.studies.antipersist.memories import uses_selector
 
 PARTS = ("train", "eval", "report")
 NOT_CODE = ("hindsight.config", "hindsight.files", "hindsight.llm", "hindsight.rule_entry", "hindsight.testing")
@@ -86,7 +87,8 @@ class AntipersistWorkflow:
                               "a batch (episodes sharing one snapshot) must not straddle two rounds")
         sel = a["selector"]
         if sorted(sel) != sorted(SELECTOR_KEYS):
-            raise ConfigError(f"{src}.selector: expected exactly the keys {', '.join(SELECTOR_KEYS)}; got {sorted(sel)}")
+            raise ConfigError(f"{src}.selector: expected exactly the keys {', '.join(SELECTOR_KEYS)}; "
+                              f"got {sorted(sel)}")
         ranges = {"lam": (0.0, 1.0), "gamma": (0.0, 1.0), "epsilon": (0.0, 1.0), "min_cosine": (-1.0, 1.0),
                   "bonus": (0.0, float("inf"))}
         for key, (lo, hi) in ranges.items():
@@ -95,7 +97,8 @@ class AntipersistWorkflow:
                     (key == "gamma" and float(v) == 0.0):
                 raise ConfigError(f"{src}.selector.{key}: expected a number in [{lo}, {hi}]"
                                   f"{' (not 0)' if key == 'gamma' else ''}, got {v!r}")
-        if isinstance(sel["rotate_rounds"], bool) or not isinstance(sel["rotate_rounds"], int) or sel["rotate_rounds"] < 0:
+        rot = sel["rotate_rounds"]
+        if isinstance(rot, bool) or not isinstance(rot, int) or rot < 0:
             raise ConfigError(f"{src}.selector.rotate_rounds: expected an integer >= 0, got {sel['rotate_rounds']!r}")
         if not 0.0 <= float(a["autorefine"]["prune_fraction"]) < 1.0:
             raise ConfigError(f"{src}.autorefine.prune_fraction: expected a fraction in [0, 1), got "
@@ -146,7 +149,7 @@ class AntipersistWorkflow:
         for key in ("reflexion", "expel", "autorefine"):
             if design == key:
                 cell[key] = dict(a[key])
-        if design in ("antipersist", "antipersist-persisted", "random") or design.startswith(("fixed-", "antipersist-")):
+        if uses_selector(design):
             cell["selector"] = dict(a["selector"])
         return cell
 
