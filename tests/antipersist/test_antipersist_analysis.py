@@ -57,3 +57,11 @@ def test_calls_rounds_and_mode_shares():
     shares = analysis.mode_shares(tr).set_index(["round", "mode"])["share"]
     assert shares[(1, "none")] == 1.0 and shares[(2, "imitation")] == 0.5 and shares[(2, "corrective")] == 0.5
     assert analysis.mode_shares(tr.drop(columns=["synthesis_mode"])).empty
+
+
+def test_parse_failures_are_counted_in_every_store():
+    from hindsight.studies.antipersist.play import parse_failures
+
+    state = {"rejected": [{"call_id": "a"}], "abstraction": {"rejected": [{"call_id": "b"}, {"call_id": "c"}]},
+             "rules": [{"rejected": []}], "settings": {"k": 5}}
+    assert parse_failures(state) == 3 and parse_failures({}) == 0

@@ -71,6 +71,16 @@ def write(episodes: Sequence[Any], view: Any, model: str, env: str, design: str,
                           step_schema=episode_schema(getattr(view, "step_columns", ()), STEP_SCHEMA))
 
 
+def parse_failures(state: Any) -> int:
+    """Synthesis replies a memory could not use, recorded in its state's ``rejected`` lists
+    (every memory keeps one; a joint memory one per store)."""
+    if isinstance(state, Mapping):
+        return sum(len(v) if k == "rejected" and isinstance(v, list) else parse_failures(v) for k, v in state.items())
+    if isinstance(state, list):
+        return sum(parse_failures(v) for v in state)
+    return 0
+
+
 def call_counts(calls: pd.DataFrame, embedder: str) -> dict[str, Any]:
     """Chat calls per purpose (``actor`` is execution, any other purpose synthesis) and
     embedding texts, from a job's call records."""

@@ -109,7 +109,8 @@ async def train_stream(config: Mapping[str, Any], *, model: str, env: str, desig
                   "llm_calls": int(g["llm_calls"].sum())} for r, g in frame.groupby("round")]
     record = {"design": design, "model": model, "env": env, "seed_index": seed_index, "train_tasks": train,
               "rounds": per_round, "snapshots": [{"round": r + 1, **s} for r, s in enumerate(snaps)],
-              "calls": play.call_counts(read_records(out_calls).to_pandas(), embedder)}
+              "calls": play.call_counts(read_records(out_calls).to_pandas(), embedder),
+              "parse_failures": play.parse_failures(memory.state())}
     atomic_write_json(out_rounds, record)
     shutil.rmtree(work, ignore_errors=True)
     log.info("%s: %d episodes, %d won", cell_id, len(frame), int(frame["won"].sum()))
