@@ -3,12 +3,12 @@
 which planted lessons the actor is served.
 
 The policy plays every role.  ACE's Curator adds the planted lessons to an empty playbook
-(nothing later); Dynamic Cheatsheet's rewrite writes them as entries; the Reflector tags
+and later only a copy of the first one (which the near-duplicate merge absorbs); Dynamic Cheatsheet's rewrite writes them as entries; the Reflector tags
 every lesson it was shown helpful.  The actor (AppWorld, one code action) writes the
 task's ground-truth solution when a HELPFUL lesson is in its prompt and no HARMFUL one;
 with a HARMFUL lesson it ends the task with a bare ``complete_task()`` (which fails);
-with neither it solves the first variant of every task family (``_1``, half of the
-tasks: the No-playbook level).  So the whole playbook (both) fails every task, the helpful block alone solves
+with neither it solves the tasks of the first family of each split (:func:`solutions`;
+half of the practice tasks: the No-playbook level).  So the whole playbook (both) fails every task, the helpful block alone solves
 every task, and no playbook solves about half.
 """
 
@@ -58,20 +58,23 @@ def build_appworld(root: Path) -> Path:
     return root
 
 
-def solutions(root: Path) -> dict[str, tuple[str, str]]:
-    """Task instruction -> (task id, its ground-truth solution as one code action)."""
-    from hindsight.envs.appworld import solution_body
+def solutions(root: Path) -> dict[str, tuple[bool, str]]:
+    """Task instruction -> (solved without a lesson, its ground-truth solution as one code action).
 
+    The actor only sees the instruction (two variants of a family may share it), so luck is
+    per family: the first family of each split (sorted) is solved without a lesson, the
+    others are not; the practice split has two families, so No playbook solves half of it.
+    """
+    from hindsight.envs.appworld import solution_body, task_rows
+
+    rows = task_rows(root)
+    first = {split: min(r["type"] for r in rows if r["split"] == split) for split in {r["split"] for r in rows}}
+    lucky = {r["task_id"]: r["type"] == first[r["split"]] for r in rows}
     out = {}
     for task in sorted((root / "data" / "tasks").iterdir()):
         spec = json.loads((task / "specs.json").read_text())
-        out[spec["instruction"]] = (task.name, solution_body((task / "ground_truth" / "solution.py").read_text()))
+        out[spec["instruction"]] = (lucky[task.name], solution_body((task / "ground_truth" / "solution.py").read_text()))
     return out
-
-
-def lucky(task_id: str) -> bool:
-    """The tasks the actor solves without a lesson: the first variant of every family (``_1``)."""
-    return task_id.endswith("_1")
 
 
 def make_policy(sols: Mapping[str, str]):
@@ -84,8 +87,9 @@ def make_policy(sols: Mapping[str, str]):
             ids = re.findall(r"^\[([^\]]+)\] ", user.split("Playbook lessons shown during the attempt:")[-1], re.M)
             return json.dumps({"analysis": "Reviewed.", "tags": [{"id": i, "tag": "helpful"} for i in ids]})
         if system.startswith(ACE_CURATOR):
-            if "(empty)" not in user:
-                return json.dumps({"reasoning": "nothing new", "operations": []})
+            if "(empty)" not in user:  # a near-duplicate (the same text): the merge absorbs it
+                return json.dumps({"reasoning": "again", "operations": [
+                    {"type": "ADD", "section": "str", "content": HELPFUL[0]}]})
             ops = [{"type": "ADD", "section": "str", "content": t} for t in HELPFUL + HARMFUL]
             return json.dumps({"reasoning": "planted", "operations": ops})
         if system.startswith(DC_CURATOR):
@@ -95,9 +99,9 @@ def make_policy(sols: Mapping[str, str]):
         instruction = next((i for i in sols if i in text), None)
         if instruction is None:
             return "<action>print('no task found')</action>"
-        task_id, code = sols[instruction]
+        lucky, code = sols[instruction]
         helped, harmed = any(h in text for h in HELPFUL), any(h in text for h in HARMFUL)
-        if harmed or not (helped or lucky(task_id)):
+        if harmed or not (helped or lucky):
             return "<action>apis.supervisor.complete_task()</action>"
         return f"<action>\n{code}</action>"
     return policy
@@ -116,7 +120,7 @@ def config(tmp_path: Path, srv: Any, root: Path, **playbook: Any) -> dict[str, A
                cache={"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use"})
     cfg["request"] = {"timeout_s": 10.0, "max_retries": 4, "backoff_base_s": 0.01, "backoff_max_s": 0.1}
     pb = cfg["playbook"]
-    pb.update(envs=["appworld"], env_options={"appworld": {"root": str(root)}})
+    pb.update(envs=["appworld"], env_options={"appworld": {"root": str(root)}}, in_flight=1)  # one engine a job
     pb["actor"] = {"mode": "choice", "max_actions": 1, "max_output_tokens": 400, "max_listed_actions": 10}
     pb["growth"].update(runs=2, train_tasks=2, batch_size=2, max_passes=1)
     pb["measurement"].update(blocks=2, practice_tasks=4, episodes=16)
