@@ -26,10 +26,12 @@ def aw_root(tmp_path_factory):
     verified the same way by rule env_appworld_data."""
     root = tmp_path_factory.mktemp("appworld") / "root"
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-    code = ("import sys; from hindsight.envs.appworld_data import build; "
-            "build(sys.argv[1], seed=0, max_variants=1, workers=2)")
-    proc = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True,
-                          timeout=900, env=env)
+    code = ("import json, sys; from hindsight.envs.appworld_data import build; "
+            "rows = build(sys.argv[1], seed=0, max_variants=1, workers=2); "
+            "open(sys.argv[2], 'w').write(json.dumps(rows))")
+    proc = subprocess.run([sys.executable, "-c", code, str(root), str(root.parent / "manifest.json")],
+                          capture_output=True, text=True,
+                          timeout=1800, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root
 
@@ -52,7 +54,7 @@ def aw_table(aw_root):
     return make_table("appworld", task_rows(aw_root))
 
 
-def test_task_set_size_apps_answers_and_splits(aw_table):
+def test_task_set_size_apps_answers_and_splits(aw_table, aw_root):
     from hindsight.envs.appworld_tasks import FAMILIES
 
     details = [json.loads(d) for d in aw_table["detail"]]
@@ -64,8 +66,10 @@ def test_task_set_size_apps_answers_and_splits(aw_table):
         assert kinds == {True, False}, split
         assert len({a for d, s in zip(details, aw_table["split"]) if s == split for a in d["apps"]}) >= 5, split
     assert len({d["difficulty"] for d in details}) >= 3
-    # every built task was verified: its bare completion failed at least one of its >= 3 unit tests
-    assert all(d["num_tests"] >= 3 and 1 <= d["noop_failed_tests"] < d["num_tests"] for d in details)
+    # the build verified every task: its bare completion failed at least one of its >= 3 unit tests
+    manifest = json.loads((aw_root.parent / "manifest.json").read_text())
+    assert sorted(r["task_id"] for r in manifest) == sorted(aw_table["task_id"])
+    assert all(r["num_tests"] >= 3 and 1 <= r["noop_failed_tests"] < r["num_tests"] for r in manifest)
 
 
 def test_full_task_set_sizes_and_disjoint_families():
