@@ -1,8 +1,13 @@
-"""Rule env_appworld_data: build the offline AppWorld task set (see workflow/rules/envs.smk)."""
+"""Rule env_appworld_data: build the offline AppWorld task set (see workflow/rules/envs.smk).
+
+The build verifies tasks in spawned worker processes, which import this file again as
+``__mp_main__``: the guard keeps them from running the rule (and from needing the
+``snakemake`` object, which only the rule's own process has)."""
 
 from hindsight.envs.build import build_appworld
 from hindsight.rule_entry import run_rule
 
-s = snakemake  # noqa: F821
-run_rule(s, lambda: build_appworld(envs_cfg=s.params.envs, data_dir=s.output.data, manifest=s.output.manifest,
-                                   workers=int(s.threads)))
+if __name__ == "__main__":
+    s = snakemake  # noqa: F821
+    run_rule(s, lambda: build_appworld(envs_cfg=s.params.envs, data_dir=s.output.data, manifest=s.output.manifest,
+                                       workers=int(s.threads)))
