@@ -17,11 +17,18 @@ SECRET = "sk-hindsight-DUMMY-SECRET-0123456789abcdef"
 
 
 def loop_overlay(workdir: Path, name: str = "loop") -> Path:
-    """A --configfile overlay that points the panel and every role at endpoint ``name``."""
-    roles = {role: name for role in (base_config().get("roles") or {})}
+    """A --configfile overlay that points the panel and every chat role at endpoint ``name``
+    (the embedder stays the embedded ``minilm``, added to the copy's registry by :func:`registry`)."""
+    roles = {role: name for role in (base_config().get("roles") or {}) if role != "embedder"}
     overlay = workdir / "overlay.yaml"
     overlay.write_text(yaml.safe_dump({"models_file": "models.yaml", "panel": [name], "roles": roles}))
     return overlay
+
+
+def registry(entry: dict) -> str:
+    """A models file with the loopback entry ``loop`` and the embedded embedder ``minilm``."""
+    minilm = yaml.safe_load((REPO / "config" / "models.yaml").read_text())["endpoints"]["minilm"]
+    return yaml.safe_dump({"endpoints": {"loop": entry, "minilm": minilm}})
 
 
 def test_dry_run_of_default_config_is_clean():
@@ -47,7 +54,7 @@ def test_unset_key_fails_before_any_study_call(workflow_copy):
     with LoopbackServer() as srv:
         entry = loopback_endpoint(srv, api_key_env="HINDSIGHT_UNSET_KEY")
         os.environ.pop("HINDSIGHT_UNSET_KEY", None)
-        (workflow_copy / "models.yaml").write_text(yaml.safe_dump({"endpoints": {"loop": entry}}))
+        (workflow_copy / "models.yaml").write_text(registry(entry))
         overlay = loop_overlay(workflow_copy)
         out = snakemake(workflow_copy, "--configfile", str(overlay), "--", "results/smoke/loop.parquet",
                         env={"HINDSIGHT_UNSET_KEY": ""})
@@ -59,7 +66,7 @@ def test_unset_key_fails_before_any_study_call(workflow_copy):
 def test_smoke_run_records_and_no_key_leaks(workflow_copy):
     with LoopbackServer(policy={"script": ["Paris"]}) as srv:
         entry = loopback_endpoint(srv, api_key_env="HINDSIGHT_DUMMY_KEY", price=(1.0, 2.0))
-        (workflow_copy / "models.yaml").write_text(yaml.safe_dump({"endpoints": {"loop": entry}}))
+        (workflow_copy / "models.yaml").write_text(registry(entry))
         overlay = loop_overlay(workflow_copy)
         env = {"HINDSIGHT_DUMMY_KEY": SECRET}
         out = snakemake(workflow_copy, "--configfile", str(overlay), "--", "results/smoke/loop.parquet", env=env)

@@ -124,7 +124,7 @@ def test_paper_preset_on_the_generated_data_stops_before_any_job_naming_split_si
     assert "ALFWORLD_DATA" in msg and "envs.alfworld.source: official" in msg
     cfg = paper_preset()
     cfg["history"] = {**cfg["history"], "envs": ["appworld"]}
-    with pytest.raises(ConfigError, match=r"appworld split 'eval' holds 10 tasks .*APPWORLD_ROOT"):
+    with pytest.raises(ConfigError, match=r"appworld split 'eval' holds 168 tasks .*APPWORLD_ROOT"):
         workflow(cfg)
     cfg["history"] = {**cfg["history"], "tasks_per_cell": 10}
     cfg["roles"] = {**cfg["roles"]}
