@@ -64,10 +64,13 @@ def test_history_workflow_end_to_end(tmp_path):
     (wf / "results" / "tasks").mkdir(parents=True)
     tasks.to_parquet(wf / "results" / "tasks" / "scienceworld.parquet")
     with LoopbackServer(policy=policy, faults=Faults(latency_s=0.1)) as srv:
-        (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": {"loop": loopback_endpoint(srv)}}))
+        minilm = yaml.safe_load((REPO / "config/models.yaml").read_text())["endpoints"]["minilm"]
+        registry = {"loop": loopback_endpoint(srv), "minilm": minilm}
+        (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": registry}))
         overlay = {
             # every role of the default config on the one endpoint (an overlay merges into roles)
-            "models_file": "models.yaml", "panel": ["loop"], "roles": {r: "loop" for r in default_roles()},
+            "models_file": "models.yaml", "panel": ["loop"],
+            "roles": {r: "loop" for r in default_roles() if r != "embedder"},
             "history": {
                 "enabled": True, "envs": ["scienceworld"], "splits": {"scienceworld": "test"}, "seed": 1,
                 "tasks_per_cell": 1, "in_flight": 1, "conditions": ["raw", "shuffle_all"],

@@ -87,14 +87,16 @@ def test_pipeline_recovers_planted_p2_and_reads_luck_carrying(workflow_copy):
     with LoopbackServer(policy=policy) as srv:
         entry = loopback_endpoint(srv, api_key_env=None, max_concurrency=8,
                                   params={"temperature": 0.0, "max_tokens": 256})
-        (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": {"loop": entry}}))
+        minilm = yaml.safe_load((wf / "config/models.yaml").read_text())["endpoints"]["minilm"]
+        (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": {"loop": entry, "minilm": minilm}}))
         overlay = {
             "models_file": "models.yaml", "panel": ["loop"], "smoke": {"enabled": False, "question": "x"},
             "luck": {"seed": 7, "worlds": {"domains": 8, "per_domain": 4},
                      "analysis": {"min_complete": 24, "panel_min_endpoints": 1}},
         }
         base = yaml.safe_load((wf / "config/config.yaml").read_text())
-        overlay["roles"] = {role: "loop" for role in (base.get("roles") or {})}  # other studies' roles
+        # other studies' chat roles (the embedder must stay an embedding endpoint)
+        overlay["roles"] = {role: "loop" for role in (base.get("roles") or {}) if role != "embedder"}
         (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))
         out = run_snakemake(wf, "--configfile", "overlay.yaml", "--", *LUCK_TARGETS)
         assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
