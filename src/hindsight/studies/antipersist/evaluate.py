@@ -15,24 +15,17 @@ import json
 import logging
 from typing import Any, Callable, Mapping
 
-import pandas as pd
 
 from hindsight.agent.runner import EpisodeSpec
 from hindsight.files import atomic_write_json, canonical_json
 from hindsight.llm import read_records
 from hindsight.memory.snapshot import digest, restore
 from hindsight.studies.antipersist import play
-from hindsight.studies.antipersist.design import actor_settings, pool, seed_of
+from hindsight.studies.antipersist.design import actor_settings, seed_of
 from hindsight.studies.antipersist.memories import make_memory
-from hindsight.studies.antipersist.train import roles, stream_specs, train_pool
+from hindsight.studies.antipersist.train import roles, stream_specs, task_pool, train_pool
 
 log = logging.getLogger(__name__)
-
-
-def eval_tasks(cell: Mapping[str, Any], env: str, tasks_path: str) -> list[str]:
-    p = cell["pools"][env]
-    return pool(pd.read_parquet(tasks_path), p["eval_split"], p["eval_tasks"], int(cell["seed"]), tasks_path,
-                f"antipersist.pools.{env}.eval_tasks")
 
 
 async def evaluate(config: Mapping[str, Any], *, model: str, env: str, design: str, seed_index: int,
@@ -40,7 +33,7 @@ async def evaluate(config: Mapping[str, Any], *, model: str, env: str, design: s
                    memory_path: str, out_episodes: str, out_steps: str, out_calls: str, out_record: str,
                    make_env: Callable[[], Any] | None = None) -> dict[str, Any]:
     """Evaluate the trained memory at ``memory_path`` (module docstring)."""
-    tasks = eval_tasks(cell, env, tasks_path)
+    tasks = task_pool(cell, env, tasks_path, "eval")
     synthesizer, embedder = roles(cell, model)
     plan = stream_specs(cell, model=model, env=env, design=design, seed_index=seed_index,
                         train=train_pool(cell, env, tasks_path))  # the same memory settings as in training

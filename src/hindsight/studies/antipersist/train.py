@@ -63,10 +63,16 @@ def roles(cell: Mapping[str, Any], model: str) -> tuple[str, str]:
     return str(cell["synthesizer"] or model), str(cell["embedder"])
 
 
-def train_pool(cell: Mapping[str, Any], env: str, tasks_path: str) -> list[str]:
+def task_pool(cell: Mapping[str, Any], env: str, tasks_path: str, part: str) -> list[str]:
+    """The ``part`` (``train`` or ``eval``) task pool of ``env``: ``pools.<env>.<part>_split`` and
+    ``<part>_tasks`` of the cell, drawn with the cell's seed."""
     p = cell["pools"][env]
-    return pool(pd.read_parquet(tasks_path), p["train_split"], p["train_tasks"], int(cell["seed"]), tasks_path,
-                f"antipersist.pools.{env}.train_tasks")
+    return pool(pd.read_parquet(tasks_path), p[f"{part}_split"], p[f"{part}_tasks"], int(cell["seed"]), tasks_path,
+                f"antipersist.pools.{env}.{part}_tasks")
+
+
+def train_pool(cell: Mapping[str, Any], env: str, tasks_path: str) -> list[str]:
+    return task_pool(cell, env, tasks_path, "train")
 
 
 async def train_stream(config: Mapping[str, Any], *, model: str, env: str, design: str, seed_index: int,
