@@ -203,11 +203,6 @@ class Cache:
         with self._lock:
             self._db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, owner))
 
-    def held(self, key: str) -> bool:
-        """Whether a claim on ``key`` is still recorded (by anyone)."""
-        with self._lock:
-            return self._db.execute("SELECT 1 FROM claims WHERE key = ?", (key,)).fetchone() is not None
-
     def store(self, key: str, record: Mapping[str, Any], run_id: str) -> dict[str, Any]:
         """Commit a fresh call: its response (unless mode is ``off``) and its ledger entry,
         in one transaction, before the caller sees the result.  Returns the stored
