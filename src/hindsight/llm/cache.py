@@ -34,6 +34,10 @@ alone.
 In mode ``refresh`` the entry a *previous* run stored is replaced, but within one run the
 first writer still wins (each entry remembers the run that stored it), so the cells of a
 refresh run agree with each other and with the cache.
+
+**Backends** (``cache.backend``, :func:`open_cache`): ``sqlite`` (this class) for jobs on one
+machine; ``shards`` (:class:`hindsight.llm.cache_shards.ShardCache`, same methods) when jobs
+run on different hosts over a network filesystem, where SQLite's WAL is not safe.
 """
 
 from __future__ import annotations
@@ -103,6 +107,22 @@ def embed_key(identity: Mapping[str, Any], text: str, options: Mapping[str, Any]
     options.  One entry per text, so calls that share some texts reuse those."""
     payload = {"endpoint": dict(identity), "task": "embed", "input": text, "options": dict(options)}
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
+BACKENDS = ("sqlite", "shards")
+
+
+def open_cache(path: str | os.PathLike[str], mode: str = "use", backend: str = "sqlite") -> Any:
+    """The response cache at ``path`` (``cache.path``) with the configured backend: a
+    :class:`Cache` (``sqlite``) or a :class:`~hindsight.llm.cache_shards.ShardCache`
+    (``shards``: ``shards/`` and ``claims/`` beside ``path``)."""
+    if backend == "sqlite":
+        return Cache(path, mode)
+    if backend == "shards":
+        from hindsight.llm.cache_shards import ShardCache
+
+        return ShardCache(path, mode)
+    raise ValueError(f"cache.backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
 
 
 class Cache:

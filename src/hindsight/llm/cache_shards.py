@@ -1,0 +1,397 @@
+"""The response cache as append-only shards: correct when jobs run on different hosts.
+
+SQLite in WAL mode needs shared memory between its processes, so it is not safe on a
+network filesystem (NFS, a Kubernetes ReadWriteMany volume); its rollback journal needs
+POSIX locks, which NFS implements unreliably.  This backend (``cache.backend: shards``,
+which the cluster profiles select) uses no locks at all:
+
+* **Shards.**  Each process (each open cache) appends to its own file,
+  ``<cache dir>/shards/<host>__<pid>__<token>.jsonl``, one JSON line per stored reply or
+  ledger row, written with one ``write`` and ``fsync`` before the caller sees the reply;
+  no process ever modifies another's shard.  JSON lines rather than an SQLite file per
+  shard: a reader on another host reads a growing file by byte offset without any lock and
+  takes only complete lines (a line without its newline, a torn write of a killed process,
+  is never read), which SQLite's pages do not allow without locking.
+* **Reading.**  A reader indexes every shard incrementally (new shards, new lines of known
+  ones, at most every ``refresh_s``), keeping for each key where its entries are (file and
+  offset, not the reply: a paper preset's replies do not fit in memory) and the ledger as
+  totals per shard.  Duplicates resolve deterministically: the earliest stored time, then
+  shard name, then line; an entry stored in mode ``refresh`` supersedes those of earlier
+  runs (the latest refresh run's first entry wins).  :meth:`ShardCache.duplicates` counts
+  keys with more than one candidate.
+* **Claims** (:mod:`hindsight.llm.cache_claims`): a call is claimed by creating a file
+  exclusively; a waiter reads the stored reply through the claim's pointer, so the first
+  stored reply wins across processes and hosts, and the race of two cells costs one paid
+  call.  Storing takes the key's claim too (embeddings, mode ``refresh``), so exactly one
+  process appends each key's reply; a duplicate needs a claim taken over from a live owner
+  whose heartbeat stopped for a minute.
+* **Compaction** (``python -m hindsight cache compact``, :meth:`ShardCache.compact`) merges
+  the shards of closed processes into one file whose header names its sources; readers
+  then ignore those sources, which are removed.
+
+The public interface is :class:`hindsight.llm.cache.Cache`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple, Sequence
+
+from hindsight.llm.cache_claims import ClaimBook
+from hindsight.llm.leases import alive
+
+
+class Entry(NamedTuple):
+    at: float
+    origin: str
+    n: int
+    run: str
+    refresh: bool
+    file: str
+    offset: int
+
+
+def _winner_group(entries: list[Entry]) -> list[Entry]:
+    """The candidates among a key's entries, sorted (the first is the stored reply)."""
+    refreshed = [e for e in entries if e.refresh]
+    if refreshed:
+        run = max(refreshed).run
+        entries = [e for e in entries if e.run == run]
+    return sorted(entries)
+
+
+class _Shard:
+    """What the index knows of one shard file."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.keys: set[str] = set()
+        self.ledger: dict[tuple[str, str], list[float]] = {}
+        self.sources: list[str] = []
+        self.closed = False
+
+
+class ShardCache:
+    """The shards backend (module docstring); same methods as :class:`~hindsight.llm.cache.Cache`."""
+
+    def __init__(self, path: str | os.PathLike[str], mode: str = "use", *, refresh_s: float = 0.25,
+                 grace_s: float | None = None, lost_after_s: float | None = None) -> None:
+        if mode not in ("use", "refresh", "off"):
+            raise ValueError(f"cache mode must be use, refresh or off, not {mode!r}")
+        self.path = Path(path)
+        self.mode = mode
+        self.root = self.path.parent
+        self.shards = self.root / "shards"
+        self.shards.mkdir(parents=True, exist_ok=True)
+        host = socket.gethostname().replace("__", "_")
+        self.name = f"{host}__{os.getpid()}__{uuid.uuid4().hex[:12]}.jsonl"
+        extra = {k: v for k, v in (("grace_s", grace_s), ("lost_after_s", lost_after_s)) if v is not None}
+        self.claims = ClaimBook(self.root / "claims", self.name, **extra)
+        self.refresh_s = refresh_s
+        self._lock = threading.RLock()
+        self._index: dict[str, list[Entry]] = {}
+        self._known: dict[str, _Shard] = {}
+        self._superseded: set[str] = set()
+        self._fh: Any = None
+        self._n = 0
+        self._refreshed = -1e9
+        self._owner = self.name       # the claim owner when storing without a prior claim
+        self._stale_s = 3600.0        # the client's claim_stale_s, once it has claimed
+        self.claims.sweep()
+
+    # -- the index -------------------------------------------------------------
+    def _refresh(self, force: bool = False) -> None:
+        with self._lock:
+            if not force and time.monotonic() - self._refreshed < self.refresh_s:
+                return
+            self._refreshed = time.monotonic()
+            names = {n for n in os.listdir(self.shards) if n.endswith(".jsonl")}
+            for name in sorted(n for n in names if n.startswith("compacted-")) + sorted(names):
+                if name in self._superseded or name == self.name:
+                    continue
+                try:
+                    size = os.stat(self.shards / name).st_size
+                except FileNotFoundError:
+                    continue
+                known = self._known.get(name)
+                if known is None or size > known.offset:
+                    self._read(name)
+            for name in [n for n in self._known if n not in names and n != self.name]:
+                self._drop(name)
+
+    def _read(self, name: str) -> None:
+        shard = self._known.setdefault(name, _Shard())
+        try:
+            with open(self.shards / name, "rb") as fh:
+                fh.seek(shard.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            self._drop(name)
+            return
+        end = data.rfind(b"\n") + 1  # complete lines only: a torn last line is never read
+        pos = 0
+        for line in data[:end].splitlines(keepends=True):
+            self._take(name, shard, json.loads(line), shard.offset + pos)
+            pos += len(line)
+        shard.offset += end
+
+    def _take(self, name: str, shard: _Shard, line: dict[str, Any], offset: int) -> None:
+        kind = line["t"]
+        if kind == "r":
+            entry = Entry(float(line["at"]), line.get("o", name), int(line["n"]), line["run"], bool(line["ref"]),
+                          name, offset)
+            self._index.setdefault(line["k"], []).append(entry)
+            shard.keys.add(line["k"])
+        elif kind == "l":
+            tally = shard.ledger.setdefault((line["run_id"], line["endpoint"]), [0, 0, 0, 0.0])
+            for i, field in enumerate(("calls", "prompt_tokens", "completion_tokens", "cost")):
+                tally[i] += line.get(field, 1)
+        elif kind == "h":  # a compacted file: its sources are now superseded
+            shard.sources = list(line["sources"])
+            for source in shard.sources:
+                self._superseded.add(source)
+                self._drop(source)
+        elif kind == "end":
+            shard.closed = True
+
+    def _drop(self, name: str) -> None:
+        shard = self._known.pop(name, None)
+        if shard is None:
+            return
+        for key in shard.keys:
+            kept = [e for e in self._index.get(key, []) if e.file != name]
+            if kept:
+                self._index[key] = kept
+            else:
+                self._index.pop(key, None)
+
+    def _line(self, file: str, offset: int) -> dict[str, Any]:
+        with open(self.shards / file, "rb") as fh:
+            fh.seek(offset)
+            return json.loads(fh.readline())
+
+    def _lookup(self, key: str, run_id: str | None = None) -> dict[str, Any] | None:
+        """The stored record of ``key`` (of run ``run_id`` only, if given), reading the index."""
+        for attempt in range(2):
+            with self._lock:
+                entries = list(self._index.get(key, []))
+            if run_id is not None:
+                entries = [e for e in entries if e.run == run_id]
+            if not entries:
+                return None
+            first = _winner_group(entries)[0]
+            try:
+                return self._line(first.file, first.offset)["rec"]
+            except FileNotFoundError:  # compacted meanwhile
+                self._refresh(force=True)
+        return None
+
+    def _get(self, key: str, run_id: str | None = None) -> dict[str, Any] | None:
+        got = self._lookup(key, run_id)
+        if got is None:
+            self._refresh()
+            got = self._lookup(key, run_id)
+        return got
+
+    # -- writing ---------------------------------------------------------------
+    def _open_shard(self) -> None:
+        if self._fh is None:
+            self._fh = open(self.shards / self.name, "ab")
+            os.fsync(self._fh.fileno())
+            self._known[self.name] = _Shard()
+
+    def _append(self, lines: list[dict[str, Any]]) -> list[int]:
+        """Append lines to this process's shard (one write, one fsync); their offsets."""
+        self._open_shard()
+        shard = self._known[self.name]
+        chunks, offsets, pos = [], [], shard.offset
+        for line in lines:
+            if line["t"] == "r":
+                line["n"] = self._n
+                self._n += 1
+            raw = (json.dumps(line, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+            offsets.append(pos)
+            chunks.append(raw)
+            pos += len(raw)
+        self._fh.write(b"".join(chunks))
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        for line, offset in zip(lines, offsets):
+            self._take(self.name, shard, line, offset)
+        shard.offset = pos
+        return offsets
+
+    def _hold(self, key: str, run_id: str) -> str | dict[str, Any]:
+        """Hold ``key``'s claim in order to store it: ``"held"`` (this caller's claim, made
+        before the call), ``"taken"`` (taken now), or the record another process stored
+        (its claim still points at it)."""
+        delay = 0.002
+        while True:
+            if self.claims.owns(key):
+                return "held"
+            got = self.claims.try_claim(key, self._owner)
+            if got is True:
+                return "taken"
+            assert isinstance(got, dict)
+            if got.get("state") == "stored" and (self.mode == "use" or got.get("run") == run_id):
+                record = self._pointed(key, got)
+                if record is not None:
+                    return record
+            elif got.get("state") == "stored" or self.claims.gone(got, got["mtime"], self._stale_s):
+                if self.claims.take_over(key, got.get("token", "?"), self._owner):
+                    return "taken"
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def _pointed(self, key: str, claim: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The record a stored claim points at (None if that shard was compacted away)."""
+        try:
+            line = self._line(str(claim["file"]), int(claim["offset"]))
+        except (FileNotFoundError, json.JSONDecodeError):
+            self._refresh(force=True)
+            return self._lookup(key)
+        return line["rec"] if line.get("k") == key else self._lookup(key)
+
+    def store(self, key: str, record: Mapping[str, Any], run_id: str) -> dict[str, Any]:
+        """Store a fresh call's reply and ledger row; returns the stored reply (another
+        process's if it stored the key first)."""
+        return self.store_many([(key, record)], run_id)[key]
+
+    def store_many(self, items: Sequence[tuple[str, Mapping[str, Any]]], run_id: str,
+                   first_wins: bool = True) -> dict[str, dict[str, Any]]:
+        """Store several fresh calls; the first stored reply of each key wins (module docstring).
+        ``first_wins=False`` makes this call's reply the stored one (last writer wins)."""
+        stored = {key: dict(record) for key, record in items}
+        at = time.time()
+        with self._lock:
+            lines: list[dict[str, Any]] = []
+            mine: list[str] = []
+            held: list[str] = []
+            if self.mode != "off":
+                for key in sorted({k for k, _ in items}):
+                    got = self._hold(key, run_id)
+                    if isinstance(got, dict):
+                        kept: dict[str, Any] | None = got
+                    else:
+                        held.append(key)
+                        if got == "taken":  # not claimed before the call: look once more
+                            self._refresh(force=True)
+                        kept = self._lookup(key, run_id if self.mode == "refresh" else None)
+                    if kept is not None and first_wins:
+                        stored[key] = kept
+                    else:
+                        mine.append(key)
+                for key in mine:
+                    run = run_id if first_wins else f"{run_id}/last-writer/{uuid.uuid4().hex}"
+                    lines.append({"t": "r", "k": key, "run": run, "at": at,
+                                  "ref": self.mode == "refresh" or not first_wins, "rec": stored[key]})
+            for _, record in items:
+                lines.append({"t": "l", "call_id": record["call_id"], "run_id": run_id,
+                              "endpoint": record["endpoint"], "cell_id": record["cell_id"],
+                              "prompt_tokens": int(record["prompt_tokens"]),
+                              "completion_tokens": int(record["completion_tokens"]),
+                              "cost": float(record["cost"]), "at": record["finished_at"], "calls": 1})
+            offsets = dict(zip(mine, self._append(lines)))
+            for key in held:
+                if key in offsets:
+                    self.claims.mark_stored(key, self.name, offsets[key], run_id)
+                else:  # stored before this claim was taken: the index shows it to everyone
+                    self.claims.release(key)
+        return stored
+
+    # -- claims ----------------------------------------------------------------
+    def claim(self, key: str, owner: str, stale_s: float) -> dict[str, Any] | bool:
+        """Claim ``key`` before calling: ``True`` (this caller calls), ``False`` (another live
+        caller holds it), or the stored record.  Only in mode ``use``; otherwise ``True``."""
+        if self.mode != "use":
+            return True
+        with self._lock:
+            self._owner, self._stale_s = owner, stale_s
+            self._open_shard()  # a waiter may read this shard by name once the claim says so
+            found = self._get(key)
+            if found is not None:
+                return found
+            got = self.claims.try_claim(key, owner)
+            if got is True:
+                self._refresh(force=True)  # stored and pointer expired before we looked
+                found = self._lookup(key)
+                if found is not None:
+                    self.claims.release(key)
+                    return found
+                return True
+            assert isinstance(got, dict)
+            if got.get("state") == "stored":
+                return self._pointed(key, got) or False
+            if got.get("owner") == owner and got.get("pid") == os.getpid():
+                self.claims._hold(key, got["token"])  # its own claim again (a retry)
+                return True
+            if self.claims.gone(got, got["mtime"], stale_s):
+                return self.claims.take_over(key, got.get("token", "?"), owner)
+            return False
+
+    def release(self, key: str, owner: str) -> None:
+        """Give back a claim whose call failed."""
+        if self.mode == "use":
+            self.claims.release(key)
+
+    # -- reading ---------------------------------------------------------------
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self._get(key) if self.mode == "use" else None
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if self.mode != "use" or not keys:
+            return {}
+        self._refresh()
+        return {k: r for k in dict.fromkeys(keys) if (r := self._lookup(k)) is not None}
+
+    def _tallies(self) -> list[tuple[tuple[str, str], list[float]]]:
+        self._refresh()
+        with self._lock:
+            return [(k, v) for s in self._known.values() for k, v in s.ledger.items()]
+
+    def spent(self, *, run_id: str | None = None, endpoint: str | None = None) -> float:
+        return float(sum(t[3] for (run, ep), t in self._tallies()
+                         if (run_id is None or run == run_id) and (endpoint is None or ep == endpoint)))
+
+    def totals(self) -> list[tuple[str, int, int, int, float]]:
+        per: dict[str, list[float]] = {}
+        for (_, ep), t in self._tallies():
+            acc = per.setdefault(ep, [0, 0, 0, 0.0])
+            for i in range(4):
+                acc[i] += t[i]
+        return [(ep, int(a[0]), int(a[1]), int(a[2]), float(a[3])) for ep, a in sorted(per.items())]
+
+    def records(self) -> list[dict[str, Any]]:
+        self._refresh(force=True)
+        with self._lock:
+            keys = sorted(self._index)
+        return [r for k in keys if (r := self._lookup(k)) is not None]
+
+    def duplicates(self) -> int:
+        """Keys with more than one candidate reply (should be 0 with claims)."""
+        self._refresh(force=True)
+        with self._lock:
+            return sum(len(_winner_group(list(v))) > 1 for v in self._index.values())
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._append([{"t": "end"}])
+                self._fh.close()
+                self._fh = None
+            self.claims.expire(everything=False)
+            self.claims.close()
+
+    # -- compaction --------------------------------------------------------------
+    def compact(self) -> dict[str, int]:
+        """Merge the shards of closed processes (and earlier compactions) into one file
+        (only the stored reply of each key, every ledger row); returns counts."""
+        from hindsight.llm.cache_compact import compact
+
+        return compact(self)
