@@ -1,0 +1,187 @@
+"""The baselines' serving rules on synthetic playbooks and the loopback endpoint: Random fills
+the budget, Own follows the tags (or DC's usage counts), the tag rules differ, Top-k follows
+the embedder's similarity, DC_outcome is told the outcomes and DC_self is not (asserted on
+the prompts), DG-Mem curates by its Shapley estimates, Pooled merges the runs' duplicates
+and includes each block at 1/K, the starred methods choose on the evaluation episodes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hindsight.curation import practice_round
+from hindsight.llm import open_client, read_records
+from hindsight.memory.base import Lesson, TaskContext
+from hindsight.testing.server import hash_vector
+from hindsight.studies.playbook import baselines as bl
+from tests.conftest import REPO
+from tests.memory.helpers import config as memory_config
+
+PROMPTS = str(REPO / "config" / "prompts" / "playbook")
+
+
+def playbook(n: int = 10, seed: int = 0, dc: bool = False) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        h, b, u = (int(x) for x in rng.integers(0, 9, 3))
+        rows.append({"pass": 1, "position": i, "lesson_id": f"L{i:02d}", "section": "s", "text": f"lesson {i} " * (i + 1),
+                     "tokens": int(rng.integers(3, 20)), "helpful": None if dc else h, "harmful": None if dc else b,
+                     "neutral": None if dc else int(rng.integers(0, 4)), "uses": int(u) if dc else None})
+    return pd.DataFrame(rows)
+
+
+def test_random_fills_the_budget_in_two_seeded_orders():
+    pb = playbook(14)
+    tok = dict(zip(pb["lesson_id"], pb["tokens"]))
+    cap = bl.cap_of(pb, 0.4)
+    sets = bl.random_sets(pb, 0.4, seed=5)
+    assert len(sets) == 2 and sets[0] != sets[1] and sets == bl.random_sets(pb, 0.4, seed=5)
+    for s in sets:
+        used = sum(tok[i] for i in s)
+        assert used <= cap
+        # full: no lesson left out would still fit
+        assert all(used + tok[i] > cap for i in tok if i not in s)
+
+
+def test_own_follows_the_helpful_share_and_dc_usage():
+    pb = playbook(12)
+    share = {r.lesson_id: (r.helpful / (r.helpful + r.harmful + r.neutral) if r.helpful + r.harmful + r.neutral else 0)
+             for r in pb.itertuples()}
+    ranked = bl.own_rank(pb)
+    assert [share[i] for i in ranked] == sorted(share.values(), reverse=True)
+    served = bl.budget_set(pb, ranked, 0.4)
+    assert served == [i for i in ranked if i in set(served)]  # taken in the tag order
+    first_out = next(i for i in ranked if i not in served)
+    assert all(share[i] >= share[first_out] or i in served for i in ranked[:ranked.index(first_out)])
+    dc = playbook(12, dc=True)
+    uses = dict(zip(dc["lesson_id"], dc["uses"]))
+    assert [uses[i] for i in bl.own_rank(dc)] == sorted(uses.values(), reverse=True)
+
+
+def test_the_eight_tag_rules_rank_differently():
+    pb = playbook(16, seed=3)
+    ranks = {r: tuple(bl.tag_rank(pb, r)) for r in bl.TAG_RULES}
+    assert len(bl.TAG_RULES) == 8 and all(sorted(x) == sorted(pb["lesson_id"]) for x in ranks.values())
+    assert len(set(ranks.values())) >= 6
+    fewest = ranks["fewest_harmful"]
+    harmful = dict(zip(pb["lesson_id"], pb["harmful"]))
+    assert [harmful[i] for i in fewest] == sorted(harmful.values())
+    with pytest.raises(ValueError, match="tag rule 'bogus'"):
+        bl.tag_rank(pb, "bogus")
+
+
+def test_top_k_follows_the_embedders_similarity(tmp_path, loopback):
+    srv = loopback(policy="first_admissible", embed_dim=16)
+    cfg = memory_config(tmp_path, srv)
+    pb = playbook(9)
+    lessons = [Lesson(r.lesson_id, r.text) for r in pb.itertuples()]
+    tok = dict(zip(pb["lesson_id"], pb["tokens"]))
+    task = "put a clean mug in the coffee machine"
+    sims = np.array([np.dot(hash_vector(x.text, 16), hash_vector(task, 16)) for x in lessons])
+    by_sim = [lessons[i].id for i in np.argsort(-sims, kind="stable")]
+
+    async def serve(view):
+        async with open_client(cfg, "tests/baselines", tmp_path / "calls.parquet") as client:
+            ep = await view.for_episode(client, TaskContext("alfworld", "t1", task, "e1"))
+        return ep
+
+    ep = asyncio.run(serve(bl.SimilarityView(lessons, tok, "emb", k=3)))
+    assert set(ep.block.ids) == set(by_sim[:3])  # the 3 most similar, served in playbook order
+    assert list(ep.block.ids) == [x for x in pb["lesson_id"] if x in set(by_sim[:3])]
+    assert [x["id"] for x in json.loads(ep.columns["retrieval"])] == by_sim[:3]
+    cap = bl.cap_of(pb, 0.4)
+    cut = asyncio.run(serve(bl.SimilarityView(lessons, tok, "emb", cap=cap)))
+    assert [x["id"] for x in json.loads(cut.columns["retrieval"])] == bl.fill(by_sim, tok, cap)
+
+
+def _practice(tmp_path):
+    episodes = pd.DataFrame({"episode_id": ["p/0", "p/1"], "task": ["heat the soup", "cool the apple"],
+                             "won": [True, False]})
+    steps = pd.DataFrame({"episode_id": ["p/0", "p/1"], "step": [1, 1], "action": ["go to stove", "go to sink"],
+                          "observation": ["the stove is hot", "nothing happens"]})
+    return episodes, steps
+
+
+@pytest.mark.parametrize("with_outcome", [False, True])
+def test_dc_outcome_is_told_the_outcomes_and_dc_self_is_not(tmp_path, loopback, with_outcome):
+    pb = playbook(6)
+    ranked = list(pb["lesson_id"])[::-1]
+    srv = loopback(policy=lambda body: json.dumps({"keep": ranked + ["nope"]}))
+    cfg = memory_config(tmp_path, srv)
+    episodes, steps = _practice(tmp_path)
+    calls = tmp_path / "calls.parquet"
+
+    async def main():
+        async with open_client(cfg, "tests/baselines", calls) as client:
+            return await bl.dc_select(client, "loop", PROMPTS, pb, episodes, steps, budget=0.4,
+                                      with_outcome=with_outcome)
+
+    out = asyncio.run(main())
+    rec = read_records(calls).to_pylist()
+    assert len(rec) == 1
+    prompt = "\n".join(m["content"] for m in json.loads(rec[0]["messages"]))
+    assert "heat the soup" in prompt and "go to stove" in prompt and "[L00]" in prompt
+    told = ("Outcome: succeeded" in prompt) and ("Outcome: failed" in prompt)
+    assert told is with_outcome
+    if not with_outcome:
+        assert "succeeded" not in prompt.split("Attempts (")[1].split("Which lessons")[0].replace(
+            "which attempts succeeded", "")
+    assert rec[0]["purpose"] == ("dc_outcome_select" if with_outcome else "dc_self_select")
+    tok = dict(zip(pb["lesson_id"], pb["tokens"]))
+    assert out["keep"] == bl.fill(ranked, tok, bl.cap_of(pb, 0.4)) and "nope" in out["listed"]
+
+
+def test_dgmem_curates_by_its_shapley_estimates():
+    rng = np.random.default_rng(2)
+    m = 3
+    design = practice_round([f"t{i}" for i in range(4)], 240, m, seed=9)
+    z = design[[f"z{j}" for j in range(m)]].to_numpy()
+    won = rng.random(len(design)) < 0.3 + 0.5 * z[:, 1] - 0.2 * z[:, 2]
+    scores = pd.DataFrame({"design_episode": design["episode"], "won": won})
+    pb = playbook(6)
+    pb["tokens"] = 10
+    blocks = pd.DataFrame({"lesson_id": pb["lesson_id"], "position": range(6), "block": [0, 0, 1, 1, 2, 2]})
+    ids, table = bl.dgmem_curated(design, scores, blocks, pb, budget=0.4)
+    assert ids == ["L02", "L03"] and table.loc[1, "estimate"] > 0.3 and bool(table.loc[1, "curated"])
+    with pytest.raises(ValueError, match="no score"):
+        bl.dgmem_curated(design, scores.iloc[:-1], blocks, pb, budget=0.4)
+    est = pd.DataFrame({"block": [0, 1, 2], "estimate": [0.01, 0.4, -0.2]})
+    assert bl.positive_blocks(est, blocks) == ["L00", "L01", "L02", "L03"]  # no cap
+
+
+def test_pooled_merges_duplicates_and_includes_each_block_at_one_over_k():
+    a, b = playbook(3), playbook(3, seed=1)
+    b["text"] = ["Check the fridge first.", "Open the drawer before looking inside.", "Use the sink to clean."]
+    b.loc[0, "text"] = a.loc[0, "text"]  # one near-duplicate across runs
+    texts = list(a["text"]) + list(b["text"])
+    vectors = np.array([hash_vector(t, 16) for t in texts])
+    pooled = bl.pooled_playbook([a, b], vectors, threshold=0.9)
+    assert len(pooled) == 5 and pooled.loc[0, "merged"] == ["r2/L00"]
+    assert pooled.loc[0, "helpful"] == a.loc[0, "helpful"] + b.loc[0, "helpful"]
+    assert list(pooled["position"]) == list(range(5)) and pooled["lesson_id"].str.match(r"r[12]/L").all()
+    K, n, m = 3, 600, 8 * 3
+    design = practice_round(["t1", "t2"], n, m, seed=1, p=1 / K)
+    rate = design[[f"z{j}" for j in range(m)]].to_numpy().mean()
+    assert abs(rate - 1 / K) < 3 * np.sqrt((1 / K) * (1 - 1 / K) / (n * m))
+
+
+def test_starred_methods_choose_on_the_evaluation_episodes():
+    def eps(scores):
+        return pd.DataFrame([{"candidate": f"tags_star:{rule}:{run}", "task_id": f"t{t}", "split": "eval",
+                              "won": bool(w)} for (rule, run), ws in scores.items() for t, w in enumerate(ws)])
+    table = eps({("net", "run1"): [1, 1, 0], ("net", "run2"): [1, 0, 0], ("helpful_count", "run1"): [1, 0, 0],
+                 ("helpful_count", "run2"): [0, 0, 0]})
+    out = bl.method_result("tags_star", table)
+    assert out["chosen"] == "net" and out["score"] == pytest.approx(100 * (2 / 3 + 1 / 3) / 2)
+    assert out["tuned_on"] == "evaluation tasks"
+    flipped = bl.method_result("tags_star", eps({("net", "run1"): [0, 0, 0], ("helpful_count", "run1"): [1, 0, 1]}))
+    assert flipped["chosen"] == "helpful_count"  # the evaluation scores decide
+    rnd = pd.DataFrame([{"candidate": f"random:o{o}:run1", "task_id": "t", "split": "eval", "won": o == 1}
+                        for o in (1, 2)])
+    assert bl.method_result("random", rnd)["score"] == pytest.approx(50.0)  # mean of the two orders
+    assert bl.method_result("random", rnd)["tuned_on"] is None
