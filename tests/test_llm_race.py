@@ -5,7 +5,9 @@ the same moment to a loopback endpoint that samples (a different reply on every 
 so both miss the cache.  Each key is claimed before it is called: the endpoint sees one
 call per key, the other cell waits for the stored reply, both cells' records equal the
 cache's entries, and a rerun of either cell replays them byte for byte.  Claims whose
-owner is gone are taken over; first-stored-wins stays as the backstop.
+owner is gone are taken over; first-stored-wins stays as the backstop.  Both cache backends
+(``cache.backend``: ``sqlite``, ``shards``) run the race and the refresh semantics; the shards
+backend's own claim files are tested in tests/test_llm_cache_shards.py.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
-from hindsight.llm.cache import Cache
+from hindsight.llm.cache import Cache, open_cache
 from hindsight.testing import Faults
 
 N = 24
@@ -61,9 +64,20 @@ def _cells(cfg: dict, tmp: Path, tag: str) -> dict[str, dict]:
     return out
 
 
-def test_racing_cells_keep_the_first_stored_reply(loopback, make_config, tmp_path):
+def _live_claims(cfg: dict, cache) -> int:
+    """Claims still held after every cell finished (a stored pointer of the shards backend is not one)."""
+    if isinstance(cache, Cache):
+        return cache._db.execute("SELECT COUNT(*) FROM claims").fetchone()[0]
+    folder = Path(cfg["cache"]["path"]).parent / "claims"
+    return sum(json.loads(f.read_text())["state"] == "live" for f in folder.iterdir()
+               if not f.name.startswith(".") and ".gone-" not in f.name)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "shards"])
+def test_racing_cells_keep_the_first_stored_reply(loopback, make_config, tmp_path, backend):
     srv = loopback(policy={"sampled": 7}, faults=Faults(latency_s=1.0))  # both cells send well within it
     cfg = make_config(srv, max_concurrency=64, price=(1.0, 2.0))
+    cfg["cache"]["backend"] = backend
     counts = _cells(cfg, tmp_path, "go")
 
     # both cells missed the cache, and each key was paid for once: the cell that claimed it
@@ -71,10 +85,10 @@ def test_racing_cells_keep_the_first_stored_reply(loopback, make_config, tmp_pat
     assert srv.stats.completions == N
     assert counts["a"]["fresh"] + counts["b"]["fresh"] == N
     assert all(c["fresh"] + c["hits"] == N for c in counts.values())
-    cache = Cache(cfg["cache"]["path"])
+    cache = open_cache(cfg["cache"]["path"], backend=backend)
     stored = {r["call_id"]: r for r in cache.records()}
     assert sum(row[1] for row in cache.totals()) == N  # one paid call per key in the ledger
-    assert cache._db.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0  # every claim cleared
+    assert _live_claims(cfg, cache) == 0  # every claim cleared
     cache.close()
     assert len(stored) == N
 
@@ -107,21 +121,22 @@ def _record(cell: str, text: str) -> dict:
             "cost": 0.5, "finished_at": "t", "response_text": text}
 
 
-def test_refresh_replaces_earlier_runs_but_first_writer_wins_within_a_run(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "shards"])
+def test_refresh_replaces_earlier_runs_but_first_writer_wins_within_a_run(tmp_path, backend):
     path = tmp_path / "c.sqlite"
-    use = Cache(path)
+    use = open_cache(path, backend=backend)
     assert use.store("k", _record("a", "old"), "run-1")["response_text"] == "old"
     assert use.store("k", _record("b", "loser"), "run-1")["response_text"] == "old"  # mode use: first wins
     use.close()
-    refresh = Cache(path, "refresh")
+    refresh = open_cache(path, "refresh", backend)
     assert refresh.get("k") is None  # refresh never reads
     assert refresh.store("k", _record("a", "new"), "run-2")["response_text"] == "new"  # replaces run-1's
     assert refresh.store("k", _record("b", "late"), "run-2")["response_text"] == "new"  # same run: first wins
     refresh.close()
-    off = Cache(path, "off")
+    off = open_cache(path, "off", backend)
     assert off.store("k", _record("c", "own"), "run-3")["response_text"] == "own"  # off: keeps its own
     off.close()
-    use = Cache(path)
+    use = open_cache(path, backend=backend)
     assert use.get("k")["response_text"] == "new"
     assert use.spent() == 2.5  # every paid call is in the ledger, whichever reply was kept
     use.close()

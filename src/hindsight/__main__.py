@@ -7,12 +7,14 @@
     models check [NAME ...]   check endpoints: key variable, /v1/models, 1-token completion
     models list               list the registry
     spend                     paid calls, tokens and USD per endpoint (from the cache ledger)
+    cache compact             merge the finished shards of a ``cache.backend: shards`` cache (beside cache.path) into one
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from hindsight.config import ConfigError, load_config, load_models
 from hindsight.prompts import check_prompts
@@ -56,18 +58,48 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _spend(args: argparse.Namespace) -> int:
-    from hindsight.llm.cache import Cache
+    from hindsight.llm.cache import open_cache
 
     try:
-        config = load_config(args.config)
+        config = load_config(args.config, args.configfile)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    cache = Cache(config["cache"]["path"])
-    print(f"{'endpoint':<24} {'calls':>8} {'prompt tok':>12} {'compl. tok':>12} {'USD':>10}")
-    for endpoint, calls, pt, ct, usd in cache.totals():
-        print(f"{endpoint:<24} {calls:>8} {pt:>12} {ct:>12} {usd:>10.4f}")
-    cache.close()
+    path = Path(config["cache"]["path"])
+    backends = [config["cache"].get("backend", "sqlite")]
+    other = {"sqlite": path.is_file(), "shards": (path.parent / "shards").is_dir()}
+    backends += [b for b, present in other.items() if present and b not in backends]  # a cluster run's too
+    for backend in backends:
+        cache = open_cache(path, backend=backend)
+        if len(backends) > 1:
+            print(f"cache.backend {backend}:")
+        print(f"{'endpoint':<24} {'calls':>8} {'prompt tok':>12} {'compl. tok':>12} {'USD':>10}")
+        for endpoint, calls, pt, ct, usd in cache.totals():
+            print(f"{endpoint:<24} {calls:>8} {pt:>12} {ct:>12} {usd:>10.4f}")
+        cache.close()
+    return 0
+
+
+def _cache(args: argparse.Namespace) -> int:
+    from hindsight.llm.cache import open_cache
+
+    try:
+        config = load_config(args.config, args.configfile)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    shards = Path(config["cache"]["path"]).parent / "shards"
+    if not shards.is_dir():
+        print(f"error: no {shards}/: only a cache written with cache.backend: shards (the cluster profiles) "
+              f"has shards to compact. Fix: pass the config the run used (--config, --configfile) so that "
+              f"cache.path points at its cache.", file=sys.stderr)
+        return 2
+    cache = open_cache(config["cache"]["path"], backend="shards")
+    try:
+        counts = cache.compact()
+    finally:
+        cache.close()
+    print("compacted: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0
 
 
@@ -91,7 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     check.set_defaults(func=_config)
     spend = sub.add_parser("spend", help="what was paid so far, per endpoint")
     spend.add_argument("--config", default="config/config.yaml")
+    spend.add_argument("--configfile", nargs="*", default=[], help="overlays (e.g. the one selecting the backend)")
     spend.set_defaults(func=_spend)
+    cache = sub.add_parser("cache", help="maintain the response cache")
+    cache_sub = cache.add_subparsers(dest="action", required=True)
+    compact = cache_sub.add_parser("compact", help="merge a shards cache's finished shards into one file")
+    compact.add_argument("--config", default="config/config.yaml")
+    compact.add_argument("--configfile", nargs="*", default=[], help="overlays, in the order Snakemake merges them")
+    compact.set_defaults(func=_cache)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

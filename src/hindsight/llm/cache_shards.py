@@ -81,7 +81,10 @@ class ShardCache:
     """The shards backend (module docstring); same methods as :class:`~hindsight.llm.cache.Cache`."""
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "use", *, refresh_s: float = 0.25,
-                 grace_s: float | None = None, lost_after_s: float | None = None) -> None:
+                 grace_s: float | None = None, lost_after_s: float | None = None,
+                 heartbeat_s: float | None = None) -> None:
+        """``refresh_s``: the longest a reader goes without looking for new shards and lines;
+        ``grace_s``, ``lost_after_s``, ``heartbeat_s``: :mod:`hindsight.llm.cache_claims`."""
         if mode not in ("use", "refresh", "off"):
             raise ValueError(f"cache mode must be use, refresh or off, not {mode!r}")
         self.path = Path(path)
@@ -91,7 +94,8 @@ class ShardCache:
         self.shards.mkdir(parents=True, exist_ok=True)
         host = socket.gethostname().replace("__", "_")
         self.name = f"{host}__{os.getpid()}__{uuid.uuid4().hex[:12]}.jsonl"
-        extra = {k: v for k, v in (("grace_s", grace_s), ("lost_after_s", lost_after_s)) if v is not None}
+        extra = {k: v for k, v in (("grace_s", grace_s), ("lost_after_s", lost_after_s),
+                                   ("heartbeat_s", heartbeat_s)) if v is not None}
         self.claims = ClaimBook(self.root / "claims", self.name, **extra)
         self.refresh_s = refresh_s
         self._lock = threading.RLock()

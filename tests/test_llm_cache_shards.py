@@ -1,0 +1,255 @@
+"""The shards backend of the response cache (``cache.backend: shards``, for jobs on several hosts).
+
+Writers are separate processes (as Snakemake jobs on cluster nodes are) sharing one cache
+folder: every entry is readable by all, none is lost or torn, a key stored by several at
+once keeps one reply that all of them go on with.  Claims are files: a killed claimant's is
+taken over at once on its host, another host's once its heartbeat stops; a reader whose
+view of the folder is stale (an NFS client's attribute and directory caches) finds a fresh
+reply through the claim's pointer instead of calling again.  Compaction keeps every reply
+and ledger row.  The client-level race (two processes, one paid call per key, identical
+records) runs on both backends in tests/test_llm_race.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hindsight.__main__ import main as cli
+from hindsight.llm.cache import open_cache
+from hindsight.llm.cache_claims import digest
+from hindsight.llm.cache_shards import ShardCache
+
+PROCS, OWN, SHARED = 4, 36, 12
+WRITER = """
+import json, sys, time
+from pathlib import Path
+from hindsight.llm.cache_shards import ShardCache
+path, me, folder = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+own, shared, procs = {own}, {shared}, {procs}
+def rec(key, text):
+    return {{"call_id": key[:24], "endpoint": "e", "cell_id": me, "prompt_tokens": 3, "completion_tokens": 2,
+            "cost": 0.25, "finished_at": "t", "response_text": text}}
+cache = ShardCache(path)
+(folder / f"ready.{{me}}").touch()
+while len(list(folder.glob("ready.*"))) < procs:
+    time.sleep(0.002)
+got, seen = {{}}, 0
+for i in range(own):
+    big = "x" * (70000 if i % 9 == 0 else 10)  # a line longer than one write to a pipe or an NFS block
+    cache.store(f"{{me}}-{{i}}", rec(f"{{me}}-{{i}}", f"{{me}}:{{i}}:{{big}}"), "run")
+    if i % 3 == 0:  # shared keys, sent by every writer at about the same moment
+        j = i // 3
+        got[j] = cache.store_many([(f"shared-{{j}}", rec(f"shared-{{j}}", f"{{me}} wrote {{j}}"))], "run")[
+            f"shared-{{j}}"]["response_text"]
+    seen += sum(cache.get(f"w{{k}}-{{i // 2}}") is not None for k in range(procs))  # others' lines, mid-write
+cache.close()
+(folder / f"done.{{me}}").touch()
+while len(list(folder.glob("done.*"))) < procs:
+    time.sleep(0.01)
+reader = ShardCache(path)
+everyone = [f"w{{k}}-{{i}}" for k in range(procs) for i in range(own)] + [f"shared-{{j}}" for j in range(shared)]
+found = reader.get_many(everyone)
+print(json.dumps({{"got": got, "found": len(found), "texts_ok": all(
+    r["response_text"].startswith(k.split("-")[0] + ":") for k, r in found.items() if k.startswith("w")),
+    "shared": {{k: r["response_text"] for k, r in found.items() if k.startswith("shared")}}, "seen": seen}}))
+reader.close()
+""".format(own=OWN, shared=SHARED, procs=PROCS)
+
+
+def _record(key: str, text: str, cell: str = "c") -> dict:
+    return {"call_id": key[:24].ljust(24, "0"), "endpoint": "e", "cell_id": cell, "prompt_tokens": 1,
+            "completion_tokens": 1, "cost": 0.5, "finished_at": "t", "response_text": text}
+
+
+def _lines(folder: Path) -> list[dict]:
+    out = []
+    for shard in sorted((folder / "shards").glob("*.jsonl")):
+        data = shard.read_bytes()
+        assert data.endswith(b"\n"), f"{shard.name}: a torn last line"
+        out += [json.loads(line) for line in data.splitlines()]
+    return out
+
+
+def test_concurrent_writers_in_separate_processes_lose_nothing(tmp_path):
+    path = tmp_path / "cache" / "llm.sqlite"
+    (tmp_path / "caller.py").write_text(WRITER)
+    procs = [subprocess.Popen([sys.executable, str(tmp_path / "caller.py"), str(path), f"w{k}", str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in range(PROCS)]
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+
+    total = PROCS * OWN + SHARED
+    for rep in reports:  # every writer reads every entry, its own and the others'
+        assert rep["found"] == total and rep["texts_ok"]
+    # a shared key stored by every writer at once has one reply, and each writer went on with it
+    shared = reports[0]["shared"]
+    assert len(shared) == SHARED and all(rep["shared"] == shared for rep in reports)
+    for rep in reports:
+        assert {f"shared-{j}": text for j, text in rep["got"].items()} == shared
+
+    cache = ShardCache(path)
+    assert len(cache.records()) == total and cache.duplicates() == 0
+    assert cache.totals() == [("e", PROCS * (OWN + SHARED), 3 * PROCS * (OWN + SHARED),
+                               2 * PROCS * (OWN + SHARED), pytest.approx(0.25 * PROCS * (OWN + SHARED)))]
+    lines = _lines(path.parent)  # no torn line; one reply line per key; the ledger counts every paid call
+    assert sum(line["t"] == "r" for line in lines) == total
+    assert sum(line["t"] == "l" for line in lines) == PROCS * (OWN + SHARED)
+    assert sum(line["t"] == "end" for line in lines) == PROCS  # each writer closed its shard (a reader has none)
+    # no live claim is left; the stored pointers expire
+    claims = [json.loads(f.read_text()) for f in (path.parent / "claims").iterdir()
+              if not f.name.startswith(".") and ".gone-" not in f.name]
+    assert claims and all(c["state"] == "stored" for c in claims)
+    cache.close()
+
+
+HOLDER = """
+import sys, time
+from hindsight.llm.cache_shards import ShardCache
+cache = ShardCache(sys.argv[1])
+assert cache.claim("k", "holder", 3600) is True
+print("claimed", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_killed_claimants_claim_is_taken_over(tmp_path):
+    path = tmp_path / "llm.sqlite"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "claimed"
+        waiter = ShardCache(path)
+        assert waiter.claim("k", "waiter", stale_s=3600) is False  # a live owner on this host: wait
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    assert waiter.claim("k", "waiter", stale_s=3600) is True  # its process is gone: taken over at once
+    assert waiter.store("k", _record("k", "after the kill"), "run")["response_text"] == "after the kill"
+    other = ShardCache(path)
+    assert other.claim("k", "third", 3600)["response_text"] == "after the kill"
+    waiter.close()
+    other.close()
+
+
+def test_claims_wait_for_a_live_owner_and_take_over_a_silent_one(tmp_path):
+    path = tmp_path / "llm.sqlite"
+    a = ShardCache(path, heartbeat_s=0.05)
+    b = ShardCache(path, lost_after_s=0.6)
+    assert a.claim("k", "a", stale_s=60) is True
+    assert a.claim("k", "a", stale_s=60) is True       # its owner may claim again (a retry)
+    assert b.claim("k", "b", stale_s=60) is False      # a live owner: wait
+    time.sleep(1.0)
+    assert b.claim("k", "b", stale_s=60) is False      # its heartbeat keeps the claim
+    a.claims._stop.set()                               # the owner's heartbeat stops (its host died)
+    time.sleep(1.0)
+    assert b.claim("k", "b", stale_s=60) is True       # taken over
+    assert b.claim("k", "c", stale_s=60) is False      # by exactly one taker
+    b.store("k", _record("k", "b's"), "run")
+    assert a.claim("k", "a", 60)["response_text"] == "b's"
+    # a failed call gives its claim back
+    assert b.claim("f", "b", 60) is True
+    b.release("f", "b")
+    assert a.claim("f", "a", 60) is True
+    # an owner on another host: waited for while its heartbeat is fresh, taken over once it is old
+    claim = b.claims.path("h")
+    claim.write_text(json.dumps({"state": "live", "token": "t", "owner": "far", "host": "other-host", "pid": 1,
+                                 "shard": "x.jsonl"}))
+    assert b.claim("h", "b", stale_s=3600) is False
+    os.utime(claim, (time.time() - 7200, time.time() - 7200))
+    assert b.claim("h", "b", stale_s=3600) is True
+    # modes that do not read the cache do not claim
+    off = ShardCache(tmp_path / "o" / "llm.sqlite", mode="off")
+    assert off.claim("k", "a", 60) is True and off.claim("k", "b", 60) is True
+    for c in (a, b, off):
+        c.close()
+
+
+def test_a_reader_with_a_stale_view_finds_a_fresh_reply_through_the_claim(tmp_path):
+    path = tmp_path / "llm.sqlite"
+    late = ShardCache(path, refresh_s=1e9)  # never looks at the folder again by itself, as a stale NFS view
+    assert late.get("k") is None
+    writer = ShardCache(path)
+    assert writer.claim("k", "w", 60) is True
+    writer.store("k", _record("k", "fresh"), "run")
+    assert late.get("k") is None                                   # its index has not seen the new shard
+    assert late.claim("k", "late", 60)["response_text"] == "fresh"  # the claim points at the reply
+    # once the pointer has expired (grace_s), the claim succeeds and a forced look finds the reply
+    quick = ShardCache(path, grace_s=0.0)
+    assert quick.claim("q", "w", 60) is True
+    quick.store("q", _record("q", "fresh q"), "run")
+    assert not quick.claims.path("q").exists()
+    assert late.claim("q", "late", 60)["response_text"] == "fresh q"
+    assert not late.claims.path("q").exists()  # its own momentary claim is given back
+    for c in (late, writer, quick):
+        c.close()
+
+
+def test_torn_lines_are_never_read_and_compaction_keeps_every_reply(tmp_path, capsys):
+    path = tmp_path / "results" / "cache" / "llm.sqlite"
+    a, b = ShardCache(path), ShardCache(path, "refresh")
+    a.store("k1", _record("k1", "a1"), "run-1")
+    a.store("k2", _record("k2", "a2"), "run-1")
+    b.store("k2", _record("k2", "b2"), "run-2")  # a refresh run replaces k2
+    a.close()
+    b.close()
+    # a killed writer on this host: a complete line and a torn one (no newline)
+    dead = 2 ** 22 + 4321
+    while True:
+        try:
+            os.kill(dead, 0)
+            dead += 1
+        except ProcessLookupError:
+            break
+    killed = path.parent / "shards" / f"{socket.gethostname()}__{dead}__dead.jsonl"
+    good = {"t": "r", "k": "k3", "run": "run-1", "at": time.time(), "ref": False, "n": 0,
+            "rec": _record("k3", "from the killed one")}
+    killed.write_bytes(json.dumps(good).encode() + b"\n" + b'{"t": "r", "k": "k4", "run": "ru')
+    reader = ShardCache(path)
+    before = {r["call_id"]: r["response_text"] for r in reader.records()}
+    assert sorted(before.values()) == ["a1", "b2", "from the killed one"]
+    assert reader.get("k4") is None and reader.spent() == 1.5
+    # a live writer's shard is not merged
+    live = ShardCache(path)
+    live.store("k5", _record("k5", "live"), "run-3")
+    assert cli(["cache", "compact", *_overlay(tmp_path, path)]) == 0
+    assert "sources 3" in capsys.readouterr().out
+    names = sorted(p.name for p in (path.parent / "shards").glob("*.jsonl"))
+    assert len(names) == 2 and names[0].startswith("compacted-") and names[1] == live.name
+    after = ShardCache(path)
+    assert {r["call_id"]: r["response_text"] for r in after.records()} == {**before, "k5".ljust(24, "0"): "live"}
+    assert after.spent() == 2.0 and after.duplicates() == 0
+    assert reader.get("k2")["response_text"] == "b2"  # an open reader follows the compaction
+    assert after.totals() == [("e", 4, 4, 4, 2.0)]
+    assert cli(["spend", *_overlay(tmp_path, path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].split() == ["e", "4", "4", "4", "2.0000"]
+    for c in (reader, live, after):
+        c.close()
+
+
+def _overlay(tmp_path: Path, cache_path: Path) -> list[str]:
+    """``--config`` / ``--configfile`` arguments: the defaults plus an overlay moving the cache."""
+    import yaml
+
+    from tests.conftest import REPO
+
+    out = tmp_path / "cluster.yaml"
+    out.write_text(yaml.safe_dump({"cache": {"path": str(cache_path), "backend": "shards"}}))
+    return ["--config", str(REPO / "config/config.yaml"), "--configfile", str(out)]
+
+
+def test_open_cache_names_the_backends(tmp_path):
+    assert isinstance(open_cache(tmp_path / "llm.sqlite", backend="shards"), ShardCache)
+    with pytest.raises(ValueError, match="cache.backend must be one of sqlite, shards, not 'nfs'"):
+        open_cache(tmp_path / "llm.sqlite", backend="nfs")
+    assert len(digest("k")) == 64
