@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Mapping
 
 from hindsight.config import check_config
-from hindsight.llm.cache import Cache
+from hindsight.llm.cache import open_cache
 from hindsight.llm.client import Client
 from hindsight.llm.records import Recorder
 from hindsight.llm.shared import server_dir
@@ -46,7 +46,8 @@ async def open_client(
     (a budget stop, an error), so what was done is kept.
     """
     endpoints = check_config(config)
-    cache = Cache(config["cache"]["path"], cache_mode or config["cache"]["mode"])
+    cache = open_cache(config["cache"]["path"], cache_mode or config["cache"]["mode"],
+                       config["cache"].get("backend", "sqlite"))
     recorder = Recorder(cell_id, records_path, journal_dir(config))
     server_log = str(journal_dir(config) / f"{cell_id.replace('/', '__')}.server.log")
     client = Client(
