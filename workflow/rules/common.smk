@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from hindsight.config import ConfigError, check_config, check_config_files  # noqa: E402
 from hindsight.prompts import check_prompts  # noqa: E402
-from hindsight.llm.session import run_id  # noqa: E402
+from hindsight.llm.runs import run_id  # noqa: E402
 
 # Validate the config and the model registry: first with messages that name the key
 # and the fix, then with snakemake.utils.validate against the same JSON schemas.

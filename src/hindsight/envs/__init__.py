@@ -6,15 +6,26 @@
 * :mod:`hindsight.envs.scripted` -- scripted gold and random agents and ``run_episode``;
 * :class:`EnvPool` -- environment objects for concurrent episodes (:mod:`hindsight.envs.pool`).
 
-Engines are imported lazily, so importing this package is cheap.
+Engines and these names are imported on first use, so importing the package (or one of
+its modules, as the workflow does while it parses) loads neither pandas nor an engine.
 """
 
 from __future__ import annotations
 
-from hindsight.envs.base import Env, Observation, RestoreMismatch
-from hindsight.envs.make import PROCESS_ENVS, make_env
-from hindsight.envs.pool import EnvPool, env_factory
-from hindsight.envs.tasks import ENV_NAMES, load_tasks
+import importlib
+from typing import Any
 
-__all__ = ["ENV_NAMES", "PROCESS_ENVS", "Env", "EnvPool", "Observation", "RestoreMismatch", "env_factory",
-           "load_tasks", "make_env"]
+_WHERE = {
+    "Env": "base", "Observation": "base", "RestoreMismatch": "base", "PROCESS_ENVS": "make",
+    "make_env": "make", "EnvPool": "pool", "env_factory": "pool", "ENV_NAMES": "tasks", "load_tasks": "tasks",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value

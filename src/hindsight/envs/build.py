@@ -14,11 +14,10 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import pandas as pd
-
-from hindsight.envs.tasks import make_table, write_table
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +51,7 @@ def env_data_inputs(envs_cfg: Mapping[str, Any], name: str) -> list[str]:
 def generate_alfworld(envs_cfg: Mapping[str, Any], out_dir: str, manifest: str, workers: int = 1) -> None:
     """Generate the offline ALFWorld games into ``out_dir`` (atomically) and their manifest."""
     from hindsight.envs.alfworld_gen import generate, records_to_rows
+    from hindsight.envs.tasks import make_table, write_table
 
     sizes = {k: int(v) for k, v in envs_cfg["alfworld"]["sizes"].items()}
     tmp = Path(out_dir).with_name(Path(out_dir).name + ".tmp")
@@ -67,6 +67,8 @@ def generate_alfworld(envs_cfg: Mapping[str, Any], out_dir: str, manifest: str, 
 
 def build_task_table(name: str, envs_cfg: Mapping[str, Any]) -> pd.DataFrame:
     """The task table of environment ``name`` under the ``envs:`` config."""
+    from hindsight.envs.tasks import make_table
+
     opts = env_options(envs_cfg, name)
     if name == "scienceworld":
         from hindsight.envs.scienceworld import ScienceWorldEnv, task_rows
@@ -115,6 +117,7 @@ def build_appworld(envs_cfg: Mapping[str, Any], data_dir: str, manifest: str, wo
     import shutil
 
     from hindsight.envs.appworld_data import build
+    from hindsight.envs.tasks import make_table, write_table
 
     data = Path(data_dir)
     tmp_root = data.parent.with_name(data.parent.name + ".tmp")

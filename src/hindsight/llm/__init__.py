@@ -19,7 +19,7 @@ from typing import Any
 
 _WHERE = {
     "Cache": "cache", "cache_key": "cache", "Client": "client", "RECORD_SCHEMA": "records",
-    "read_records": "records", "open_client": "session", "run_id": "session",
+    "read_records": "records", "open_client": "session", "run_id": "runs",
     "BudgetExceeded": "types", "CallFailed": "types", "ChatResult": "types", "EmbedResult": "types",
     "JSONResult": "types", "LLMError": "types", "Usage": "types",
 }

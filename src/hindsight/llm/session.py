@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import os
 from pathlib import Path
 from typing import Any, AsyncIterator, Mapping
@@ -12,18 +11,8 @@ from hindsight.config import check_config
 from hindsight.llm.cache import open_cache
 from hindsight.llm.client import Client
 from hindsight.llm.records import Recorder
+from hindsight.llm.runs import RUN_ID_ENV, run_id  # noqa: F401  (re-exported)
 from hindsight.llm.shared import server_dir
-
-RUN_ID_ENV = "HINDSIGHT_RUN_ID"
-
-
-def run_id() -> str:
-    """The id of the current run (one Snakemake invocation sets it for all its jobs)."""
-    rid = os.environ.get(RUN_ID_ENV)
-    if not rid:
-        rid = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
-        os.environ[RUN_ID_ENV] = rid
-    return rid
 
 
 def journal_dir(config: Mapping[str, Any]) -> Path:

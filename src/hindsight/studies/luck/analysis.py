@@ -25,13 +25,11 @@ from hindsight.studies.luck.contrasts import (
     ADVERSE_NEUTRAL, CONTRASTS, PRIMARIES, QUALIFIERS, Contrast, world_values, y_matrix,
 )
 from hindsight.studies.luck.inference import Reading, Rules, Summary, read_primaries, summarize
+from hindsight.studies.luck.outputs import ANALYSIS_TABLES, PANEL
 from hindsight.studies.luck.supplement import BOOTSTRAP_QUANTITIES, anomalies, bootstrap_table, regret
 
-PANEL = "panel"
 CUE_SPLIT = ("P2", "P3m")
-# the analysis tables written beside registered.json
-TABLES = ("quantities", "readings", "remedies", "cell_rates", "missingness", "lessons", "coverage", "endpoints",
-          "anomalies", "regret", "bootstrap")
+TABLES = ANALYSIS_TABLES  # the analysis tables written beside registered.json
 
 
 @dataclass

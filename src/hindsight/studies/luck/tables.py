@@ -14,13 +14,10 @@ import pandas as pd
 
 from hindsight.files import atomic_write_text
 from hindsight.report import fmt_interval, fmt_p, fmt_signed, table_markdown, write_table
-from hindsight.studies.luck.analysis import PANEL
 from hindsight.studies.luck.design import ARMS
+from hindsight.studies.luck.outputs import PANEL, REPORT_TABLES
 
-TABLES = ("table1_panel", "table2_rates", "table3_endpoints", "table4_remedy_rates",
-          "table5_remedies", "table6_endpoints", "table7_good", "table8_bad", "table_secondary",
-          "table_cell_rates", "table_lessons", "table_coverage", "table_anomalies", "table_regret",
-          "table_bootstrap", "table_bounds", "table_counts")
+TABLES = REPORT_TABLES
 
 
 def _q(quantities: pd.DataFrame, unit: str, name: str, subset: str = "all") -> pd.Series:

@@ -94,15 +94,15 @@ class LuckWorkflow:
     # -- outputs ---------------------------------------------------------------------------
     @staticmethod
     def tables() -> list[str]:
-        from hindsight.studies.luck.tables import TABLES
+        from hindsight.studies.luck.outputs import REPORT_TABLES
 
-        return list(TABLES)
+        return list(REPORT_TABLES)
 
     @staticmethod
     def analysis_tables() -> list[str]:
-        from hindsight.studies.luck.analysis import TABLES
+        from hindsight.studies.luck.outputs import ANALYSIS_TABLES
 
-        return list(TABLES)
+        return list(ANALYSIS_TABLES)
 
     def table_paths(self) -> list[str]:
         return ([f"{RESULTS}/tables/{t}.{ext}" for t in self.tables() for ext in TABLE_FORMATS]
