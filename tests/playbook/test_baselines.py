@@ -185,3 +185,88 @@ def test_starred_methods_choose_on_the_evaluation_episodes():
                         for o in (1, 2)])
     assert bl.method_result("random", rnd)["score"] == pytest.approx(50.0)  # mean of the two orders
     assert bl.method_result("random", rnd)["tuned_on"] is None
+
+
+def _setting(tmp_path, k_runs=2):
+    """A setting's artifacts as the growth, practice and choice jobs write them (no episode played)."""
+    from hindsight.files import write_parquet
+    from hindsight.studies.playbook.records import PLAYBOOK_SCHEMA
+
+    base = tmp_path / "results/playbook/std/loop/alfworld/ace-passfail"
+    playbooks, practice = [], []
+    for k in range(1, k_runs + 1):
+        pb = playbook(6, seed=k)
+        path = base / f"growth/run{k}.playbooks.parquet"
+        write_parquet(pb, path, schema=PLAYBOOK_SCHEMA)
+        playbooks.append(str(path))
+        rec = base / f"practice/run{k}.json"
+        rec.parent.mkdir(parents=True, exist_ok=True)
+        design = practice_round(["t1", "t2"], 16, 3, seed=k)
+        design.to_parquet(str(rec).replace(".json", ".design.parquet"))
+        z = design[["z0", "z1", "z2"]].to_numpy()
+        eps = pd.DataFrame({"episode_id": [f"p{k}/{i}" for i in design["episode"]], "design_episode": design["episode"],
+                            "task": "heat the soup", "won": z[:, 0] == 1})
+        eps.to_parquet(str(rec).replace(".json", ".parquet"))
+        pd.DataFrame({"episode_id": eps["episode_id"], "step": 1, "action": "go to stove",
+                      "observation": "ok"}).to_parquet(str(rec).replace(".json", ".steps.parquet"))
+        pd.DataFrame({"lesson_id": pb["lesson_id"], "position": range(6), "block": [0, 0, 1, 1, 2, 2]}).to_parquet(
+            str(rec).replace(".json", ".blocks.parquet"))
+        pd.DataFrame({"block": [0, 1, 2], "estimate": [0.3, -0.1, 0.05]}).to_parquet(
+            str(rec).replace(".json", ".estimates.parquet"))
+        rec.write_text(json.dumps({"curated": {"lesson_ids": ["L00"]}}))
+        practice.append(str(rec))
+    choice = {"runs": [f"run{k}" for k in range(1, k_runs + 1)], "best_full": {"chosen": "whole:run2"}}
+    return playbooks, practice, choice
+
+
+def test_every_method_serves_from_the_setting_artifacts(tmp_path, loopback):
+    from hindsight.studies.playbook.baseline_eval import served_variants
+    from tests.conftest import base_config
+
+    srv = loopback(policy=lambda body: json.dumps({"keep": ["L03", "L01"]}), embed_dim=16)
+    cfg = memory_config(tmp_path, srv)
+    playbooks, practice, choice = _setting(tmp_path)
+    cell = {"seed": 1, "measurement": {"budget": 0.4, "curate_rule": "skip"},
+            "roles": {"embedder": "emb", "curator": "loop"},
+            "baselines": {**base_config()["playbook"]["baselines"], "runs": None}}
+
+    async def serve(method):
+        async with open_client(cfg, "tests/baselines", tmp_path / f"{method}.calls.parquet") as client:
+            return await served_variants(method, cell, client, choice["runs"], playbooks, practice, choice, None,
+                                         PROMPTS)
+
+    counts = {}
+    for method in bl.METHODS:
+        if method == "pooled":
+            continue
+        out, notes = asyncio.run(serve(method))
+        counts[method] = len(out)
+        assert {run for _, run, _, _ in out} <= {"run1", "run2"}
+    assert counts == {"random": 4, "own": 2, "top_k": 2, "tags_star": 16, "topk_star": 10, "dc_self": 2,
+                      "dc_outcome": 2, "dgmem": 2, "best_full_cut": 1, "all_positive": 2}
+    out, notes = asyncio.run(serve("all_positive"))
+    assert notes["served"]["all_positive:run1"] == ["L00", "L01", "L04", "L05"]  # blocks 0 and 2, no cap
+    out, notes = asyncio.run(serve("dc_outcome"))
+    assert all(c["with_outcome"] for c in notes["calls"]) and len(notes["calls"]) == 2
+    out, _ = asyncio.run(serve("best_full_cut"))
+    assert out[0][1] == "run2" and isinstance(out[0][2], bl.SimilarityView)  # Best-Full's run, cut per task
+
+
+def test_table1_lists_every_baseline_with_what_it_saw(tmp_path):
+    from hindsight.studies.playbook.report import table1_every, baseline_rows
+
+    key = {"growth": "std", "model": "loop", "env": "alfworld", "variant": "ace-passfail"}
+    meth = pd.DataFrame([{**key, "method": m, "candidate": "x", "score": s, "served_tokens": 0.0}
+                         for m, s in (("No playbook", 50.0), ("Whole", 40.0), ("RBC", 60.0))])
+    base = tmp_path / "results/playbook/std/loop/alfworld/ace-passfail/baseline"
+    base.mkdir(parents=True)
+    paths = []
+    for method, score, chosen in (("tags_star", 55.0, "net"), ("random", 30.0, None)):
+        label, _, sees = bl.METHODS[method]
+        (base / f"{method}.json").write_text(json.dumps({"method": method, "result": {
+            "label": label, "score": score, "chosen": chosen, "sees": sees}}))
+        paths.append(str(base / f"{method}.json"))
+    t = table1_every(meth, baseline_rows(paths)).set_index("method")
+    assert t.loc["Tags*", "allowed to see"] == bl.EVALUATION and t.loc["Random", "allowed to see"] == bl.PRACTICE
+    assert t.loc["RBC", "allowed to see"] == "practice only"
+    assert t.loc["Random", "worst gap to No playbook"] == -20.0 and t.loc["Tags*", "mean"] == 55.0

@@ -130,6 +130,70 @@ rule playbook_eval:
         "../scripts/playbook_eval.py"
 
 
+rule playbook_pooled:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        playbooks=lambda wc: PLAYBOOK.run_paths(wc, "playbooks"),
+        actor_prompts=PLAYBOOK.actor_prompt_files(),
+        code=PLAYBOOK.code("pooled"),
+    output:
+        record="results/playbook/{growth}/{model}/{env}/{variant}/pooled/practice.json",
+        playbooks="results/playbook/{growth}/{model}/{env}/{variant}/pooled/practice.playbooks.parquet",
+        blocks="results/playbook/{growth}/{model}/{env}/{variant}/pooled/practice.blocks.parquet",
+        design="results/playbook/{growth}/{model}/{env}/{variant}/pooled/practice.design.parquet",
+        estimates="results/playbook/{growth}/{model}/{env}/{variant}/pooled/practice.estimates.parquet",
+        episodes="results/playbook/{growth}/{model}/{env}/{variant}/pooled/practice.parquet",
+        steps="results/playbook/{growth}/{model}/{env}/{variant}/pooled/practice.steps.parquet",
+        calls="results/playbook/{growth}/{model}/{env}/{variant}/pooled/practice.calls.parquet",
+        merge_calls="results/playbook/{growth}/{model}/{env}/{variant}/pooled/practice.merge.calls.parquet",
+    log:
+        "logs/playbook/{growth}/{model}/{env}/{variant}/pooled/practice.log",
+    wildcard_constraints:
+        env=PLAYBOOK.alternatives("env"),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: PLAYBOOK.api(wc.model),
+    params:
+        cell=lambda wc: PLAYBOOK.cell("pooled", wc.model, wc.env),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+    script:
+        "../scripts/playbook_pooled.py"
+
+
+rule playbook_baseline:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        choice="results/playbook/{growth}/{model}/{env}/{variant}/choice.json",
+        playbooks=lambda wc: PLAYBOOK.run_paths(wc, "playbooks"),
+        practice=lambda wc: PLAYBOOK.run_paths(wc, "practice"),
+        pooled=lambda wc: PLAYBOOK.pooled_input(wc),
+        prompts=PLAYBOOK.baseline_prompt_files(),
+        actor_prompts=PLAYBOOK.actor_prompt_files(),
+        code=PLAYBOOK.code("baseline"),
+    output:
+        record="results/playbook/{growth}/{model}/{env}/{variant}/baseline/{method}.json",
+        episodes="results/playbook/{growth}/{model}/{env}/{variant}/baseline/{method}.parquet",
+        steps="results/playbook/{growth}/{model}/{env}/{variant}/baseline/{method}.steps.parquet",
+        calls="results/playbook/{growth}/{model}/{env}/{variant}/baseline/{method}.calls.parquet",
+        select_calls="results/playbook/{growth}/{model}/{env}/{variant}/baseline/{method}.select.calls.parquet",
+    log:
+        "logs/playbook/{growth}/{model}/{env}/{variant}/baseline/{method}.log",
+    wildcard_constraints:
+        env=PLAYBOOK.alternatives("env"),
+        method=PLAYBOOK.alternatives("method"),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: PLAYBOOK.api(wc.model),
+    params:
+        cell=lambda wc: PLAYBOOK.cell("baseline", wc.model, wc.env),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+    script:
+        "../scripts/playbook_baseline.py"
+
+
 rule playbook_report:
     input:
         unpack(lambda wc: {**PLAYBOOK.report_inputs(), "code": PLAYBOOK.code("report")}),

@@ -8,4 +8,4 @@ i = s.input
 run_rule(s, lambda: write_report(
     growth=list(i.growth), playbooks=list(i.playbooks), practice=list(i.practice), choice=list(i.choice),
     evals=list(i.eval), calls=list(i.calls), tables_dir=s.params.tables_dir, figures_dir=s.params.figures_dir,
-    out_index=s.output.index))
+    out_index=s.output.index, baselines=list(i.baselines)))

@@ -52,6 +52,44 @@ def table1(meth: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+#: What each of RBC's own methods was allowed to see before serving (the baselines say theirs,
+#: :data:`.baselines.METHODS`).
+SEES = {"No playbook": "nothing", "Whole": "growth only", "Best-Full": "practice only", "RBC-cut": "practice only",
+        "RBC": "practice only"}
+
+
+def baseline_rows(records: Sequence[str]) -> pd.DataFrame:
+    """One row per (setting, baseline) from the baseline jobs' records (issue 10)."""
+    rows = []
+    for p in records:
+        rec = an.read_json(p)
+        res = rec["result"]
+        rows.append({**dict(zip(an.SETTING_KEYS, an.setting_of(p))), "method": res["label"],
+                     "candidate": f"{rec['method']}" + (f" ({res['chosen']})" if res.get("chosen") else ""),
+                     "score": res["score"] if res["score"] is not None else np.nan, "served_tokens": np.nan,
+                     "sees": res["sees"]})
+    return pd.DataFrame(rows)
+
+
+def table1_every(meth: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 with every baseline: methods x settings (std growth), the mean over the settings
+    a method ran on, its worst gap to No playbook, and what it was allowed to see."""
+    allm = pd.concat([meth.assign(sees=meth["method"].map(SEES)), base], ignore_index=True)
+    std = allm[allm["growth"] == "std"]
+    if std.empty:
+        return pd.DataFrame()
+    std = std.assign(setting=[setting_label(k) for k in std[list(an.SETTING_KEYS)].itertuples(index=False)])
+    wide = std.pivot_table(index="method", columns="setting", values="score", aggfunc="first", dropna=False)
+    order = [m for m in METHODS if m in wide.index] + sorted(set(wide.index) - set(METHODS))
+    wide = wide.reindex(order)
+    none = wide.loc["No playbook"] if "No playbook" in wide.index else None
+    out = wide.copy()
+    out["mean"] = wide.mean(axis=1)
+    out["worst gap to No playbook"] = wide.sub(none, axis=1).min(axis=1) if none is not None else np.nan
+    out["allowed to see"] = std.groupby("method")["sees"].first().reindex(order)
+    return out.reset_index()
+
+
 def _setting_cols(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     df.insert(0, "setting", [setting_label(k) for k in df[list(an.SETTING_KEYS)].itertuples(index=False)])
@@ -164,7 +202,7 @@ def record_markdown(rec: dict[str, Any]) -> str:
 
 def write_report(*, growth: Sequence[str], playbooks: Sequence[str], practice: Sequence[str], choice: Sequence[str],
                  evals: Sequence[str], calls: Sequence[str], tables_dir: str, figures_dir: str,
-                 out_index: str) -> None:
+                 out_index: str, baselines: Sequence[str] = ()) -> None:
     """Every table, figure and record, then the index that links them."""
     tdir, fdir = Path(tables_dir), Path(figures_dir)
     cands = an.candidate_scores(evals)
@@ -184,6 +222,10 @@ def write_report(*, growth: Sequence[str], playbooks: Sequence[str], practice: S
                              "(growth incl. Reflector/Curator calls, practice, candidate scoring), and lesson "
                              "tokens served per task."),
         "candidates": (_setting_cols(cands), "Every candidate's evaluation score."),
+        "table1_every_method": (table1_every(meth, baseline_rows(baselines)),
+                                "Every method, baselines included, per setting (0-100), the mean over the settings "
+                                "it ran on, its worst gap to No playbook, and what it was allowed to see before "
+                                "serving: Tags* and Top-k* are tuned on the evaluation tasks on purpose."),
     }
     t2 = table2(meth, runs)
     if not t2.empty:

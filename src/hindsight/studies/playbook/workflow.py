@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from hindsight.config import ConfigError
 from hindsight.studies.playbook.design import GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
-PARTS = ("growth", "practice", "choice", "eval", "report")
+PARTS = ("growth", "practice", "choice", "eval", "report", "baseline", "pooled")
 ENVS = ("alfworld", "appworld")
 NOT_CODE = ("hindsight.config", "hindsight.files", "hindsight.llm", "hindsight.rule_entry", "hindsight.testing")
 ROOT = "results/playbook"
@@ -92,6 +92,32 @@ class PlaybookWorkflow:
                               f"got {meas['budget']!r}")
         if not 0 < float(meas["p"]) < 1:
             raise ConfigError(f"{src}.measurement.p: an inclusion probability in (0, 1), got {meas['p']!r}")
+        self.check_baselines()
+
+    def check_baselines(self) -> None:
+        """``playbook.baselines`` (issue 10): known methods and benchmarks, sizes that make sense."""
+        from hindsight.studies.playbook.baselines import METHODS
+
+        b, src = self.p["baselines"], "config key playbook.baselines"
+        for m in b["methods"]:
+            if m not in METHODS:
+                raise ConfigError(f"{src}.methods: {m!r} is not one of {', '.join(METHODS)}")
+        for e in b["envs"] or []:
+            if e not in ENVS:
+                raise ConfigError(f"{src}.envs: {e!r} is not one of {', '.join(ENVS)}")
+        sizes = {"top_k": b["top_k"], "dc_attempts": b["dc_attempts"], "pooled_episodes": b["pooled_episodes"]}
+        sizes.update({f"k_values[{i}]": k for i, k in enumerate(b["k_values"])})
+        if b["runs"] is not None:
+            sizes["runs"] = b["runs"]
+        for key, v in sizes.items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{src}.{key}: expected an integer >= 1, got {v!r}")
+        if not b["k_values"]:
+            raise ConfigError(f"{src}.k_values: Top-k* chooses among these; give at least one k")
+        if not 0 < float(b["cut_share"]) <= 1:
+            raise ConfigError(f"{src}.cut_share: a share of Best-Full's tokens in (0, 1], got {b['cut_share']!r}")
+        if not 0 < float(b["merge_threshold"]) <= 1:
+            raise ConfigError(f"{src}.merge_threshold: a cosine in (0, 1], got {b['merge_threshold']!r}")
 
     # -- settings and paths ----------------------------------------------------
     def variants(self, env: str) -> list[str]:
@@ -137,7 +163,27 @@ class PlaybookWorkflow:
             out["calls"].append(f"{b}/choice.calls.parquet")
             out["eval"] += [f"{b}/eval/{c}.parquet" for c in self.candidates()]
             out["calls"] += [f"{b}/eval/{c}.calls.parquet" for c in self.candidates()]
+        out["baselines"] = self.baseline_paths("record")
         return out
+
+    def baseline_methods(self, env: str, variant: str) -> list[str]:
+        """The baselines evaluated on a setting: ``playbook.baselines.methods`` on its
+        ``envs`` (null: every benchmark); Tags* only where lessons carry tags (ACE)."""
+        b = self.p["baselines"]
+        if b["envs"] is not None and env not in b["envs"]:
+            return []
+        return [m for m in b["methods"] if not (m == "tags_star" and not variant.startswith("ace"))]
+
+    def baseline_paths(self, kind: str = "record") -> list[str]:
+        suffix = {"record": ".json", "episodes": ".parquet", "calls": ".calls.parquet"}[kind]
+        return [f"{self.base(g, m, e, v)}/baseline/{x}{suffix}" for g, m, e, v in self.settings()
+                for x in self.baseline_methods(e, v)]
+
+    def pooled_input(self, wc: Any) -> list[str]:
+        """The pooled practice round's record, for the ``pooled`` baseline only."""
+        if wc.method != "pooled":
+            return []
+        return [f"{self.base(wc.growth, wc.model, wc.env, wc.variant)}/pooled/practice.json"]
 
     def final_targets(self) -> list[str]:
         if not (self.enabled and self.settings()):
@@ -150,7 +196,7 @@ class PlaybookWorkflow:
 
     def cell(self, part: str, model: str, env: str) -> dict[str, Any]:
         """Everything of the config that determines one job's output."""
-        if part not in PARTS[:4]:
+        if part not in PARTS or part == "report":
             raise ValueError(f"playbook: unknown part {part!r}")
         p = self.p
         cell: dict[str, Any] = {
@@ -169,6 +215,13 @@ class PlaybookWorkflow:
             cell["choice"] = dict(p["choice"])
         if part == "eval":
             cell["evaluation"] = dict(p["evaluation"])
+        if part in ("baseline", "pooled"):
+            b = {k: v for k, v in p["baselines"].items() if k not in ("methods", "envs", "prompts_dir")}
+            roles = {"embedder": self.roles["embedder"], "curator": self.role("curator", model)}
+            cell.update(measurement=dict(p["measurement"]), baselines=b, roles=roles,
+                        role_endpoints={r: self.endpoint(n) for r, n in roles.items()})
+            if part == "baseline":
+                cell["evaluation"] = dict(p["evaluation"])
         return cell
 
     def prompt_files(self) -> list[str]:
@@ -176,6 +229,11 @@ class PlaybookWorkflow:
         from hindsight.memory.cheatsheet import PROMPT_FILES as DC
 
         return [f"{self.p['prompts_dir']}/{f}" for f in (*ACE, *DC)]
+
+    def baseline_prompt_files(self) -> list[str]:
+        from hindsight.studies.playbook.baselines import DC_PROMPT_FILES
+
+        return [f"{self.p['baselines']['prompts_dir']}/{f}" for f in DC_PROMPT_FILES]
 
     def actor_prompt_files(self) -> list[str]:
         from hindsight.agent.prompts import PROMPT_FILES
@@ -190,13 +248,15 @@ class PlaybookWorkflow:
         if part not in PARTS:
             raise ValueError(f"playbook: unknown part {part!r}; known: {', '.join(PARTS)}")
         module = {"growth": "growth", "practice": "practice", "choice": "choice", "eval": "evaluate",
-                  "report": "report"}[part]
+                  "report": "report", "baseline": "baseline_eval", "pooled": "baseline_eval"}[part]
         return source_files([f"hindsight.studies.playbook.{module}"], exclude=NOT_CODE)
 
     def api(self, model: str) -> int:
         return max(1, min(int(self.p["in_flight"]), int(self.models_registry[model].max_concurrency)))
 
     def alternatives(self, kind: str) -> str:
+        from hindsight.studies.playbook.baselines import METHODS
+
         values = {"growth": list(GROWTHS), "variant": list(VARIANTS), "env": self.envs,
-                  "candidate": self.candidates()}[kind]
+                  "candidate": self.candidates(), "method": list(METHODS)}[kind]
         return "|".join(v.replace("-", r"\-") for v in values) or "NONE"
