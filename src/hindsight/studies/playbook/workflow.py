@@ -168,7 +168,8 @@ class PlaybookWorkflow:
 
     def baseline_methods(self, env: str, variant: str) -> list[str]:
         """The baselines evaluated on a setting: ``playbook.baselines.methods`` on its
-        ``envs`` (null: every benchmark); Tags* only where lessons carry tags (ACE)."""
+        ``envs`` (null: every benchmark); Tags* only where lessons carry tags (ACE).  Only the
+        std-growth settings get them (:meth:`baseline_paths`; Table 1 is on std growth)."""
         b = self.p["baselines"]
         if b["envs"] is not None and env not in b["envs"]:
             return []
@@ -176,7 +177,7 @@ class PlaybookWorkflow:
 
     def baseline_paths(self, kind: str = "record") -> list[str]:
         suffix = {"record": ".json", "episodes": ".parquet", "calls": ".calls.parquet"}[kind]
-        return [f"{self.base(g, m, e, v)}/baseline/{x}{suffix}" for g, m, e, v in self.settings()
+        return [f"{self.base(g, m, e, v)}/baseline/{x}{suffix}" for g, m, e, v in self.settings() if g == "std"
                 for x in self.baseline_methods(e, v)]
 
     def pooled_input(self, wc: Any) -> list[str]:
