@@ -253,3 +253,42 @@ def test_open_cache_names_the_backends(tmp_path):
     with pytest.raises(ValueError, match="cache.backend must be one of sqlite, shards, not 'nfs'"):
         open_cache(tmp_path / "llm.sqlite", backend="nfs")
     assert len(digest("k")) == 64
+
+
+MOUNTINFO = """\
+22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw
+40 22 0:40 / /mnt/shared rw,relatime - nfs4 server:/export rw,vers=4.2
+41 40 8:2 / /mnt/shared/local\\040disk rw - xfs /dev/sdb1 rw
+"""
+
+
+def test_sqlite_refuses_a_network_filesystem(tmp_path, monkeypatch):
+    import hindsight.llm.cache as cache_module
+
+    info = tmp_path / "mountinfo"
+    info.write_text(MOUNTINFO)
+    assert cache_module.filesystem_type("/mnt/shared/results/cache", str(info)) == "nfs4"
+    assert cache_module.filesystem_type("/mnt/shared/local disk/cache", str(info)) == "xfs"
+    assert cache_module.filesystem_type("/home/me", str(info)) == "ext4"
+    assert cache_module.filesystem_type("/x", str(tmp_path / "absent")) is None
+    monkeypatch.setattr(cache_module, "filesystem_type", lambda path: "nfs4")
+    with pytest.raises(ValueError, match=r"network filesystem \(nfs4\).*Fix: set cache.backend: shards"):
+        open_cache(tmp_path / "llm.sqlite")
+    open_cache(tmp_path / "llm.sqlite", backend="shards").close()  # the shards backend is made for it
+
+
+@pytest.mark.parametrize("profile", ["slurm", "kubernetes"])
+def test_the_cluster_profiles_select_the_shards_backend(profile, tmp_path):
+    """Snakemake merges the profile's ``config`` entry into the config key by key (a tiny
+    workflow prints what its jobs would see)."""
+    from tests.conftest import REPO
+
+    (tmp_path / "base.yaml").write_text("cache: {path: results/cache/llm.sqlite, mode: use, backend: sqlite}\n")
+    (tmp_path / "Snakefile").write_text('import json\nconfigfile: "base.yaml"\nprint("CACHE", json.dumps(config["cache"]))\n'
+                                        'rule all:\n    output: "x"\n    shell: "touch {output}"\n')
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", str(REPO / "workflow/profiles" / profile),
+                          "--default-storage-prefix", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    line = next(x for x in (out.stdout + out.stderr).splitlines() if x.startswith("CACHE "))
+    assert json.loads(line[6:]) == {"path": "results/cache/llm.sqlite", "mode": "use", "backend": "shards"}

@@ -111,6 +111,46 @@ def embed_key(identity: Mapping[str, Any], text: str, options: Mapping[str, Any]
 
 BACKENDS = ("sqlite", "shards")
 
+# filesystems whose files other hosts share: SQLite's WAL (shared memory beside the file)
+# is not safe on them (https://www.sqlite.org/wal.html, "WAL does not work over a network
+# filesystem")
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "glusterfs", "fuse.glusterfs",
+    "ceph", "fuse.ceph", "fuse.sshfs", "afs", "gfs2", "ocfs2", "fuse.s3fs", "fuse.gcsfuse",
+})
+
+
+def filesystem_type(path: str | os.PathLike[str], mountinfo: str = "/proc/self/mountinfo") -> str | None:
+    """The type of the filesystem holding ``path`` (the longest mount point above it in
+    ``mountinfo``), or None where that file cannot be read (not Linux)."""
+    target = os.path.realpath(path)
+    best, kind = "", None
+    try:
+        lines = Path(mountinfo).read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if not sep or len(fields) < 5 or not right:
+            continue
+        point = fields[4].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, right.split()[0]
+    return kind
+
+
+def _refuse_network_filesystem(path: Path) -> None:
+    kind = filesystem_type(path.parent)
+    if kind in NETWORK_FILESYSTEMS:
+        raise ValueError(
+            f"cache.path = {path} is on a network filesystem ({kind}), where SQLite's WAL mode is not safe "
+            f"(jobs on other hosts would corrupt or miss entries). Fix: set cache.backend: shards (an overlay "
+            f"with cache: {{backend: shards}}, or --config 'cache={{backend: shards}}'; the slurm and "
+            f"kubernetes profiles set it), or move cache.path to a local disk."
+        )
+
 
 def open_cache(path: str | os.PathLike[str], mode: str = "use", backend: str = "sqlite") -> Any:
     """The response cache at ``path`` (``cache.path``) with the configured backend: a
@@ -142,6 +182,7 @@ class Cache:
         self.path = Path(path)
         self.mode = mode
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        _refuse_network_filesystem(self.path)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")

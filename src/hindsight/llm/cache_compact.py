@@ -3,7 +3,7 @@
 Only shards no process will append to again are merged: those that end with the
 ``end`` line their cache wrote on close, those whose process on this host no longer exists
 (a killed job: its last line may be torn and is dropped), and earlier compacted files.  The
-merged file keeps, for each key, the stored reply only (:func:`~hindsight.llm.cache_shards._winner_group`,
+merged file keeps, for each key, the stored reply only (:func:`~hindsight.llm.cache_entries.winner_group`,
 so what every reader replays does not change) with its original stored time, shard and line
 (the order duplicates resolve by), and every ledger row.  Its first line names its
 sources; it is written under a temporary name, fsynced and renamed into ``shards/``; readers
@@ -20,7 +20,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from hindsight.llm.cache_shards import _winner_group
+from hindsight.llm.cache_entries import winner_group
 from hindsight.llm.leases import alive
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def compact(cache: "ShardCache") -> dict[str, int]:
         group = [e for e in entries if e.file in lines]
         if not group:
             continue
-        first = _winner_group(entries)[0]
+        first = winner_group(entries)[0]
         if first.file in lines:
             chosen[(first.file, first.offset)] = key
         dropped += len(group) - (first.file in lines)

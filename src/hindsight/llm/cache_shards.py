@@ -15,16 +15,18 @@ which the cluster profiles select) uses no locks at all:
 * **Reading.**  A reader indexes every shard incrementally (new shards, new lines of known
   ones, at most every ``refresh_s``), keeping for each key where its entries are (file and
   offset, not the reply: a paper preset's replies do not fit in memory) and the ledger as
-  totals per shard.  Duplicates resolve deterministically: the earliest stored time, then
-  shard name, then line; an entry stored in mode ``refresh`` supersedes those of earlier
-  runs (the latest refresh run's first entry wins).  :meth:`ShardCache.duplicates` counts
+  totals per shard.  Duplicates resolve deterministically (:mod:`hindsight.llm.cache_entries`):
+  the earliest stored time, then shard name, then line; an entry stored in mode ``refresh``
+  supersedes those of earlier runs (the latest refresh run's first entry wins).  :meth:`ShardCache.duplicates` counts
   keys with more than one candidate.
 * **Claims** (:mod:`hindsight.llm.cache_claims`): a call is claimed by creating a file
   exclusively; a waiter reads the stored reply through the claim's pointer, so the first
   stored reply wins across processes and hosts, and the race of two cells costs one paid
-  call.  Storing takes the key's claim too (embeddings, mode ``refresh``), so exactly one
-  process appends each key's reply; a duplicate needs a claim taken over from a live owner
-  whose heartbeat stopped for a minute.
+  call.  Storing needs the key's claim too (taken at store time for embeddings and in mode
+  ``refresh``, which make no claim before the call), so one process appends each key's
+  reply: even an owner whose claim was taken over (its heartbeat stopped for a minute) waits
+  for the taker and goes on with the taker's reply.  A duplicate needs that take-over to
+  fall inside the owner's own append (milliseconds).
 * **Compaction** (``python -m hindsight cache compact``, :meth:`ShardCache.compact`) merges
   the shards of closed processes into one file whose header names its sources; readers
   then ignore those sources, which are removed.
@@ -41,29 +43,10 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, Sequence
 
 from hindsight.llm.cache_claims import ClaimBook
-from hindsight.llm.leases import alive
-
-
-class Entry(NamedTuple):
-    at: float
-    origin: str
-    n: int
-    run: str
-    refresh: bool
-    file: str
-    offset: int
-
-
-def _winner_group(entries: list[Entry]) -> list[Entry]:
-    """The candidates among a key's entries, sorted (the first is the stored reply)."""
-    refreshed = [e for e in entries if e.refresh]
-    if refreshed:
-        run = max(refreshed).run
-        entries = [e for e in entries if e.run == run]
-    return sorted(entries)
+from hindsight.llm.cache_entries import Entry, winner_group
 
 
 class _Shard:
@@ -189,7 +172,7 @@ class ShardCache:
                 entries = [e for e in entries if e.run == run_id]
             if not entries:
                 return None
-            first = _winner_group(entries)[0]
+            first = winner_group(entries)[0]
             try:
                 return self._line(first.file, first.offset)["rec"]
             except FileNotFoundError:  # compacted meanwhile
@@ -381,7 +364,7 @@ class ShardCache:
         """Keys with more than one candidate reply (should be 0 with claims)."""
         self._refresh(force=True)
         with self._lock:
-            return sum(len(_winner_group(list(v))) > 1 for v in self._index.values())
+            return sum(len(winner_group(list(v))) > 1 for v in self._index.values())
 
     def close(self) -> None:
         with self._lock:
