@@ -88,15 +88,15 @@ def test_top_k_follows_the_embedders_similarity(tmp_path, loopback):
     async def serve(view):
         async with open_client(cfg, "tests/baselines", tmp_path / "calls.parquet") as client:
             ep = await view.for_episode(client, TaskContext("alfworld", "t1", task, "e1"))
-        return ep
+        return ep, [x["id"] for x in view.chosen["e1"]]
 
-    ep = asyncio.run(serve(bl.SimilarityView(lessons, tok, "emb", k=3)))
+    ep, chosen = asyncio.run(serve(bl.SimilarityView(lessons, tok, "emb", k=3)))
     assert set(ep.block.ids) == set(by_sim[:3])  # the 3 most similar, served in playbook order
     assert list(ep.block.ids) == [x for x in pb["lesson_id"] if x in set(by_sim[:3])]
-    assert [x["id"] for x in json.loads(ep.columns["retrieval"])] == by_sim[:3]
+    assert chosen == by_sim[:3] and ep.columns == {}
     cap = bl.cap_of(pb, 0.4)
-    cut = asyncio.run(serve(bl.SimilarityView(lessons, tok, "emb", cap=cap)))
-    assert [x["id"] for x in json.loads(cut.columns["retrieval"])] == bl.fill(by_sim, tok, cap)
+    cut, chosen = asyncio.run(serve(bl.SimilarityView(lessons, tok, "emb", cap=cap)))
+    assert chosen == bl.fill(by_sim, tok, cap) and set(cut.block.ids) == set(chosen)
 
 
 def _practice(tmp_path):

@@ -28,7 +28,6 @@ that does not fit (:func:`fill`); the served lessons keep playbook order.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable, Mapping, Sequence
@@ -148,8 +147,9 @@ def budget_set(lessons: pd.DataFrame, ranked: Sequence[str], budget: float | Non
 @dataclass
 class SimilarityView:
     """Per episode, the lessons most similar to the task text (cosine of the embedder's vectors),
-    at most ``k`` (None: any number) and within ``cap`` tokens.  Records the served ids and
-    their cosines per episode (``retrieval``)."""
+    at most ``k`` (None: any number) and within ``cap`` tokens.  Keeps the served ids with
+    their cosines per episode id in ``chosen`` (the job's record; the study's episode table
+    declares no retrieval column)."""
 
     lessons: Sequence[Lesson]
     tokens: Mapping[str, int]
@@ -158,22 +158,22 @@ class SimilarityView:
     cap: Fraction | float | None = None
     title: str = TITLE
     step_columns: Sequence[pa.Field] = ()
-    episode_columns: Sequence[pa.Field] = (pa.field("retrieval", pa.string()),)
-    chosen: dict[str, list[str]] = field(default_factory=dict)
+    episode_columns: Sequence[pa.Field] = ()
+    chosen: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     async def for_episode(self, client: Any, task: TaskContext) -> StaticEpisode:
         if not self.lessons:
-            return StaticEpisode(None, {"retrieval": json.dumps([])})
+            self.chosen[task.episode_id] = []
+            return StaticEpisode(None)
         keys = await client.embed(self.embedder, [x.text for x in self.lessons], purpose="baseline_similarity")
         query = await client.embed(self.embedder, [task.task], purpose="baseline_similarity")
         idx, sims = top_k(query.vectors[0], keys.vectors, len(self.lessons))
         sim = dict(zip((self.lessons[i].id for i in idx), sims))
         ids = fill([self.lessons[i].id for i in idx], self.tokens, self.cap, self.k)
-        self.chosen[task.episode_id] = ids
+        self.chosen[task.episode_id] = [{"id": i, "cosine": round(sim[i], 6)} for i in ids]
         keep = set(ids)
         served = tuple(x for x in self.lessons if x.id in keep)  # playbook order
-        info = [{"id": i, "cosine": round(sim[i], 6)} for i in ids]
-        return StaticEpisode(MemoryBlock(served, self.title) if served else None, {"retrieval": json.dumps(info)})
+        return StaticEpisode(MemoryBlock(served, self.title) if served else None)
 
 
 def dgmem_curated(design: pd.DataFrame, scores: pd.DataFrame, blocks: pd.DataFrame, lessons: pd.DataFrame,
