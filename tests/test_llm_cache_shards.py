@@ -214,11 +214,11 @@ def test_torn_lines_are_never_read_and_compaction_keeps_every_reply(tmp_path, ca
     killed = path.parent / "shards" / f"{socket.gethostname()}__{dead}__dead.jsonl"
     good = {"t": "r", "k": "k3", "run": "run-1", "at": time.time(), "ref": False, "n": 0,
             "rec": _record("k3", "from the killed one")}
-    killed.write_bytes(json.dumps(good).encode() + b"\n" + b'{"t": "r", "k": "k4", "run": "ru')
+    killed.write_bytes(json.dumps(good).encode() + b"\nnot a json line\n" + b'{"t": "r", "k": "k4", "run": "ru')
     reader = ShardCache(path)
     before = {r["call_id"]: r["response_text"] for r in reader.records()}
     assert sorted(before.values()) == ["a1", "b2", "from the killed one"]
-    assert reader.get("k4") is None and reader.spent() == 1.5
+    assert reader.get("k4") is None and reader.spent() == 1.5 and reader.unreadable == 1
     # a live writer's shard is not merged
     live = ShardCache(path)
     live.store("k5", _record("k5", "live"), "run-3")

@@ -66,7 +66,11 @@ def compact(cache: "ShardCache") -> dict[str, int]:
     for name in sources:
         offset = 0
         for raw in lines[name]:
-            line: dict[str, Any] = json.loads(raw)
+            try:
+                line: dict[str, Any] = json.loads(raw)
+            except json.JSONDecodeError:  # unreadable (counted by readers): not carried over
+                line = {"t": "?"}
+                dropped += 1
             if line["t"] == "r" and (name, offset) in chosen:
                 line.setdefault("o", name)
                 out.append(json.dumps(line, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()

@@ -88,6 +88,7 @@ class ShardCache:
         self._fh: Any = None
         self._n = 0
         self._refreshed = -1e9
+        self.unreadable = 0           # lines of other shards that did not parse
         self._owner = self.name       # the claim owner when storing without a prior claim
         self._stale_s = 3600.0        # the client's claim_stale_s, once it has claimed
         self.claims.sweep()
@@ -124,7 +125,12 @@ class ShardCache:
         end = data.rfind(b"\n") + 1  # complete lines only: a torn last line is never read
         pos = 0
         for line in data[:end].splitlines(keepends=True):
-            self._take(name, shard, json.loads(line), shard.offset + pos)
+            try:
+                parsed = json.loads(line)
+            except json.JSONDecodeError:  # never written so by a shard's owner; counted, not fatal
+                self.unreadable += 1
+            else:
+                self._take(name, shard, parsed, shard.offset + pos)
             pos += len(line)
         shard.offset += end
 
@@ -226,11 +232,15 @@ class ShardCache:
             if got is True:
                 return "taken"
             assert isinstance(got, dict)
-            if got.get("state") == "stored" and (self.mode == "use" or got.get("run") == run_id):
-                record = self._pointed(key, got)
-                if record is not None:
-                    return record
-            elif got.get("state") == "stored" or self.claims.gone(got, got["mtime"], self._stale_s):
+            if got.get("state") == "stored":
+                if self.mode == "use" or got.get("run") == run_id:
+                    record = self._pointed(key, got)
+                    if record is not None:
+                        return record
+                # a pointer at an earlier run's reply (mode refresh) or at nothing: replace it
+                if self.claims.take_over(key, got.get("token", "?"), self._owner):
+                    return "taken"
+            elif self.claims.gone(got, got["mtime"], self._stale_s):
                 if self.claims.take_over(key, got.get("token", "?"), self._owner):
                     return "taken"
             time.sleep(delay)
@@ -261,14 +271,14 @@ class ShardCache:
             mine: list[str] = []
             held: list[str] = []
             if self.mode != "off":
-                for key in sorted({k for k, _ in items}):
-                    got = self._hold(key, run_id)
+                holds = {key: self._hold(key, run_id) for key in sorted({k for k, _ in items})}
+                if "taken" in holds.values():  # not claimed before the call: look once more
+                    self._refresh(force=True)
+                for key, got in holds.items():
                     if isinstance(got, dict):
                         kept: dict[str, Any] | None = got
                     else:
                         held.append(key)
-                        if got == "taken":  # not claimed before the call: look once more
-                            self._refresh(force=True)
                         kept = self._lookup(key, run_id if self.mode == "refresh" else None)
                     if kept is not None and first_wins:
                         stored[key] = kept
@@ -313,8 +323,8 @@ class ShardCache:
                     return found
                 return True
             assert isinstance(got, dict)
-            if got.get("state") == "stored":
-                return self._pointed(key, got) or False
+            if got.get("state") == "stored":  # a pointer at nothing is replaced
+                return self._pointed(key, got) or self.claims.take_over(key, got.get("token", "?"), owner)
             if got.get("owner") == owner and got.get("pid") == os.getpid():
                 self.claims._hold(key, got["token"])  # its own claim again (a retry)
                 return True
