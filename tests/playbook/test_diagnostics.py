@@ -1,0 +1,124 @@
+"""The diagnostics on synthetic artifacts: tags against planted effects, harmful blocks only
+where the whole playbook harms, subsampled rounds that read nested practice episodes only,
+and a split-half check whose choosing half never is the half it scores."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as st
+
+from hindsight.curation import curate, practice_round
+from hindsight.studies.playbook import diagnostics as dg
+
+
+def _record(est):
+    return {"run": 1, "estimates": [{"block": j, "estimate": e, "lo": e - 0.1, "hi": e + 0.1} for j, e in enumerate(est)],
+            "block_lessons": [{"block": j, "lesson_ids": [f"L{2 * j}", f"L{2 * j + 1}"], "tokens": 10,
+                               "example": f"lesson {2 * j}"} for j in range(len(est))]}
+
+
+def _lessons(helpful, harmful):
+    n = len(helpful)
+    return pd.DataFrame({"lesson_id": [f"L{i}" for i in range(n)], "text": [f"lesson {i}" for i in range(n)],
+                         "tokens": 5, "helpful": helpful, "harmful": harmful, "neutral": [0] * n})
+
+
+def test_tags_against_planted_effects_and_the_harmful_blocks_rank():
+    # block 3 harms most but carries the most helpful tags (the paper's finding, planted)
+    est = [0.10, 0.05, -0.02, -0.30]
+    lessons = _lessons([3, 3, 2, 2, 1, 1, 9, 9], [1, 1, 2, 2, 3, 3, 0, 0])
+    bt = dg.block_tags(_record(est), lessons)
+    assert list(bt["helpful_share"]) == pytest.approx([0.75, 0.5, 0.25, 1.0])
+    out = dg.tags_vs_effects(bt)
+    assert out["spearman"] == pytest.approx(st.spearmanr(bt["helpful_share"], bt["estimate"]).statistic)
+    assert out["harmful_percentiles"] == [1.0]  # the most harmful block is the most helpful-tagged
+    key = {"growth": "std", "model": "m", "env": "e", "variant": "ace-passfail", "run": 1}
+    rows = bt.assign(**key)
+    harms = dg.harmful_blocks(rows, {("std", "m", "e", "ace-passfail", "whole:run1"): 20.0,
+                                     ("std", "m", "e", "ace-passfail", "none"): 50.0})
+    assert list(harms["block"]) == [2, 3] and harms["example"].tolist() == ["lesson 4", "lesson 6"]
+    helps = dg.harmful_blocks(rows, {("std", "m", "e", "ace-passfail", "whole:run1"): 60.0,
+                                     ("std", "m", "e", "ace-passfail", "none"): 50.0})
+    assert helps.empty  # the whole playbook does not harm: no block is listed
+
+
+def test_subsampled_rounds_read_nested_practice_episodes_only():
+    m = 3
+    design = practice_round(["t1", "t2", "t3", "t4"], 200, m, seed=4)
+    z = design[[f"z{j}" for j in range(m)]].to_numpy()
+    rng = np.random.default_rng(0)
+    scores = pd.DataFrame({"episode": design["episode"],
+                           "score": (rng.random(len(design)) < 0.3 + 0.5 * z[:, 0] - 0.2 * z[:, 2]).astype(float)})
+    tok = np.array([10, 10, 10])
+    out = dg.subsampled(design, scores, tok, budget=0.4)
+    assert list(out["fraction"]) == [0.25, 0.5, 0.75, 1.0] and list(out["episodes"]) == [50, 100, 150, 200]
+    used = [set(x) for x in out["episode_ids"]]
+    assert all(a < b for a, b in zip(used, used[1:])) and used[-1] == set(design["episode"])
+    assert out.iloc[-1]["blocks"] == [0] and out.iloc[-1]["overlap"] == 1.0
+    from hindsight.stats.inclusion import ridge_loto
+    full = ridge_loto(design["task_id"], z, scores["score"]).coef
+    assert out.iloc[-1]["blocks"] == sorted(curate(full, tok, budget=0.4).blocks)
+    with pytest.raises(ValueError, match="exactly one score"):
+        dg.subsampled(design, scores.iloc[:-3], tok, budget=0.4)
+
+
+def test_split_half_chooses_on_one_half_and_scores_the_other():
+    tasks = [f"t{i}" for i in range(10)]
+    # candidate a wins the even tasks, b the odd ones, none nothing
+    rows = [{"candidate": c, "task_id": t, "won": (c == "a") == (i % 2 == 0) and c != "none"}
+            for c in ("a", "b", "none") for i, t in enumerate(tasks)]
+    ev = pd.DataFrame(rows)
+    tok = {"a": 5, "b": 5, "none": 0}
+    out = dg.split_half(ev, ["a", "b", "none"], tok, halvings=20, seed=3)
+    assert len(out) == 40
+    for r in out.itertuples():
+        assert not set(r.choose_tasks) & set(r.score_tasks) and sorted(r.choose_tasks + r.score_tasks) == tasks
+        evens = sum(int(t[1:]) % 2 == 0 for t in r.choose_tasks)
+        odds = len(r.choose_tasks) - evens
+        assert r.chosen == ("a" if evens >= odds else "b")  # the choosing half decides (tie: order)
+        won = ev[(ev["candidate"] == r.chosen) & ev["task_id"].isin(r.score_tasks)]["won"].mean()
+        assert r.score == pytest.approx(100 * won)
+    # flipping outcomes on a scored half never changes the choice made on the other half
+    flipped = ev.copy()
+    first = out.iloc[0]
+    mask = flipped["task_id"].isin(first.score_tasks)
+    flipped.loc[mask, "won"] = ~flipped.loc[mask, "won"].astype(bool)
+    again = dg.split_half(flipped, ["a", "b", "none"], tok, halvings=20, seed=3)
+    assert again.iloc[0]["chosen"] == first.chosen
+
+
+def test_write_diagnostics_writes_every_table_and_figure_five(tmp_path):
+    from tests.playbook.test_baselines import _setting
+
+    playbooks, practice, choice = _setting(tmp_path)
+    base = tmp_path / "results/playbook/std/loop/alfworld/ace-passfail"
+    for k, p in enumerate(practice, 1):
+        rec = {**_record([0.2, -0.1, 0.05]), "run": k}
+        rec["block_lessons"] = [{"block": j, "lesson_ids": [f"L{2 * j:02d}", f"L{2 * j + 1:02d}"], "tokens": 10,
+                                 "example": "x"} for j in range(3)]
+        (tmp_path / p).write_text(json.dumps(rec))
+    names = ["curated:run1", "curated:run2", "whole:run1", "whole:run2", "none"]
+    evals = []
+    for c in names:
+        path = base / f"eval/{c.replace(':', '-')}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"candidate": c, "task_id": [f"t{i}" for i in range(4)], "won": [c != "whole:run1"] * 4,
+                      "served_tokens": 0, "prompt_tokens": 1, "completion_tokens": 1}).to_parquet(path)
+        evals.append(str(path))
+    ch = {**choice, "candidates": [{"name": c, "tokens": 1} for c in names], "rbc": {"chosen": "curated:run1"}}
+    (base / "choice.json").write_text(json.dumps(ch))
+    out = tmp_path / "diag"
+    dg.write_diagnostics(playbooks=playbooks, practice=practice, choice=[str(base / "choice.json")], evals=evals,
+                         tables_dir=str(out / "tables"), figures_dir=str(out / "figures"),
+                         out_index=str(out / "index.md"), halvings=5, seed=0, budget=0.4)
+    for stem in ("table_tags_vs_effects", "table4_harmful_blocks", "table17_subsampled", "table14_split_half"):
+        assert (out / "tables" / f"{stem}.csv").exists() and (out / "tables" / f"{stem}.html").exists()
+    assert (out / "figures/figure5_tags_vs_effects.png").stat().st_size > 0
+    harm = pd.read_csv(out / "tables/table4_harmful_blocks.csv")
+    assert set(harm["run"]) == {1} and list(harm["block"]) == [1]  # only run 1's whole playbook harms
+    half = pd.read_csv(out / "tables/table14_split_half.csv").set_index("method")
+    assert half.loc["RBC", "split-half on evaluation"] == 100.0
