@@ -211,4 +211,43 @@ rule playbook_report:
         "../scripts/playbook_report.py"
 
 
+rule playbook_diagnostics:
+    input:
+        unpack(
+            lambda wc: {
+                **PLAYBOOK.diagnostics_inputs(),
+                "code": PLAYBOOK.code("diagnostics"),
+            }
+        ),
+    output:
+        index="results/playbook/diagnostics/index.md",
+        tables=report(
+            directory("results/playbook/diagnostics/tables"),
+            patterns=["{name}.html"],
+            caption="../report/playbook/diagnostics_tables.rst",
+            category="Playbook curation",
+            subcategory="Diagnostics",
+            labels={"name": "{name}"},
+        ),
+        figures=report(
+            directory("results/playbook/diagnostics/figures"),
+            patterns=["{name}.png"],
+            caption="../report/playbook/diagnostics_figures.rst",
+            category="Playbook curation",
+            subcategory="Diagnostics",
+            labels={"name": "{name}"},
+        ),
+    log:
+        "logs/playbook/diagnostics.log",
+    conda:
+        CONDA_ENV
+    params:
+        halvings=PLAYBOOK.p["diagnostics"]["halvings"],
+        seed=PLAYBOOK.p["seed"],
+        budget=PLAYBOOK.p["measurement"]["budget"],
+        rule=PLAYBOOK.p["measurement"]["curate_rule"],
+    script:
+        "../scripts/playbook_diagnostics.py"
+
+
 enable_study(PLAYBOOK)

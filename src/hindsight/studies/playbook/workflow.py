@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from hindsight.config import ConfigError
 from hindsight.studies.playbook.design import GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
-PARTS = ("growth", "practice", "choice", "eval", "report", "baseline", "pooled")
+PARTS = ("growth", "practice", "choice", "eval", "report", "baseline", "pooled", "diagnostics")
 ENVS = ("alfworld", "appworld")
 NOT_CODE = ("hindsight.config", "hindsight.files", "hindsight.llm", "hindsight.rule_entry", "hindsight.testing")
 ROOT = "results/playbook"
@@ -118,6 +118,9 @@ class PlaybookWorkflow:
             raise ConfigError(f"{src}.cut_share: a share of Best-Full's tokens in (0, 1], got {b['cut_share']!r}")
         if not 0 < float(b["merge_threshold"]) <= 1:
             raise ConfigError(f"{src}.merge_threshold: a cosine in (0, 1], got {b['merge_threshold']!r}")
+        h = self.p["diagnostics"]["halvings"]
+        if isinstance(h, bool) or not isinstance(h, int) or h < 1:
+            raise ConfigError(f"config key playbook.diagnostics.halvings: expected an integer >= 1, got {h!r}")
 
     # -- settings and paths ----------------------------------------------------
     def variants(self, env: str) -> list[str]:
@@ -186,10 +189,20 @@ class PlaybookWorkflow:
             return []
         return [f"{self.base(wc.growth, wc.model, wc.env, wc.variant)}/pooled/practice.json"]
 
+    def diagnostics_inputs(self) -> dict[str, list[str]]:
+        """What the diagnostics read: playbooks, practice rounds, choices and evaluations (std growth)."""
+        rep = self.report_inputs()
+        keep = {k: [p for p in rep[k] if p.startswith(f"{ROOT}/std/")] for k in ("playbooks", "practice", "choice",
+                                                                               "eval")}
+        return keep
+
     def final_targets(self) -> list[str]:
         if not (self.enabled and self.settings()):
             return []
-        return [f"{ROOT}/tables/index.md"]
+        out = [f"{ROOT}/tables/index.md"]
+        if self.p["diagnostics"]["enabled"]:
+            out.append(f"{ROOT}/diagnostics/index.md")
+        return out
 
     # -- job slices ------------------------------------------------------------
     def splits(self, env: str) -> dict[str, str]:
@@ -197,7 +210,7 @@ class PlaybookWorkflow:
 
     def cell(self, part: str, model: str, env: str) -> dict[str, Any]:
         """Everything of the config that determines one job's output."""
-        if part not in PARTS or part == "report":
+        if part not in PARTS or part in ("report", "diagnostics"):
             raise ValueError(f"playbook: unknown part {part!r}")
         p = self.p
         cell: dict[str, Any] = {
@@ -249,7 +262,8 @@ class PlaybookWorkflow:
         if part not in PARTS:
             raise ValueError(f"playbook: unknown part {part!r}; known: {', '.join(PARTS)}")
         module = {"growth": "growth", "practice": "practice", "choice": "choice", "eval": "evaluate",
-                  "report": "report", "baseline": "baseline_eval", "pooled": "baseline_eval"}[part]
+                  "report": "report", "baseline": "baseline_eval", "pooled": "baseline_eval",
+                  "diagnostics": "diagnostics"}[part]
         return source_files([f"hindsight.studies.playbook.{module}"], exclude=NOT_CODE)
 
     def api(self, model: str) -> int:

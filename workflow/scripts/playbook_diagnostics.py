@@ -1,0 +1,11 @@
+"""Rule playbook_diagnostics: tags vs effects, harmful blocks, subsampling, split-half (workflow/rules/playbook.smk)."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.playbook.diagnostics import write_diagnostics
+
+s = snakemake  # noqa: F821
+i, p = s.input, s.params
+run_rule(s, lambda: write_diagnostics(
+    playbooks=list(i.playbooks), practice=list(i.practice), choice=list(i.choice), evals=list(i.eval),
+    tables_dir=s.output.tables, figures_dir=s.output.figures, out_index=s.output.index, halvings=p.halvings,
+    seed=p.seed, budget=p.budget, rule=p.rule))
