@@ -270,3 +270,11 @@ def test_table1_lists_every_baseline_with_what_it_saw(tmp_path):
     assert t.loc["Tags*", "allowed to see"] == bl.EVALUATION and t.loc["Random", "allowed to see"] == bl.PRACTICE
     assert t.loc["RBC", "allowed to see"] == "practice only"
     assert t.loc["Random", "worst gap to No playbook"] == -20.0 and t.loc["Tags*", "mean"] == 55.0
+    from hindsight.studies.playbook.report import comparison
+
+    allm = pd.concat([meth, baseline_rows(paths)], ignore_index=True)
+    adv = comparison(allm, ("RBC-cut", "Tags*", "Top-k*")).set_index("setting")
+    assert list(adv.columns) == ["Tags*"] and adv.loc["mean", "Tags*"] == 55.0
+    assert comparison(meth, ("No playbook", "RBC")).empty  # no baseline ran: no table
+    alone = table1_every(meth, pd.DataFrame()).set_index("method")
+    assert list(alone.index) == ["No playbook", "Whole", "RBC"] and alone.loc["Whole", "allowed to see"] == "growth only"

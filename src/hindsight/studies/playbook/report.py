@@ -90,6 +90,34 @@ def table1_every(meth: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+#: The appendix comparisons (issue 10): each a table of settings x these methods (those run).
+COMPARISONS = {
+    "table7_8_advantaged": (("RBC-cut", "Tags*", "Top-k*", "DC_outcome", "DC_self"),
+                            "Tables 7-8 analogue: judges given an advantage (Tags* and Top-k* tuned on the "
+                            "evaluation tasks, DC_outcome told each outcome) against measuring one run (RBC-cut)."),
+    "table9_dgmem": (("RBC-cut", "DG-Mem"), "Table 9 analogue: the same practice episodes and serving rule, "
+                     "RBC's ridge against DG-Mem's subset-Shapley estimates."),
+    "table11_pooled": (("No playbook", "Best-Full", "Pooled", "RBC"), "Table 11 analogue: pooling the K runs "
+                       "(merged, 8K blocks, inclusion 1/K, curated once) against choosing among them."),
+    "table16_cap": (("RBC-cut", "All-positive (no cap)"), "Table 16 analogue: every positive block against the "
+                    "best blocks within B, from the same estimates."),
+    "table_best_full_cut": (("Best-Full", "Best-Full cut"), "Best-Full's playbook cut to 40 % of its tokens by "
+                            "similarity to the task, against Best-Full alone."),
+}
+
+
+def comparison(allm: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """Settings x the named methods (std growth), the mean row; empty if no named baseline ran."""
+    std = allm[(allm["growth"] == "std") & allm["method"].isin(names)]
+    if std.empty or not (set(std["method"]) - set(METHODS)):
+        return pd.DataFrame()
+    std = std.assign(setting=[setting_label(k) for k in std[list(an.SETTING_KEYS)].itertuples(index=False)])
+    wide = std.pivot_table(index="setting", columns="method", values="score", aggfunc="first")
+    wide = wide.reindex(columns=[m for m in names if m in wide.columns]).reset_index()
+    wide.loc[len(wide)] = ["mean", *wide.iloc[:, 1:].mean().tolist()]
+    return wide
+
+
 def _setting_cols(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     df.insert(0, "setting", [setting_label(k) for k in df[list(an.SETTING_KEYS)].itertuples(index=False)])
@@ -222,11 +250,18 @@ def write_report(*, growth: Sequence[str], playbooks: Sequence[str], practice: S
                              "(growth incl. Reflector/Curator calls, practice, candidate scoring), and lesson "
                              "tokens served per task."),
         "candidates": (_setting_cols(cands), "Every candidate's evaluation score."),
-        "table1_every_method": (table1_every(meth, baseline_rows(baselines)),
+        "table1_every_method": (table1_every(meth, baseline_rows(baselines)) if baselines else table1_every(
+            meth, pd.DataFrame(columns=[*an.SETTING_KEYS, "method", "score", "sees"])),
                                 "Every method, baselines included, per setting (0-100), the mean over the settings "
                                 "it ran on, its worst gap to No playbook, and what it was allowed to see before "
                                 "serving: Tags* and Top-k* are tuned on the evaluation tasks on purpose."),
     }
+    base = baseline_rows(baselines)
+    allm = pd.concat([meth, base], ignore_index=True) if len(base) else meth
+    for stem, (names, caption) in COMPARISONS.items():
+        t = comparison(allm, names)
+        if not t.empty:
+            tables[stem] = (t, caption)
     t2 = table2(meth, runs)
     if not t2.empty:
         tables["table2_long_growth"] = (t2, "Long growth (10 passes, no early stop): size and methods' scores.")
