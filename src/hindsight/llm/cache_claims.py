@@ -2,8 +2,11 @@
 
 The shards backend of the response cache (:mod:`hindsight.llm.cache_shards`) cannot use
 SQLite's locking across hosts, so a claim on a key is a file, ``<cache dir>/claims/<digest>``,
-created with ``O_CREAT | O_EXCL`` (atomic at the server on NFSv3 and later, and on every
-local filesystem): exactly one process creates it.  Its content names the owner (token,
+created exclusively: its content is written to a temporary file which is then hard-linked
+to the claim's name (``link`` fails when the name exists; atomic at the server on NFSv2 and
+later, and on every local filesystem; success is read from the link count, which stays
+right when NFS retransmits the request), so exactly one process creates it and nobody ever
+sees it half written.  Its content names the owner (token,
 host, pid) and the shard its reply will land in; while the call runs, the owner's
 heartbeat thread refreshes the file's mtime every ``heartbeat_s``.
 
@@ -82,16 +85,20 @@ class ClaimBook:
             return None
         try:
             return json.loads(data), mtime
-        except json.JSONDecodeError:  # written by rename, so never torn; treat as gone
-            return {"state": "live", "token": "?", "host": "", "pid": 0}, 0.0
+        except json.JSONDecodeError:  # never so (claims appear whole: link, rename); wait on it by its mtime
+            return {"state": "live", "token": "?", "host": "", "pid": 0}, mtime
 
-    def _replace(self, key: str, content: dict[str, Any]) -> None:
+    def _written(self, key: str, content: dict[str, Any]) -> Path:
+        """``content`` in a fresh temporary file beside the claim (fsynced)."""
         tmp = self.folder / f".{digest(key)}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(content))
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, self.path(key))
+        return tmp
+
+    def _replace(self, key: str, content: dict[str, Any]) -> None:
+        os.replace(self._written(key, content), self.path(key))
 
     def _live(self, token: str, owner: str) -> dict[str, Any]:
         return {"state": "live", "token": token, "owner": owner, "host": self.host, "pid": self.pid,
@@ -124,19 +131,23 @@ class ClaimBook:
         """``True`` (claimed now), or the claim someone else holds (its content and, under
         ``"mtime"``, its heartbeat)."""
         token = uuid.uuid4().hex
-        content = self._live(token, owner)
+        tmp = self._written(key, self._live(token, owner))
         try:
-            fd = os.open(self.path(key), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
+            # the claim appears with its content, exclusively: link() fails if the name
+            # exists; success is read from the link count (NFS may report a retransmitted
+            # LINK that succeeded as failed), the classic NFS-safe lock recipe
+            try:
+                os.link(tmp, self.path(key))
+            except FileExistsError:
+                pass
+            won = os.stat(tmp).st_nlink == 2
+        finally:
+            tmp.unlink(missing_ok=True)
+        if not won:
             got = self.read(key)
-            if got is None:  # released between the create and the read: try again
+            if got is None:  # released between the link and the read: try again
                 return self.try_claim(key, owner)
             return {**got[0], "mtime": got[1]}
-        try:
-            os.write(fd, json.dumps(content).encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         self._hold(key, token)
         return True
 
@@ -197,19 +208,20 @@ class ClaimBook:
                 pass
 
     def sweep(self) -> int:
-        """Remove stored pointers and take-over marks older than ``grace_s`` (any process's),
-        and clock files of processes gone on this host; returns how many."""
+        """Remove stored pointers, take-over marks and clock files older than ``grace_s``
+        (any process's: a live process makes its clock file again when it needs it);
+        returns how many."""
         now, removed = self.now(), 0
         for entry in os.scandir(self.folder):
             name = entry.name
             try:
-                if name.startswith(".clock."):
-                    _, host, pid, _ = name.split(".", 3)
-                    if host == self.host and not alive(int(pid)):
-                        os.unlink(entry.path)
-                        removed += 1
+                if now - entry.stat().st_mtime <= self.grace_s or name == self._clock.name:
                     continue
-                if name.startswith(".") or now - entry.stat().st_mtime <= self.grace_s:
+                if name.startswith(".clock.") or name.endswith(".tmp") and name.startswith("."):
+                    os.unlink(entry.path)  # a clock, or a temporary file of a killed process
+                    removed += 1
+                    continue
+                if name.startswith("."):
                     continue
                 if ".gone-" in name or json.loads(Path(entry.path).read_bytes()).get("state") == "stored":
                     os.unlink(entry.path)

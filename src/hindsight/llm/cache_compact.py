@@ -50,7 +50,7 @@ def compact(cache: "ShardCache") -> dict[str, int]:
     for name in sources:
         with open(cache.shards / name, "rb") as fh:
             data = fh.read()
-        lines[name] = data[:data.rfind(b"\n") + 1].splitlines(keepends=True)
+        lines[name] = [line + b"\n" for line in data[:data.rfind(b"\n") + 1].split(b"\n")[:-1]]
     chosen: dict[tuple[str, int], str] = {}
     dropped = 0
     for key, entries in index.items():

@@ -89,6 +89,7 @@ class ShardCache:
         self._n = 0
         self._refreshed = -1e9
         self.unreadable = 0           # lines of other shards that did not parse
+        self._closed = False
         self._owner = self.name       # the claim owner when storing without a prior claim
         self._stale_s = 3600.0        # the client's claim_stale_s, once it has claimed
         self.claims.sweep()
@@ -124,14 +125,14 @@ class ShardCache:
             return
         end = data.rfind(b"\n") + 1  # complete lines only: a torn last line is never read
         pos = 0
-        for line in data[:end].splitlines(keepends=True):
+        for line in data[:end].split(b"\n")[:-1]:
             try:
                 parsed = json.loads(line)
             except json.JSONDecodeError:  # never written so by a shard's owner; counted, not fatal
                 self.unreadable += 1
             else:
                 self._take(name, shard, parsed, shard.offset + pos)
-            pos += len(line)
+            pos += len(line) + 1
         shard.offset += end
 
     def _take(self, name: str, shard: _Shard, line: dict[str, Any], offset: int) -> None:
@@ -194,6 +195,8 @@ class ShardCache:
 
     # -- writing ---------------------------------------------------------------
     def _open_shard(self) -> None:
+        if self._closed:
+            raise ValueError(f"{self.shards}: this cache was closed; open a new one to store or claim")
         if self._fh is None:
             self._fh = open(self.shards / self.name, "ab")
             os.fsync(self._fh.fileno())
@@ -382,6 +385,7 @@ class ShardCache:
                 self._append([{"t": "end"}])
                 self._fh.close()
                 self._fh = None
+            self._closed = True  # its shard may now be compacted away: never append to it again
             self.claims.expire(everything=False)
             self.claims.close()
 
