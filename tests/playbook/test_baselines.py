@@ -227,7 +227,7 @@ def test_every_method_serves_from_the_setting_artifacts(tmp_path, loopback):
     cfg = memory_config(tmp_path, srv)
     playbooks, practice, choice = _setting(tmp_path)
     cell = {"seed": 1, "measurement": {"budget": 0.4, "curate_rule": "skip"},
-            "roles": {"embedder": "emb", "curator": "loop"},
+            "roles": {"embedder": "emb", "curator": "loop", "judge": "loop"},
             "baselines": {**base_config()["playbook"]["baselines"], "runs": None}}
 
     async def serve(method):
@@ -243,7 +243,7 @@ def test_every_method_serves_from_the_setting_artifacts(tmp_path, loopback):
         counts[method] = len(out)
         assert {run for _, run, _, _ in out} <= {"run1", "run2"}
     assert counts == {"random": 4, "own": 2, "top_k": 2, "tags_star": 16, "topk_star": 10, "dc_self": 2,
-                      "dc_outcome": 2, "dgmem": 2, "best_full_cut": 1, "all_positive": 2}
+                      "dc_outcome": 2, "dgmem": 2, "best_full_cut": 1, "all_positive": 2, "judge": 2}
     out, notes = asyncio.run(serve("all_positive"))
     assert notes["served"]["all_positive:run1"] == ["L00", "L01", "L04", "L05"]  # blocks 0 and 2, no cap
     out, notes = asyncio.run(serve("dc_outcome"))
@@ -278,3 +278,41 @@ def test_table1_lists_every_baseline_with_what_it_saw(tmp_path):
     assert comparison(meth, ("No playbook", "RBC")).empty  # no baseline ran: no table
     alone = table1_every(meth, pd.DataFrame()).set_index("method")
     assert list(alone.index) == ["No playbook", "Whole", "RBC"] and alone.loc["Whole", "allowed to see"] == "growth only"
+
+
+def test_the_judge_checks_goals_without_the_outcome_and_its_labels_drive_the_estimate(tmp_path, loopback):
+    from hindsight.studies.playbook.baseline_eval import served_variants
+    from tests.conftest import base_config
+
+    # the judge says yes exactly when block 1's lesson was shown: the planted judge effect is on block 1
+    def policy(body):
+        text = "\n".join(m["content"] for m in body["messages"])
+        return "yes" if "lesson 2" in text else "no"
+
+    srv = loopback(policy=policy, embed_dim=16)
+    cfg = memory_config(tmp_path, srv)
+    playbooks, practice, choice = _setting(tmp_path, k_runs=1)
+    for p in practice:  # put the served lessons in the transcript
+        design = pd.read_parquet(p.replace(".json", ".design.parquet"))
+        eps = pd.read_parquet(p.replace(".json", ".parquet"))
+        obs = ["shown: lesson 2" if z else "nothing" for z in design.sort_values("episode")["z1"]]
+        pd.DataFrame({"episode_id": eps["episode_id"], "step": 1, "action": "look",
+                      "observation": obs}).to_parquet(p.replace(".json", ".steps.parquet"))
+    cell = {"seed": 1, "measurement": {"budget": 0.4, "curate_rule": "skip"},
+            "roles": {"embedder": "emb", "curator": "loop", "judge": "loop"},
+            "baselines": {**base_config()["playbook"]["baselines"], "runs": None}}
+    calls = tmp_path / "judge.calls.parquet"
+
+    async def serve():
+        async with open_client(cfg, "tests/baselines", calls) as client:
+            return await served_variants("judge", cell, client, choice["runs"], playbooks, practice, choice, None,
+                                         PROMPTS)
+
+    out, notes = asyncio.run(serve())
+    rec = read_records(calls).to_pylist()
+    assert len(rec) == 16 and {r["purpose"] for r in rec} == {"judge_goal_check"}
+    for r in rec:
+        prompt = "\n".join(m["content"] for m in json.loads(r["messages"]))
+        assert "Outcome" not in prompt and "won" not in prompt and "heat the soup" in prompt
+    assert notes["judge"]["run1"]["curated_blocks"] == [1]
+    assert notes["served"]["judge:run1"] == ["L02", "L03"]

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from hindsight.agent.runner import EpisodeSpec
+from hindsight.curation import curate
 from hindsight.files import atomic_write_json, write_parquet
 from hindsight.llm import open_client
 from hindsight.memory.base import Lesson
@@ -110,6 +111,30 @@ async def served_variants(method: str, cell: Mapping[str, Any], client: Any, run
                                      max_tokens=b["dc_max_tokens"])
             notes["calls"].append({"run": r, **{k: v for k, v in sel.items() if k != "keep"}, "keep": sel["keep"]})
             fixed("dc", r, whole, sel["keep"])
+        elif method == "judge":
+            from hindsight.curation import block_estimates
+
+            eps = pd.read_parquet(_side(practice[i], ".parquet")).sort_values("design_episode")
+            labels = await bl.judge_labels(client, cell["roles"]["judge"], prompts_dir, eps,
+                                           pd.read_parquet(_side(practice[i], ".steps.parquet")))
+            blocks = pd.read_parquet(_side(practice[i], ".blocks.parquet"))
+            m = int(blocks["block"].max()) + 1 if len(blocks) else 0
+            ids: list[str] = []
+            if m:
+                design = pd.read_parquet(_side(practice[i], ".design.parquet"))
+                est = block_estimates(design, pd.DataFrame({"episode": labels["design_episode"].astype(int),
+                                                            "score": labels["judged"]}), m).table
+                tok = dict(zip(whole["lesson_id"].astype(str), whole["tokens"].astype(int)))
+                block_tok = blocks.groupby("block")["lesson_id"].apply(lambda s: sum(tok[str(x)] for x in s))
+                cur = curate(est["estimate"].to_numpy(), block_tok.reindex(range(m), fill_value=0).to_numpy(
+                    dtype=np.int64), budget=budget, rule=meas["curate_rule"])
+                ids = [str(x) for x, blk in zip(blocks["lesson_id"], blocks["block"]) if int(blk) in set(cur.blocks)]
+                notes.setdefault("judge", {})[r] = {"estimates": est.to_dict("records"), "curated_blocks": list(
+                    cur.blocks)}
+            agree = float((labels["judged"].to_numpy() == eps["won"].astype(float).to_numpy()).mean()) if len(eps) \
+                else float("nan")
+            notes.setdefault("judge_agreement", {})[r] = agree
+            fixed("judge", r, whole, ids)
         elif method in ("dgmem", "all_positive"):
             blocks = pd.read_parquet(_side(practice[i], ".blocks.parquet"))
             if method == "all_positive":

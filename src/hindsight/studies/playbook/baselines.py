@@ -24,6 +24,9 @@ that does not fit (:func:`fill`); the served lessons keep playbook order.
   practice round's episodes, served by RBC's rule (:func:`hindsight.curation.curate`).
 - All-positive: every block with a positive ridge estimate, no cap (Table 16).
 - Pooled (:func:`pooled_playbook`): the K runs' lessons pooled, near-duplicates merged.
+- Judge (:func:`judge_labels`): the practice round re-scored by an LLM goal check (the
+  setting's model, never told the outcome) instead of task success, then RBC's estimate and
+  curation on those labels (Appendix E: task success cannot be replaced by a judge).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from hindsight.prompts import PromptFiles
 from hindsight.stats.shapley import subset_shapley
 
 DC_PROMPT_FILES = ("dc_select_system.txt", "dc_select_user.txt")
+JUDGE_PROMPT_FILES = ("judge_goal_system.txt", "judge_goal_user.txt")
 SELECT_SCHEMA = {"type": "object", "properties": {"keep": {"type": "array", "items": {"type": "string"}}},
                  "required": ["keep"], "additionalProperties": False}
 TITLE = "Playbook"
@@ -271,6 +275,26 @@ async def dc_select(client: Any, curator: str, prompts_dir: str, lessons: pd.Dat
             "call_id": r.call_id, "with_outcome": with_outcome, "episodes": [str(x) for x in episodes["episode_id"]]}
 
 
+async def judge_labels(client: Any, judge: str, prompts_dir: str, episodes: pd.DataFrame, steps: pd.DataFrame,
+                       *, max_tokens: int | None = 4) -> pd.DataFrame:
+    """One goal-check call per episode (task and transcript, no outcome): ``episode_id``,
+    ``design_episode`` (if present), ``judged`` (1 for yes), ``reply``, ``call_id``."""
+    prompts = PromptFiles.load(prompts_dir, JUDGE_PROMPT_FILES, what="playbook")
+    rows = []
+    for ep in episodes.itertuples(index=False):
+        st = steps[steps["episode_id"] == ep.episode_id].sort_values("step").to_dict("records")
+        user = prompts.texts["judge_goal_user.txt"].format(task=ep.task, trajectory=trajectory_text(st, 300))
+        messages = [{"role": "system", "content": prompts.texts["judge_goal_system.txt"].strip()},
+                    {"role": "user", "content": user.rstrip("\n")}]
+        sample = int(getattr(ep, "design_episode", 0) or 0)  # each episode's check is its own sample
+        r = await client.complete(judge, messages, choices=["yes", "no"], max_tokens=max_tokens, sample=sample,
+                                  purpose="judge_goal_check")
+        reply = r.text.strip().lower()
+        rows.append({"episode_id": ep.episode_id, "design_episode": getattr(ep, "design_episode", None),
+                     "judged": 1.0 if reply.startswith("yes") else 0.0, "reply": r.text, "call_id": r.call_id})
+    return pd.DataFrame(rows)
+
+
 #: Every baseline: how its variants' scores combine (``mean``: over orders and runs;
 #: ``best``: the best variant on the evaluation tasks) and what it was allowed to see.
 PRACTICE, EVALUATION = "practice only", "evaluation tasks (tuned on evaluation)"
@@ -286,6 +310,7 @@ METHODS: dict[str, tuple[str, str, str]] = {  # key -> (label, combine, allowed 
     "pooled": ("Pooled", "mean", PRACTICE),
     "best_full_cut": ("Best-Full cut", "mean", PRACTICE),
     "all_positive": ("All-positive (no cap)", "mean", PRACTICE),
+    "judge": ("Judge-based RBC-cut", "mean", PRACTICE),
 }
 
 

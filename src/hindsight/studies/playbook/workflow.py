@@ -231,7 +231,7 @@ class PlaybookWorkflow:
             cell["evaluation"] = dict(p["evaluation"])
         if part in ("baseline", "pooled"):
             b = {k: v for k, v in p["baselines"].items() if k not in ("methods", "envs", "prompts_dir")}
-            roles = {"embedder": self.roles["embedder"], "curator": self.role("curator", model)}
+            roles = {"embedder": self.roles["embedder"], "curator": self.role("curator", model), "judge": model}
             cell.update(measurement=dict(p["measurement"]), baselines=b, roles=roles,
                         role_endpoints={r: self.endpoint(n) for r, n in roles.items()})
             if part == "baseline":
@@ -247,7 +247,9 @@ class PlaybookWorkflow:
     def baseline_prompt_files(self) -> list[str]:
         from hindsight.studies.playbook.baselines import DC_PROMPT_FILES
 
-        return [f"{self.p['baselines']['prompts_dir']}/{f}" for f in DC_PROMPT_FILES]
+        from hindsight.studies.playbook.baselines import JUDGE_PROMPT_FILES
+
+        return [f"{self.p['baselines']['prompts_dir']}/{f}" for f in (*DC_PROMPT_FILES, *JUDGE_PROMPT_FILES)]
 
     def actor_prompt_files(self) -> list[str]:
         from hindsight.agent.prompts import PROMPT_FILES
