@@ -101,6 +101,9 @@ COMPARISONS = {
                        "(merged, 8K blocks, inclusion 1/K, curated once) against choosing among them."),
     "table16_cap": (("RBC-cut", "All-positive (no cap)"), "Table 16 analogue: every positive block against the "
                     "best blocks within B, from the same estimates."),
+    "table_judge": (("RBC-cut", "Judge-based RBC-cut"), "Block effects estimated from an LLM goal check (the "
+                    "setting's model, never told the outcome) instead of task success, curated the same way, "
+                    "against RBC-cut."),
     "table_best_full_cut": (("Best-Full", "Best-Full cut"), "Best-Full's playbook cut to 40 % of its tokens by "
                             "similarity to the task, against Best-Full alone."),
 }
