@@ -292,3 +292,46 @@ def test_the_cluster_profiles_select_the_shards_backend(profile, tmp_path):
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     line = next(x for x in (out.stdout + out.stderr).splitlines() if x.startswith("CACHE "))
     assert json.loads(line[6:]) == {"path": "results/cache/llm.sqlite", "mode": "use", "backend": "shards"}
+
+
+EMBEDDER = """
+import asyncio, json, sys, time
+from pathlib import Path
+from hindsight.llm import open_client
+cfg, me, folder = json.load(open(sys.argv[1])), sys.argv[2], Path(sys.argv[3])
+async def main():
+    async with open_client(cfg, "embed/" + me) as client:
+        (folder / f"ready.{me}").touch()
+        while len(list(folder.glob("ready.*"))) < 2:  # a barrier: both send at once
+            await asyncio.sleep(0.002)
+        r = await client.embed("emb", [f"text {i}" for i in range(12)])
+        print(json.dumps({"ids": r.call_ids, "vectors": r.vectors.tolist(), "fresh": client.fresh_calls}))
+asyncio.run(main())
+"""
+
+
+def test_processes_embedding_the_same_texts_at_once_store_one_entry_each(loopback, tmp_path):
+    from hindsight.testing import Faults
+    from tests.test_embeddings import _config as embed_config
+
+    srv = loopback(faults=Faults(latency_s=0.5))
+    cfg = embed_config(tmp_path, srv, batch_size=4)
+    cfg["cache"]["backend"] = "shards"
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    procs = [subprocess.Popen([sys.executable, "-c", EMBEDDER, str(tmp_path / "cfg.json"), name, str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in "ab"]
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    assert outs[0]["ids"] == outs[1]["ids"] and outs[0]["vectors"] == outs[1]["vectors"]
+    cache = ShardCache(cfg["cache"]["path"])
+    assert len(cache.records()) == 12 and cache.duplicates() == 0  # one stored entry per text
+    assert sum(t[1] for t in cache.totals()) == outs[0]["fresh"] + outs[1]["fresh"]  # every paid text counted
+    cache.close()
+    srv.reset_stats()
+    assert json.loads(subprocess.run([sys.executable, "-c", EMBEDDER.replace("< 2", "< 1"), str(tmp_path / "cfg.json"),
+                                      "c", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                                     check=True).stdout.splitlines()[-1])["fresh"] == 0
+    assert srv.stats.requests == 0  # a rerun replays every text
