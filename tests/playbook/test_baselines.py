@@ -316,3 +316,30 @@ def test_the_judge_checks_goals_without_the_outcome_and_its_labels_drive_the_est
         assert "Outcome" not in prompt and "won" not in prompt and "heat the soup" in prompt
     assert notes["judge"]["run1"]["curated_blocks"] == [1]
     assert notes["served"]["judge:run1"] == ["L02", "L03"]
+
+
+def test_one_job_per_method_and_setting_and_bad_keys_named():
+    import copy
+
+    from hindsight.config import ConfigError
+    from tests.conftest import base_config
+    from tests.playbook.helpers import workflow
+
+    wf = workflow(base_config())
+    paths = wf.baseline_paths()
+    assert len(paths) == 8 and all("/std/smollm2/alfworld/" in p for p in paths)  # the default: 2 settings x 4
+    cfg = copy.deepcopy(base_config())
+    cfg["playbook"]["baselines"].update(methods=list(bl.METHODS), envs=None)
+    cfg["playbook"]["long_growth"] = True
+    wf = workflow(cfg)
+    assert "tags_star" in wf.baseline_methods("appworld", "ace-pertest")
+    assert "tags_star" not in wf.baseline_methods("appworld", "dc") and "pooled" in wf.baseline_methods("alfworld", "dc")
+    assert len(wf.baseline_paths()) == len(bl.METHODS) * 5 - 2 and not any("/long/" in p for p in wf.baseline_paths())
+    assert wf.cell("baseline", "smollm2", "alfworld")["roles"]["judge"] == "smollm2"
+    for key, value, match in (("methods", ["bogus"], "playbook.baselines.methods"),
+                              ("k_values", [0], r"playbook.baselines.k_values\[0\]"),
+                              ("cut_share", 0.0, "playbook.baselines.cut_share")):
+        bad = copy.deepcopy(base_config())
+        bad["playbook"]["baselines"][key] = value
+        with pytest.raises(ConfigError, match=match):
+            workflow(bad)

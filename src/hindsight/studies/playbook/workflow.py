@@ -171,12 +171,15 @@ class PlaybookWorkflow:
 
     def baseline_methods(self, env: str, variant: str) -> list[str]:
         """The baselines evaluated on a setting: ``playbook.baselines.methods`` on its
-        ``envs`` (null: every benchmark); Tags* only where lessons carry tags (ACE).  Only the
-        std-growth settings get them (:meth:`baseline_paths`; Table 1 is on std growth)."""
+        ``envs`` (null: every benchmark); Tags* only where lessons carry tags (ACE), Pooled only
+        with K >= 2.  Only the std-growth settings get them (:meth:`baseline_paths`; Table 1 is on std growth)."""
         b = self.p["baselines"]
         if b["envs"] is not None and env not in b["envs"]:
             return []
-        return [m for m in b["methods"] if not (m == "tags_star" and not variant.startswith("ace"))]
+        skip = {"tags_star"} if not variant.startswith("ace") else set()
+        if self.runs < 2:
+            skip.add("pooled")  # pooling needs two runs (inclusion 1/K < 1)
+        return [m for m in b["methods"] if m not in skip]
 
     def baseline_paths(self, kind: str = "record") -> list[str]:
         suffix = {"record": ".json", "episodes": ".parquet", "calls": ".calls.parquet"}[kind]
