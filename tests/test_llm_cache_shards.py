@@ -224,16 +224,34 @@ def test_torn_lines_are_never_read_and_compaction_keeps_every_reply(tmp_path, ca
     live.store("k5", _record("k5", "live"), "run-3")
     assert cli(["cache", "compact", *_overlay(tmp_path, path)]) == 0
     assert "sources 3" in capsys.readouterr().out
-    names = sorted(p.name for p in (path.parent / "shards").glob("*.jsonl"))
-    assert len(names) == 2 and names[0].startswith("compacted-") and names[1] == live.name
+    shards = path.parent / "shards"
+    names = sorted(p.name for p in shards.iterdir() if not p.name.startswith("."))
+    assert len(names) == 2 and names[0].startswith("compacted-") and names[0].endswith(".sqlite")
+    assert names[1] == live.name
     after = ShardCache(path)
-    assert {r["call_id"]: r["response_text"] for r in after.records()} == {**before, "k5".ljust(24, "0"): "live"}
-    assert after.spent() == 2.0 and after.duplicates() == 0
+    everything = {**before, "k5".ljust(24, "0"): "live"}
+    assert {r["call_id"]: r["response_text"] for r in after.records()} == everything
+    assert after.spent() == 2.0 and after.duplicates() == 0 and after._known.keys() == {live.name}
     assert reader.get("k2")["response_text"] == "b2"  # an open reader follows the compaction
     assert after.totals() == [("e", 4, 4, 4, 2.0)]
     assert cli(["spend", *_overlay(tmp_path, path)]) == 0
     assert capsys.readouterr().out.splitlines()[-1].split() == ["e", "4", "4", "4", "2.0000"]
-    for c in (reader, live, after):
+    # a second compaction merges the base and the now closed shard into a new base
+    live.close()
+    assert cli(["cache", "compact", *_overlay(tmp_path, path)]) == 0
+    assert "sources 2" in capsys.readouterr().out
+    (base,) = [p for p in shards.iterdir() if not p.name.startswith(".")]
+    assert base.suffix == ".sqlite" and base.name != names[0]
+    again = ShardCache(path)
+    assert {r["call_id"]: r["response_text"] for r in again.records()} == everything
+    assert again.spent() == 2.0 and again.totals() == after.totals() and again.duplicates() == 0
+    assert again.get("k2")["response_text"] == "b2" and reader.get("k5")["response_text"] == "live"
+    # a refresh run after compaction still replaces the base's reply
+    fresh = ShardCache(path, "refresh")
+    fresh.store("k1", _record("k1", "a1 again"), "run-4")
+    fresh.close()
+    assert ShardCache(path).get("k1")["response_text"] == "a1 again"
+    for c in (reader, after, again):
         c.close()
 
 

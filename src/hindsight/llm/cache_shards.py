@@ -28,8 +28,9 @@ which the cluster profiles select) uses no locks at all:
   for the taker and goes on with the taker's reply.  A duplicate needs that take-over to
   fall inside the owner's own append (milliseconds).
 * **Compaction** (``python -m hindsight cache compact``, :meth:`ShardCache.compact`) merges
-  the shards of closed processes into one file whose header names its sources; readers
-  then ignore those sources, which are removed.
+  the shards of finished processes into the *base*, an immutable SQLite file that readers
+  look keys up in by its index (:mod:`hindsight.llm.cache_base`), so a job reads only the
+  shards written since the last compaction line by line, not the whole cache.
 
 The public interface is :class:`hindsight.llm.cache.Cache`'s.
 """
@@ -39,12 +40,14 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from hindsight.llm.cache_base import Base
 from hindsight.llm.cache_claims import ClaimBook
 from hindsight.llm.cache_entries import Entry, winner_group
 
@@ -56,7 +59,6 @@ class _Shard:
         self.offset = 0
         self.keys: set[str] = set()
         self.ledger: dict[tuple[str, str], list[float]] = {}
-        self.sources: list[str] = []
         self.closed = False
 
 
@@ -85,6 +87,7 @@ class ShardCache:
         self._index: dict[str, list[Entry]] = {}
         self._known: dict[str, _Shard] = {}
         self._superseded: set[str] = set()
+        self._bases: dict[str, Base] = {}
         self._fh: Any = None
         self._n = 0
         self._refreshed = -1e9
@@ -100,8 +103,21 @@ class ShardCache:
             if not force and time.monotonic() - self._refreshed < self.refresh_s:
                 return
             self._refreshed = time.monotonic()
-            names = {n for n in os.listdir(self.shards) if n.endswith(".jsonl")}
-            for name in sorted(n for n in names if n.startswith("compacted-")) + sorted(names):
+            listed = set(os.listdir(self.shards))
+            bases = sorted(n for n in listed if n.startswith("compacted-") and n.endswith(".sqlite"))
+            for name in reversed(bases):  # the newest first: it names the ones it replaces
+                if name not in self._bases and name not in self._superseded:
+                    try:
+                        base = Base(self.shards / name)
+                    except sqlite3.Error:  # removed meanwhile
+                        continue
+                    self._bases[name] = base
+                    for source in base.sources:
+                        self._supersede(source)
+            for name in [n for n in self._bases if n not in listed]:
+                self._bases.pop(name).close()
+            names = {n for n in listed if n.endswith(".jsonl")}
+            for name in sorted(names):
                 if name in self._superseded or name == self.name:
                     continue
                 try:
@@ -146,13 +162,19 @@ class ShardCache:
             tally = shard.ledger.setdefault((line["run_id"], line["endpoint"]), [0, 0, 0, 0.0])
             for i, field in enumerate(("calls", "prompt_tokens", "completion_tokens", "cost")):
                 tally[i] += line.get(field, 1)
-        elif kind == "h":  # a compacted file: its sources are now superseded
-            shard.sources = list(line["sources"])
-            for source in shard.sources:
-                self._superseded.add(source)
-                self._drop(source)
         elif kind == "end":
             shard.closed = True
+
+    def _supersede(self, name: str) -> None:
+        """A base replaced shard or base ``name``: forget it and never read it again."""
+        self._superseded.add(name)
+        if name in self._bases:
+            self._bases.pop(name).close()
+        self._drop(name)
+
+    def _entries(self, key: str) -> list[Entry]:
+        """Every entry of ``key``: in the shards read so far and in the base."""
+        return list(self._index.get(key, [])) + [e for b in self._bases.values() for e in b.entries(key)]
 
     def _drop(self, name: str) -> None:
         shard = self._known.pop(name, None)
@@ -174,16 +196,18 @@ class ShardCache:
         """The stored record of ``key`` (of run ``run_id`` only, if given), reading the index."""
         for attempt in range(2):
             with self._lock:
-                entries = list(self._index.get(key, []))
-            if run_id is not None:
-                entries = [e for e in entries if e.run == run_id]
-            if not entries:
-                return None
-            first = winner_group(entries)[0]
-            try:
-                return self._line(first.file, first.offset)["rec"]
-            except FileNotFoundError:  # compacted meanwhile
-                self._refresh(force=True)
+                entries = self._entries(key)
+                if run_id is not None:
+                    entries = [e for e in entries if e.run == run_id]
+                if not entries:
+                    return None
+                first = winner_group(entries)[0]
+                try:
+                    if first.offset < 0:
+                        return self._bases[first.file].record(key)
+                    return self._line(first.file, first.offset)["rec"]
+                except (FileNotFoundError, KeyError, sqlite3.Error):  # compacted meanwhile
+                    self._refresh(force=True)
         return None
 
     def _get(self, key: str, run_id: str | None = None) -> dict[str, Any] | None:
@@ -353,7 +377,7 @@ class ShardCache:
     def _tallies(self) -> list[tuple[tuple[str, str], list[float]]]:
         self._refresh()
         with self._lock:
-            return [(k, v) for s in self._known.values() for k, v in s.ledger.items()]
+            return [(k, v) for s in [*self._known.values(), *self._bases.values()] for k, v in s.ledger.items()]
 
     def spent(self, *, run_id: str | None = None, endpoint: str | None = None) -> float:
         return float(sum(t[3] for (run, ep), t in self._tallies()
@@ -370,14 +394,14 @@ class ShardCache:
     def records(self) -> list[dict[str, Any]]:
         self._refresh(force=True)
         with self._lock:
-            keys = sorted(self._index)
+            keys = sorted(set(self._index).union(*(b.keys() for b in self._bases.values())))
         return [r for k in keys if (r := self._lookup(k)) is not None]
 
     def duplicates(self) -> int:
         """Keys with more than one candidate reply (should be 0 with claims)."""
         self._refresh(force=True)
         with self._lock:
-            return sum(len(winner_group(list(v))) > 1 for v in self._index.values())
+            return sum(len(winner_group(self._entries(k))) > 1 for k in self._index)
 
     def close(self) -> None:
         with self._lock:
@@ -388,6 +412,8 @@ class ShardCache:
             self._closed = True  # its shard may now be compacted away: never append to it again
             self.claims.expire(everything=False)
             self.claims.close()
+            for base in self._bases.values():
+                base.close()
 
     # -- compaction --------------------------------------------------------------
     def compact(self) -> dict[str, int]:
