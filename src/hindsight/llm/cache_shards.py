@@ -196,13 +196,11 @@ class ShardCache:
         """The stored record of ``key`` (of run ``run_id`` only, if given), reading the index."""
         for attempt in range(2):
             with self._lock:
-                entries = self._entries(key)
-                if run_id is not None:
-                    entries = [e for e in entries if e.run == run_id]
-                if not entries:
-                    return None
-                first = winner_group(entries)[0]
                 try:
+                    entries = [e for e in self._entries(key) if run_id is None or e.run == run_id]
+                    if not entries:
+                        return None
+                    first = winner_group(entries)[0]
                     if first.offset < 0:
                         return self._bases[first.file].record(key)
                     return self._line(first.file, first.offset)["rec"]
