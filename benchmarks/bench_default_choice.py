@@ -1,7 +1,8 @@
 """Which embedded model and tasks make the default history run show something: success per minute.
 
 Real episodes through the history study's own cell (:func:`hindsight.studies.history.
-rollouts.rollout_cell`, condition Raw, the default config's actor settings with the
+rollouts.rollout_cell`, condition Raw unless ``--condition`` names another, the default
+config's actor settings with the
 action budget and listed actions given here) for each (model, environment, task type):
 ``--episodes`` tasks of that type from the history split of the task table, drawn by
 the history seed.  Every model call is fresh (a new cache in a temporary folder); one
@@ -77,14 +78,14 @@ async def run_cell(config: dict, model: str, env: str, typ: str, tasks: list[str
 
     h = config["history"]
     actor = dict(h["actor"], max_actions=args.max_actions, max_listed_actions=args.listed)
-    settings = actor_settings(model, "raw", actor, shuffle=h["shuffle"])
+    settings = actor_settings(model, args.condition, actor, shuffle=h["shuffle"])
     options = {"simplification": args.simplification} if env == "scienceworld" and args.simplification else {}
     if env == "alfworld":
         options = {"root": str(args.alfworld_root)}
     stem = out / f"{model}-{env}-{typ}"
     start_load, t0 = load(), time.monotonic()
     episodes = await rollout_cell(
-        config, model=model, env=env, condition="raw", tasks=tasks,
+        config, model=model, env=env, condition=args.condition, tasks=tasks,
         seeds=[episode_seed(int(h["seed"]), env, t) for t in tasks], settings=settings,
         prompts_dir=str(REPO / h["prompts_dir"]), in_flight=args.in_flight,
         out_episodes=f"{stem}.parquet", out_steps=f"{stem}.steps.parquet", out_calls=f"{stem}.calls.parquet",
@@ -99,45 +100,59 @@ async def run_cell(config: dict, model: str, env: str, typ: str, tasks: list[str
             "load": f"{start_load} -> {load()}"}
 
 
-async def main_async(args) -> None:
+def bench_config(args, work: Path) -> dict:
+    """The default config, the panel set to the models compared, a fresh cache in ``work``
+    (read again for every cell: a long run outlives edits of config.yaml and its schema)."""
     import yaml
 
     with open(REPO / "config" / "config.yaml") as fh:
         config = yaml.safe_load(fh)
-    work = Path(tempfile.mkdtemp(prefix="bench-default-"))
     config.update(models_file=str(REPO / "config" / "models.yaml"), panel=list(args.models),
                   cache={"path": str(work / "llm.sqlite"), "mode": "use"},
                   servers={"shared": True, "idle_s": 600})
+    return config
+
+
+async def main_async(args) -> None:
+    work = Path(tempfile.mkdtemp(prefix="bench-default-"))
+    config = bench_config(args, work)
     splits = config["history"]["splits"]
-    rows = []
+    rows: list[dict] = []
+    try:
+        await run_all(args, config, work, splits, rows)
+    finally:
+        from hindsight.llm.shared import server_dir, stop_all
+
+        stop_all(server_dir(config))
+    print(f"\nsettings: {args.episodes} episodes per cell, max_actions {args.max_actions}, listed {args.listed}, "
+          f"ScienceWorld simplification {args.simplification!r}; work folder {work}")
+    figure = []
+    for model in args.models:
+        mine = [r for r in rows if r["model"] == model]
+        wall = max(1e-9, sum(r["wall_s"] for r in mine))
+        won, n = sum(r["won"] for r in mine), sum(r["episodes"] for r in mine)
+        cells = sum(1 for r in mine if r["won"])
+        figure.append(f"{model} {won}/{n} won ({cells}/{len(mine)} cells non-zero), "
+                      f"{60 * won / wall:.3f} successes/min, {60 * n / wall:.2f} episodes/min")
+    print("success per minute: " + "; ".join(figure))
+
+
+async def run_all(args, config: dict, work: Path, splits: dict, rows: list[dict]) -> None:
     for model in args.models:
         t0 = time.monotonic()
         await warm(config, model)
         print(f"{model}: server started and warm in {time.monotonic() - t0:.0f} s (load {load()})", flush=True)
         for cell in args.cells:
             env, _, typ = cell.partition(":")
-            tasks = pick_tasks(args.tasks_dir, env, typ, splits[env], args.episodes, int(config["history"]["seed"]))
-            r = await run_cell(config, model, env, typ, tasks, args, work)
+            seed = args.seed if args.seed is not None else int(config["history"]["seed"])
+            tasks = pick_tasks(args.tasks_dir, env, typ, splits[env], args.episodes, seed)
+            r = await run_cell(bench_config(args, work), model, env, typ, tasks, args, work)
             rows.append(r)
             print(f"{model:16s} {env:12s} {typ:32s} {r['won']}/{r['episodes']} won, {r['steps']} steps, "
                   f"{r['wall_s']:.0f} s, {60 * r['episodes'] / r['wall_s']:.2f} episodes/min, "
                   f"{60 * r['won'] / r['wall_s']:.2f} successes/min; tokens: prompt {r['prompt']} "
                   f"(cached {r['cached'] / max(1, r['prompt']):.0%}), completion {r['completion']}; "
                   f"load {r['load']}", flush=True)
-    from hindsight.llm.shared import stop_all, server_dir
-
-    stop_all(server_dir(config))
-    print(f"\nsettings: {args.episodes} episodes per cell, max_actions {args.max_actions}, listed {args.listed}, "
-          f"ScienceWorld simplification {args.simplification!r}; work folder {work}")
-    figure = []
-    for model in args.models:
-        mine = [r for r in rows if r["model"] == model]
-        wall = sum(r["wall_s"] for r in mine)
-        won, n = sum(r["won"] for r in mine), sum(r["episodes"] for r in mine)
-        cells = sum(1 for r in mine if r["won"])
-        figure.append(f"{model} {won}/{n} won ({cells}/{len(mine)} cells non-zero), "
-                      f"{60 * won / wall:.3f} successes/min, {60 * n / wall:.2f} episodes/min")
-    print("success per minute: " + "; ".join(figure))
 
 
 def main() -> None:
@@ -150,6 +165,9 @@ def main() -> None:
                    help="admissible actions listed per prompt ('all': every one)")
     p.add_argument("--simplification", default="easy", help="ScienceWorld simplifications ('' for none)")
     p.add_argument("--in-flight", type=int, default=2)
+    p.add_argument("--condition", default="raw",
+                   help="history condition (Raw for the choice; others to measure prefix-cache reuse)")
+    p.add_argument("--seed", type=int, default=None, help="task selection seed (default: history.seed)")
     p.add_argument("--tasks-dir", type=Path, default=REPO / "results" / "tasks")
     p.add_argument("--alfworld-root", type=Path, default=REPO / "resources" / "alfworld" / "games")
     args = p.parse_args()
