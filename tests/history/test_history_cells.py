@@ -1,4 +1,5 @@
-"""Reference continuation and the repetition probe on real ScienceWorld episodes (loopback endpoint)."""
+"""Reference continuation and the repetition probe on real ScienceWorld episodes (loopback endpoint),
+on the session's two shared engines (tests/history/conftest.py)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ from hindsight.studies.history.probe import probe_cell, select_pairs
 from hindsight.studies.history.rollouts import rollout_cell
 
 from .helpers import is_judge, is_review, wrap
-from .test_agent_loop import PROMPTS, sw_factory
+from .test_agent_loop import PROMPTS
 
 TASK = "find-non-living-thing:0"
 
 
-def raw_source(cfg, out: Path, max_actions: int, tasks=(TASK,), make=sw_factory):
+def raw_source(cfg, out: Path, max_actions: int, make, tasks=(TASK,)):
     s = actor_settings("loop", "raw", {"mode": "choice", "max_actions": max_actions, "max_output_tokens": 64})
     asyncio.run(rollout_cell(
         cfg, model="loop", env="scienceworld", condition="raw", tasks=list(tasks),
@@ -33,7 +34,7 @@ def raw_source(cfg, out: Path, max_actions: int, tasks=(TASK,), make=sw_factory)
     return s
 
 
-def continue_(cfg, out: Path, condition: str, s, calibrator=None, make=sw_factory):
+def continue_(cfg, out: Path, condition: str, s, make, calibrator=None):
     asyncio.run(continuation_cell(
         cfg, model="loop", env="scienceworld", condition=condition, episodes_path=str(out / "raw.parquet"),
         steps_path=str(out / "raw.steps.parquet"), n_sources=5, seed=0, settings=s, prompts_dir=PROMPTS,
@@ -49,17 +50,18 @@ def first_prompt(steps, calls) -> str:
 
 
 @pytest.mark.slow
-def test_reference_continuation_restores_state_and_shows_exactly_the_middle_third(loopback, make_config, tmp_path):
+def test_reference_continuation_restores_state_and_shows_exactly_the_middle_third(loopback, make_config, tmp_path,
+                                                                                   sw_make):
     srv = loopback(policy={"random": 7})
     cfg = make_config(srv)
-    s = raw_source(cfg, tmp_path, max_actions=9)
+    s = raw_source(cfg, tmp_path, max_actions=9, make=sw_make())
     src_eps = pd.read_parquet(tmp_path / "raw.parquet")
     src_steps = pd.read_parquet(tmp_path / "raw.steps.parquet").sort_values("step")
     assert not src_eps["won"].any() and list(src_eps["n_steps"]) == [9]
     (source,) = select_sources(src_eps, src_steps, 5, 0)
     assert (source.length, source.k, source.m) == (9, 3, 6)
     cont_s = actor_settings("loop", "raw", {"mode": "choice", "max_actions": 4, "max_output_tokens": 64})
-    eps, steps, calls = continue_(cfg, tmp_path, "reference", cont_s)
+    eps, steps, calls = continue_(cfg, tmp_path, "reference", cont_s, sw_make())
     assert list(eps["restored_step"]) == [3] and list(eps["reference_end"]) == [6]
     # the restored state is exactly the recorded state after action k = 3
     first = steps.sort_values("step").iloc[0]
@@ -77,19 +79,19 @@ def test_reference_continuation_restores_state_and_shows_exactly_the_middle_thir
     assert render_block(raw([Entry(st.loc[t, "obs_before"], st.loc[t, "action"]) for t in (1, 2, 3)])) in text
     assert "Actual interaction history after restoring the environment to step 3:\nNone\n" in text
 
-    raw_eps, raw_steps, raw_calls = continue_(cfg, tmp_path, "raw", cont_s)
+    raw_eps, raw_steps, raw_calls = continue_(cfg, tmp_path, "raw", cont_s, sw_make())
     raw_text = first_prompt(raw_steps, raw_calls)
     assert "Additional reference history" not in raw_text
     assert raw_eps["first_prompt_tokens"].iloc[0] < eps["first_prompt_tokens"].iloc[0]
 
-    c_eps, c_steps, c_calls = continue_(cfg, tmp_path, "causal_reference", cont_s)
+    c_eps, c_steps, c_calls = continue_(cfg, tmp_path, "causal_reference", cont_s, sw_make())
     c_text = first_prompt(c_steps, c_calls)
     assert "[Outcome of Action 3: " in c_text and "Reference Action 1: '" in c_text
     assert "[Outcome of Reference Action 3: " in c_text and "Reference Action 4" not in c_text
 
 
 @pytest.mark.slow
-def test_experience_and_calibrator_continuations(loopback, make_config, tmp_path):
+def test_experience_and_calibrator_continuations(loopback, make_config, tmp_path, sw_make):
     def policy(body):
         if is_review(body):
             return '{"decision":"CALIBRATE","experience":"The kitchen door is closed."}'
@@ -97,9 +99,9 @@ def test_experience_and_calibrator_continuations(loopback, make_config, tmp_path
 
     srv = loopback(policy=policy)
     cfg = make_config(srv)
-    raw_source(cfg, tmp_path, max_actions=6)
+    raw_source(cfg, tmp_path, max_actions=6, make=sw_make())
     cont_s = actor_settings("loop", "raw", {"mode": "choice", "max_actions": 3, "max_output_tokens": 64})
-    eps, steps, calls = continue_(cfg, tmp_path, "experience", cont_s)
+    eps, steps, calls = continue_(cfg, tmp_path, "experience", cont_s, sw_make())
     assert list(eps["resume_experience"]) == ["The kitchen door is closed."]
     assert (calls["purpose"] == "review").sum() == 1  # generated once, at resumption
     # it reviews what was executed in the restored environment: A_k -> O_{k+1} (L = 6, k = 2)
@@ -111,15 +113,15 @@ def test_experience_and_calibrator_continuations(loopback, make_config, tmp_path
     exp_line = "[Experience derived from Action 2 -> its returned observation: The kitchen door is closed.]"
     assert text.index(exp_line) < text.index("Additional reference history")  # beside transition k, not inside
     assert "actions you took" not in text
-    k_eps, k_steps, k_calls = continue_(cfg, tmp_path, "calibrator", cont_s, calibrator="loop")
+    k_eps, k_steps, k_calls = continue_(cfg, tmp_path, "calibrator", cont_s, sw_make(), calibrator="loop")
     assert int(k_eps["n_reviews"].iloc[0]) == 2  # after each non-terminal continuation transition
     assert list(k_eps["calibrator"]) == ["loop"] and eps["calibrator"].isna().all()  # the endpoint in the role
     with pytest.raises(ValueError, match="roles.calibrator"):
-        continue_(cfg, tmp_path, "calibrator", cont_s)
+        continue_(cfg, tmp_path, "calibrator", cont_s, sw_make())
 
 
 @pytest.mark.slow
-def test_repetition_probe_selects_earliest_pair_and_shares_histories(loopback, make_config, tmp_path):
+def test_repetition_probe_selects_earliest_pair_and_shares_histories(loopback, make_config, tmp_path, sw_make):
     calls_seen = {"judge": 0}
 
     def policy(body):
@@ -133,7 +135,7 @@ def test_repetition_probe_selects_earliest_pair_and_shares_histories(loopback, m
     srv = loopback(policy=policy)
     cfg = make_config(srv)
     tasks = (TASK, "lifespan-longest-lived:0")
-    s = raw_source(cfg, tmp_path, max_actions=5, tasks=tasks)
+    s = raw_source(cfg, tmp_path, max_actions=5, make=sw_make(), tasks=tasks)
     pairs = select_pairs(pd.read_parquet(tmp_path / "raw.parquet"), pd.read_parquet(tmp_path / "raw.steps.parquet"))
     assert [p.step for p in pairs] == [1, 1] and all(len(p.entries) == 2 for p in pairs)
     resp = asyncio.run(probe_cell(
