@@ -89,12 +89,12 @@ class ClaimBook:
             return {"state": "live", "token": "?", "host": "", "pid": 0}, mtime
 
     def _written(self, key: str, content: dict[str, Any]) -> Path:
-        """``content`` in a fresh temporary file beside the claim (fsynced)."""
+        """``content`` in a fresh temporary file beside the claim.  Closed, not fsynced: an
+        NFS client sends a file's data to the server by its close (close-to-open), which is
+        all other hosts need; a claim lost to a server crash costs at most a second call."""
         tmp = self.folder / f".{digest(key)}.{uuid.uuid4().hex}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(content))
-            fh.flush()
-            os.fsync(fh.fileno())
         return tmp
 
     def _replace(self, key: str, content: dict[str, Any]) -> None:

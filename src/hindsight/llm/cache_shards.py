@@ -239,7 +239,7 @@ class ShardCache:
             pos += len(raw)
         self._fh.write(b"".join(chunks))
         self._fh.flush()
-        os.fsync(self._fh.fileno())
+        os.fdatasync(self._fh.fileno())  # on the server before any claim points at it
         for line, offset in zip(lines, offsets):
             self._take(self.name, shard, line, offset)
         shard.offset = pos
