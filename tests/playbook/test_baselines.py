@@ -185,6 +185,10 @@ def test_starred_methods_choose_on_the_evaluation_episodes():
                         for o in (1, 2)])
     assert bl.method_result("random", rnd)["score"] == pytest.approx(50.0)  # mean of the two orders
     assert bl.method_result("random", rnd)["tuned_on"] is None
+    sub = pd.DataFrame([{"candidate": f"subsampled:f{f}:run1", "task_id": "t", "split": "eval", "won": f == 100}
+                        for f in (25, 50, 75, 100)])
+    res = bl.method_result("subsampled", sub)
+    assert res["score"] == 100.0 and res["variants"]["f25"] == 0.0  # the whole round's set is the method's score
 
 
 def _setting(tmp_path, k_runs=2):
@@ -213,7 +217,10 @@ def _setting(tmp_path, k_runs=2):
             str(rec).replace(".json", ".blocks.parquet"))
         pd.DataFrame({"block": [0, 1, 2], "estimate": [0.3, -0.1, 0.05]}).to_parquet(
             str(rec).replace(".json", ".estimates.parquet"))
-        rec.write_text(json.dumps({"curated": {"lesson_ids": ["L00"]}}))
+        tok = dict(zip(pb["lesson_id"], pb["tokens"]))
+        rec.write_text(json.dumps({"run": k, "curated": {"lesson_ids": ["L00"]}, "block_lessons": [
+            {"block": j, "lesson_ids": [f"L{2 * j:02d}", f"L{2 * j + 1:02d}"],
+             "tokens": int(tok[f"L{2 * j:02d}"] + tok[f"L{2 * j + 1:02d}"]), "example": "x"} for j in range(3)]}))
         practice.append(str(rec))
     choice = {"runs": [f"run{k}" for k in range(1, k_runs + 1)], "best_full": {"chosen": "whole:run2"}}
     return playbooks, practice, choice
@@ -243,11 +250,14 @@ def test_every_method_serves_from_the_setting_artifacts(tmp_path, loopback):
         counts[method] = len(out)
         assert {run for _, run, _, _ in out} <= {"run1", "run2"}
     assert counts == {"random": 4, "own": 2, "top_k": 2, "tags_star": 16, "topk_star": 10, "dc_self": 2,
-                      "dc_outcome": 2, "dgmem": 2, "best_full_cut": 1, "all_positive": 2, "judge": 2}
+                      "dc_outcome": 2, "dgmem": 2, "best_full_cut": 1, "all_positive": 2, "judge": 2,
+                      "subsampled": 8}
     out, notes = asyncio.run(serve("all_positive"))
     assert notes["served"]["all_positive:run1"] == ["L00", "L01", "L04", "L05"]  # blocks 0 and 2, no cap
     out, notes = asyncio.run(serve("dc_outcome"))
     assert all(c["with_outcome"] for c in notes["calls"]) and len(notes["calls"]) == 2
+    out, notes = asyncio.run(serve("subsampled"))
+    assert [v for v, run, _, _ in out if run == "run1"] == ["f25", "f50", "f75", "f100"]
     out, _ = asyncio.run(serve("best_full_cut"))
     assert out[0][1] == "run2" and isinstance(out[0][2], bl.SimilarityView)  # Best-Full's run, cut per task
 
@@ -276,6 +286,13 @@ def test_table1_lists_every_baseline_with_what_it_saw(tmp_path):
     adv = comparison(allm, ("RBC-cut", "Tags*", "Top-k*")).set_index("setting")
     assert list(adv.columns) == ["Tags*"] and adv.loc["mean", "Tags*"] == 55.0
     assert comparison(meth, ("No playbook", "RBC")).empty  # no baseline ran: no table
+    from hindsight.studies.playbook.report import table17
+
+    (base / "subsampled.json").write_text(json.dumps({"method": "subsampled", "result": {
+        "label": "x", "score": 50.0, "chosen": None, "sees": bl.PRACTICE,
+        "variants": {"f100": 50.0, "f25": 10.0, "f50": 20.0, "f75": 40.0}}}))
+    t17 = table17([*paths, str(base / "subsampled.json")])
+    assert list(t17.columns) == ["setting", "25 %", "50 %", "75 %", "100 %"] and t17["100 %"].tolist() == [50.0, 50.0]
     alone = table1_every(meth, pd.DataFrame()).set_index("method")
     assert list(alone.index) == ["No playbook", "Whole", "RBC"] and alone.loc["Whole", "allowed to see"] == "growth only"
 

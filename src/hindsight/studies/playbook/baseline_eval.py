@@ -8,7 +8,9 @@ record) and plays it on the same evaluation tasks and seeds as every candidate
 mean); Random plays two orders; Tags* and Top-k* play every variant, and the best on these
 evaluation episodes is reported (tuned on evaluation, by design).  DC_self / DC_outcome
 read the first ``dc_attempts`` episodes of the run's practice round (no new episode);
-DG-Mem and All-positive read that round's estimates; Best-Full cut reads Best-Full's
+DG-Mem and All-positive read that round's estimates; ``subsampled`` serves the curated sets
+rebuilt from the first 25/50/75/100 % of that round (:func:`.diagnostics.subsampled`, Table
+17: only practice episodes choose, the evaluation episodes only score); Best-Full cut reads Best-Full's
 choice.  The record (JSON) holds every variant's served lessons, the DC calls, and the
 result with what the method was allowed to see.
 
@@ -135,6 +137,20 @@ async def served_variants(method: str, cell: Mapping[str, Any], client: Any, run
                 else float("nan")
             notes.setdefault("judge_agreement", {})[r] = agree
             fixed("judge", r, whole, ids)
+        elif method == "subsampled":
+            from hindsight.studies.playbook.diagnostics import subsampled
+
+            rec = json.loads(Path(practice[i]).read_text(encoding="utf-8"))
+            eps = pd.read_parquet(_side(practice[i], ".parquet"))
+            sc = pd.DataFrame({"episode": eps["design_episode"].astype(int), "score": eps["won"].astype(float)})
+            tok = np.asarray([x["tokens"] for x in rec["block_lessons"]], dtype=np.int64)
+            blocks = pd.read_parquet(_side(practice[i], ".blocks.parquet"))
+            sub = subsampled(pd.read_parquet(_side(practice[i], ".design.parquet")), sc, tok, budget=budget,
+                             rule=meas["curate_rule"])
+            for row in sub.itertuples(index=False):
+                keep = set(row.blocks)
+                fixed(f"f{int(round(100 * row.fraction))}", r, whole,
+                      [str(x) for x, blk in zip(blocks["lesson_id"], blocks["block"]) if int(blk) in keep])
         elif method in ("dgmem", "all_positive"):
             blocks = pd.read_parquet(_side(practice[i], ".blocks.parquet"))
             if method == "all_positive":

@@ -296,7 +296,8 @@ async def judge_labels(client: Any, judge: str, prompts_dir: str, episodes: pd.D
 
 
 #: Every baseline: how its variants' scores combine (``mean``: over orders and runs;
-#: ``best``: the best variant on the evaluation tasks) and what it was allowed to see.
+#: ``best``: the best variant on the evaluation tasks; ``full``: the variants are the
+#: subsampled rounds of Table 17, the score is the whole round's) and what it was allowed to see.
 PRACTICE, EVALUATION = "practice only", "evaluation tasks (tuned on evaluation)"
 METHODS: dict[str, tuple[str, str, str]] = {  # key -> (label, combine, allowed to see)
     "random": ("Random", "mean", PRACTICE),
@@ -311,6 +312,7 @@ METHODS: dict[str, tuple[str, str, str]] = {  # key -> (label, combine, allowed 
     "best_full_cut": ("Best-Full cut", "mean", PRACTICE),
     "all_positive": ("All-positive (no cap)", "mean", PRACTICE),
     "judge": ("Judge-based RBC-cut", "mean", PRACTICE),
+    "subsampled": ("RBC-cut, subsampled rounds", "full", PRACTICE),
 }
 
 
@@ -342,6 +344,8 @@ def method_result(method: str, episodes: pd.DataFrame) -> dict[str, Any]:
     if combine == "best":
         chosen = max(variants, key=lambda v: (variants[v], -sorted(variants).index(v)))
         score = variants[chosen]
+    elif combine == "full":  # one variant per fraction of the round; the method's score is the whole round's
+        chosen, score = None, variants.get("f100", float("nan"))
     else:
         chosen, score = None, float(np.mean(list(variants.values())))
     return {"method": method, "label": label, "score": score, "chosen": chosen, "variants": variants,

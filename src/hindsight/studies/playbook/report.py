@@ -109,6 +109,21 @@ COMPARISONS = {
 }
 
 
+def table17(records: Sequence[str]) -> pd.DataFrame:
+    """Per setting, the evaluation score of each subsampled round's curated set (``subsampled`` records)."""
+    rows = []
+    for p in records:
+        rec = an.read_json(p)
+        if rec["method"] != "subsampled":
+            continue
+        rows.append({"setting": setting_label(an.setting_of(p)), **{f"{v.removeprefix('f')} %": s for v, s in sorted(
+            rec["result"]["variants"].items(), key=lambda kv: int(kv[0].removeprefix("f")))}})
+    out = pd.DataFrame(rows)
+    if len(out):
+        out.loc[len(out)] = ["mean", *out.iloc[:, 1:].mean().tolist()]
+    return out
+
+
 def comparison(allm: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
     """Settings x the named methods (std growth), the mean row; empty if no named baseline ran."""
     std = allm[(allm["growth"] == "std") & allm["method"].isin(names)]
@@ -259,6 +274,11 @@ def write_report(*, growth: Sequence[str], playbooks: Sequence[str], practice: S
                                 "it ran on, its worst gap to No playbook, and what it was allowed to see before "
                                 "serving: Tags* and Top-k* are tuned on the evaluation tasks on purpose."),
     }
+    t17 = table17(baselines)
+    if not t17.empty:
+        tables["table17_subsampled_rounds"] = (t17, "Table 17 analogue: the evaluation score of the curated set "
+                                               "rebuilt from the first 25/50/75/100 % of each practice round "
+                                               "(mean over the runs cut); only practice episodes choose.")
     base = baseline_rows(baselines)
     allm = pd.concat([meth, base], ignore_index=True) if len(base) else meth
     for stem, (names, caption) in COMPARISONS.items():
