@@ -25,7 +25,6 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from sklearn.cluster import AgglomerativeClustering
 
 from hindsight.files import write_parquet
 
@@ -122,5 +121,7 @@ def cluster_blocks(lesson_ids: Sequence[str], embeddings: np.ndarray, m: int, *,
         if (norms == 0).any():
             raise ValueError("embeddings: a lesson has the zero vector, which has no direction; re-embed it")
         vecs = vecs / norms
+    from sklearn.cluster import AgglomerativeClustering  # here: the workflow's parse imports this module
+
     raw = AgglomerativeClustering(n_clusters=int(m), linkage="ward").fit_predict(vecs)
     return Blocks(ids, _number_by_first_lesson(raw), int(m), "ward")

@@ -4,8 +4,9 @@ It speaks HTTP/1.1 (keep-alive) on asyncio streams, written here so that every f
 be produced exactly: ``/v1/chat/completions`` (usage, ``system_fingerprint``),
 ``/v1/embeddings`` (deterministic unit vectors from a hash of each text, ``embed_dim``
 dimensions or the request's ``dimensions``; off with ``embeddings=False``, which answers
-404 as a chat-only server does), ``/v1/models`` and ``/health``; ``/_stats`` returns its
-counters.  Chat replies come from a scripted policy (:mod:`hindsight.testing.policies`).
+404 as a chat-only server does), ``POST /tokenize`` (llama.cpp's form: ``{"tokens": [...]}``,
+one token per whitespace-separated word; off with ``tokenize=False``), ``/v1/models`` and
+``/health``; ``/_stats`` returns its counters.  Chat replies come from a scripted policy (:mod:`hindsight.testing.policies`).
 
 Faults (:class:`Faults`) are decided per request from a seeded hash of the request body
 and how many times that body was seen before, so a run's fault pattern does not depend
@@ -68,6 +69,7 @@ class Stats:
     completions: int = 0
     embedding_requests: int = 0     # answered /v1/embeddings requests
     embedded_texts: int = 0         # texts in those requests
+    tokenize_requests: int = 0      # answered /tokenize requests
     in_flight: int = 0
     max_in_flight: int = 0
     faults: dict[str, int] = field(default_factory=dict)
@@ -106,6 +108,7 @@ class LoopbackServer:
         no_embeddings_status: int = 404,
         keep_requests: bool = False,
         serve_as: Mapping[str, Any] | None = None,
+        tokenize: bool = True,
     ) -> None:
         """``embeddings=False`` makes a chat-only server: ``/v1/embeddings`` answers
         ``no_embeddings_status`` (404, 405 or 501; 200 answers a body without ``data``).
@@ -118,6 +121,7 @@ class LoopbackServer:
         self.received: list[tuple[str, dict[str, str], bytes]] = []
         self.policy = make_policy(policy)
         self.embeddings = embeddings
+        self.tokenize = tokenize
         self.embed_dim = embed_dim
         self.no_embeddings_status = no_embeddings_status
         self.faults = faults or Faults()
@@ -235,6 +239,12 @@ class LoopbackServer:
             status = self.no_embeddings_status
             await self._send(writer, status, b'{"object": "list", "note": "no embeddings here"}' if status == 200 else
                              json.dumps({"error": {"message": f"no route {method} {path}"}}).encode())
+            return True
+        if method == "POST" and path == "/tokenize" and self.tokenize:
+            text = str(json.loads(body or b"{}").get("content", ""))
+            with self._lock:
+                self.stats.tokenize_requests += 1
+            await self._send(writer, 200, json.dumps({"tokens": list(range(len(text.split())))}).encode())
             return True
         await self._send(writer, 404, json.dumps({"error": {"message": f"no route {method} {path}"}}).encode())
         return True

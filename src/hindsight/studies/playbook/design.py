@@ -35,10 +35,13 @@ VARIANTS: dict[str, tuple[str, str | None]] = {  # variant -> (system, ACE feedb
 }
 GROWTHS = ("std", "long")
 ROLES = ("train", "practice", "eval")
-TOKENIZERS: dict[str, Callable[[str], int]] = {"pieces": piece_tokens}
-"""Declared tokenizers for lesson token counts.  ``pieces``: words and punctuation marks
-(``hindsight.memory.ace.piece_tokens``), the same rule as the actor's approximate prompt
-tokens; the budget B is defined on these counts."""
+TOKENIZERS: dict[str, Callable[[str], int]] = {"pieces": piece_tokens, "endpoint": piece_tokens}
+"""Declared tokenizers for lesson token counts (the budget B is defined on them), each
+with the word-level counter that ACE's Curator is shown its playbook's size in.
+``pieces``: words and punctuation marks (``hindsight.memory.ace.piece_tokens``, the same
+rule as the actor's approximate prompt tokens).  ``endpoint``: the setting's model's own
+tokenizer (``POST /tokenize``: llama.cpp's server, vLLM; :mod:`hindsight.llm.tokenize`,
+cached), falling back to ``pieces`` where the endpoint exposes none (recorded)."""
 ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions")
 SAMPLE_MOD = 2**30
 
@@ -91,6 +94,21 @@ def tokenizer(name: str) -> Callable[[str], int]:
     if name not in TOKENIZERS:
         raise ValueError(f"config key playbook.tokenizer: {name!r} is not one of {', '.join(TOKENIZERS)}")
     return TOKENIZERS[name]
+
+
+async def lesson_tokens(client: Any, name: str, model: str, texts: Sequence[str]) -> tuple[dict[str, int], str]:
+    """Token counts of ``texts`` by the declared tokenizer ``name`` and which one counted
+    (``endpoint:<model>``, or ``pieces`` with the reason when the endpoint has no tokenizer)."""
+    count = tokenizer(name)
+    texts = list(dict.fromkeys(str(t) for t in texts))
+    if name == "endpoint":
+        from hindsight.llm.tokenize import count_tokens
+
+        counts = await count_tokens(client, model, texts, purpose="lesson_tokens")
+        if counts is not None:
+            return dict(zip(texts, counts)), f"endpoint:{model}"
+        return {t: count(t) for t in texts}, f"pieces (endpoint {model} exposes no /tokenize)"
+    return {t: count(t) for t in texts}, name
 
 
 def make_memory(variant: str, cell: Mapping[str, Any], prompts_dir: str) -> Any:

@@ -34,7 +34,7 @@ from hindsight.memory.ace import grew_by
 from hindsight.memory.snapshot import snapshot
 from hindsight.studies.playbook import play
 from hindsight.studies.playbook.design import (
-    actor_settings, env_options, growth_order, make_memory, role_tasks, seed_of, tokenizer,
+    actor_settings, env_options, growth_order, lesson_tokens, make_memory, role_tasks, seed_of,
 )
 from hindsight.studies.playbook.records import PLAYBOOK_SCHEMA, playbook_frame, playbook_rows
 
@@ -56,7 +56,6 @@ async def growth_run(config: Mapping[str, Any], *, model: str, env: str, variant
     g, seed = cell["growth"], int(cell["seed"])
     train = role_tasks(pd.read_parquet(tasks_path), cell["splits"]["train"], int(g["train_tasks"]), seed,
                        tasks_path, "playbook.growth.train_tasks")
-    count = tokenizer(cell["tokenizer"])
     memory = make_memory(variant, cell, prompts_dir)
     max_passes, stop_rule = passes_of(growth, g)
     cell_id = f"playbook/{growth}/{model}/{env}/{variant}/growth/run{run}"
@@ -75,6 +74,7 @@ async def growth_run(config: Mapping[str, Any], *, model: str, env: str, variant
 
     rows: list[dict[str, Any]] = []
     stats: list[dict[str, Any]] = []
+    counted_by = cell["tokenizer"]
     async with play.job(config, cell_id, env, env_options(cell, env), actor_prompts_dir, int(cell["in_flight"]),
                         int(g["batch_size"]), out_calls, make_env) as (runner, client):
         client.expect(max_passes * len(train) * int(cell["actor"]["max_actions"]))
@@ -92,10 +92,11 @@ async def growth_run(config: Mapping[str, Any], *, model: str, env: str, variant
             eps = await runner.stream(specs(p), memory, batch_size=int(g["batch_size"]),
                                       checkpoints=work / f"pass-{p}")
             episodes.extend(eps)
-            now = playbook_rows(memory, p, count)
+            counts, counted_by = await lesson_tokens(client, cell["tokenizer"], model, _texts(memory))
+            now = playbook_rows(memory, p, counts.__getitem__)
             growth_rate = grew_by(prev, len(now))
             stopped = stop_rule and growth_rate < float(g["min_growth"])
-            stat = {"pass": p, "n_lessons": len(now), "tokens": sum(r["tokens"] for r in now),
+            stat = {"pass": p, "n_lessons": len(now), "tokens": sum(r["tokens"] for r in now), "counted_by": counted_by,
                     "grew_by": None if math.isinf(growth_rate) else round(growth_rate, 9), "stop": bool(stopped),
                     "won": sum(bool(e.summary["won"]) for e in eps), "episodes": len(eps)}
             atomic_write_json(work / f"pass-{p}.json", {"rows": now, "stat": stat})
@@ -110,11 +111,17 @@ async def growth_run(config: Mapping[str, Any], *, model: str, env: str, variant
     record = {"model": model, "env": env, "variant": variant, "growth": growth, "run": run, "train_tasks": train,
               "max_passes": max_passes, "stop_rule": stop_rule, "min_growth": float(g["min_growth"]),
               "passes": stats, "n_passes": len(stats), "tokenizer": cell["tokenizer"],
+              "counted_by": stats[-1]["counted_by"] if stats else counted_by,
               "calls": _call_counts(calls), "memory": snapshot(memory)}
     atomic_write_json(out_record, record)
     shutil.rmtree(work, ignore_errors=True)
     log.info("%s: %d passes, %d lessons", cell_id, len(stats), stats[-1]["n_lessons"] if stats else 0)
     return record
+
+
+def _texts(memory: Any) -> list[str]:
+    """The texts of an ACE playbook's lessons or a cheatsheet's entries."""
+    return [x["text"] for x in (memory.lessons if memory.kind == "ace_playbook" else memory.entries)]
 
 
 def _load_passes(work: Path, done: int, rows: list[dict[str, Any]], stats: list[dict[str, Any]]) -> int:
