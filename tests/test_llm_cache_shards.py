@@ -353,3 +353,34 @@ def test_processes_embedding_the_same_texts_at_once_store_one_entry_each(loopbac
                                       "c", str(tmp_path)], capture_output=True, text=True, timeout=120,
                                      check=True).stdout.splitlines()[-1])["fresh"] == 0
     assert srv.stats.requests == 0  # a rerun replays every text
+
+
+FAR_HOLDER = """
+import socket, sys, time
+socket.gethostname = lambda: "another-node"  # as a job on another host of the cluster
+from hindsight.llm.cache_shards import ShardCache
+cache = ShardCache(sys.argv[1], heartbeat_s=0.1)
+assert cache.claim("k", "far", 3600) is True
+print("claimed", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_claim_from_another_host_is_taken_over_once_its_heartbeat_stops(tmp_path):
+    path = tmp_path / "llm.sqlite"
+    holder = subprocess.Popen([sys.executable, "-c", FAR_HOLDER, str(path)], stdout=subprocess.PIPE, text=True)
+    waiter = ShardCache(path, lost_after_s=1.5)
+    try:
+        assert holder.stdout.readline().strip() == "claimed"
+        assert json.loads(waiter.claims.path("k").read_text())["host"] == "another-node"
+        time.sleep(2.0)
+        assert waiter.claim("k", "here", stale_s=3600) is False  # its pid means nothing here: the heartbeat does
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    killed = time.monotonic()
+    while (got := waiter.claim("k", "here", stale_s=3600)) is False and time.monotonic() < killed + 30:
+        time.sleep(0.05)
+    assert got is True
+    assert time.monotonic() - killed >= 1.0  # not at once: only when the heartbeat was lost_after_s old
+    waiter.close()
