@@ -1,36 +1,25 @@
 """The response cache as append-only shards: correct when jobs run on different hosts.
 
-SQLite in WAL mode needs shared memory between its processes, so it is not safe on a
-network filesystem (NFS, a Kubernetes ReadWriteMany volume); its rollback journal needs
-POSIX locks, which NFS implements unreliably.  This backend (``cache.backend: shards``,
-which the cluster profiles select) uses no locks at all:
+SQLite's WAL needs shared memory on one host and its rollback journal needs POSIX locks,
+which NFS implements unreliably, so this backend (``cache.backend: shards``, selected by the
+cluster profiles; README, "Scale-out") takes no lock at all:
 
-* **Shards.**  Each process (each open cache) appends to its own file,
-  ``<cache dir>/shards/<host>__<pid>__<token>.jsonl``, one JSON line per stored reply or
-  ledger row, written with one ``write`` and ``fsync`` before the caller sees the reply;
-  no process ever modifies another's shard.  JSON lines rather than an SQLite file per
-  shard: a reader on another host reads a growing file by byte offset without any lock and
-  takes only complete lines (a line without its newline, a torn write of a killed process,
-  is never read), which SQLite's pages do not allow without locking.
-* **Reading.**  A reader indexes every shard incrementally (new shards, new lines of known
-  ones, at most every ``refresh_s``), keeping for each key where its entries are (file and
-  offset, not the reply: a paper preset's replies do not fit in memory) and the ledger as
-  totals per shard.  Duplicates resolve deterministically (:mod:`hindsight.llm.cache_entries`):
-  the earliest stored time, then shard name, then line; an entry stored in mode ``refresh``
-  supersedes those of earlier runs (the latest refresh run's first entry wins).  :meth:`ShardCache.duplicates` counts
-  keys with more than one candidate.
-* **Claims** (:mod:`hindsight.llm.cache_claims`): a call is claimed by creating a file
-  exclusively; a waiter reads the stored reply through the claim's pointer, so the first
-  stored reply wins across processes and hosts, and the race of two cells costs one paid
-  call.  Storing needs the key's claim too (taken at store time for embeddings and in mode
-  ``refresh``, which make no claim before the call), so one process appends each key's
-  reply: even an owner whose claim was taken over (its heartbeat stopped for a minute) waits
-  for the taker and goes on with the taker's reply.  A duplicate needs that take-over to
-  fall inside the owner's own append (milliseconds).
-* **Compaction** (``python -m hindsight cache compact``, :meth:`ShardCache.compact`) merges
-  the shards of finished processes into the *base*, an immutable SQLite file that readers
-  look keys up in by its index (:mod:`hindsight.llm.cache_base`), so a job reads only the
-  shards written since the last compaction line by line, not the whole cache.
+* **Shards.**  Each open cache appends to its own ``shards/<host>__<pid>__<token>.jsonl``:
+  one JSON line per reply or ledger row, one ``write`` and ``fdatasync`` per stored batch
+  before the caller sees it; nobody modifies another's shard.  JSON lines, not an SQLite
+  file per shard: another host reads a growing file by byte offset without a lock, taking
+  complete lines only (a killed writer's torn last line is never read).
+* **Reading.**  Shards are indexed incrementally (at most every ``refresh_s``): per key,
+  where its entries lie (not the replies), and the ledger as totals per shard.  Duplicates
+  resolve alike everywhere (:mod:`hindsight.llm.cache_entries`); :meth:`ShardCache.duplicates`
+  counts them.
+* **Claims** (:mod:`hindsight.llm.cache_claims`): one call per key across hosts, and
+  storing needs the key's claim too (taken at store time for embeddings and in mode
+  ``refresh``), so one process appends each key's reply and the first stored reply wins;
+  even an owner whose claim was taken over waits for the taker's reply.
+* **Compaction** (:mod:`hindsight.llm.cache_compact`) moves finished shards into an
+  immutable SQLite base queried by key (:mod:`hindsight.llm.cache_base`), so a job reads
+  line by line only what was written since.
 
 The public interface is :class:`hindsight.llm.cache.Cache`'s.
 """
