@@ -11,7 +11,9 @@ figures are per episode, not per server start.
 
 Printed per (model, env, type): episodes, successes, success per episode, wall time,
 episodes/min, successes/min, and the tokens (prompt, of which served from llama.cpp's
-prefix cache, completion) with the load average (``os.getloadavg``) at start and end:
+prefix cache, and the prefix ceiling: the mean share of a prompt's characters that it
+shares as a prefix with an earlier prompt of the cell, what a perfect prefix cache
+could serve; completion) with the load average (``os.getloadavg``) at start and end:
 on a shared machine wall time moves with the load, counts and token shares do not.
 The last line is the figure: successes per minute per model, over all its cells.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import tempfile
@@ -42,6 +45,19 @@ DEFAULT_CELLS = (
     "scienceworld:lifespan-longest-lived", "scienceworld:find-living-thing",
     "alfworld:pick_and_place_simple", "alfworld:look_at_obj_in_light",
 )
+
+
+def prefix_ceiling(calls) -> float:
+    """Mean over calls of the share of a prompt's characters that it shares, as a prefix,
+    with an earlier prompt of the cell: what a perfect prefix cache could serve."""
+    seen: list[str] = []
+    shares = []
+    for raw in calls["messages"]:
+        text = "\n".join(str(m.get("content", "")) for m in json.loads(raw))
+        best = max((len(os.path.commonprefix([s, text])) for s in seen), default=0)
+        shares.append(best / max(1, len(text)))
+        seen.append(text)
+    return sum(shares) / max(1, len(shares))
 
 
 def load() -> str:
@@ -97,6 +113,7 @@ async def run_cell(config: dict, model: str, env: str, typ: str, tasks: list[str
     return {"model": model, "env": env, "type": typ, "episodes": len(episodes), "won": won,
             "steps": len(steps), "wall_s": wall, "prompt": int(calls["prompt_tokens"].sum()),
             "cached": int(calls["cached_tokens"].sum()), "completion": int(calls["completion_tokens"].sum()),
+            "ceiling": prefix_ceiling(calls),
             "load": f"{start_load} -> {load()}"}
 
 
@@ -151,7 +168,8 @@ async def run_all(args, config: dict, work: Path, splits: dict, rows: list[dict]
             print(f"{model:16s} {env:12s} {typ:32s} {r['won']}/{r['episodes']} won, {r['steps']} steps, "
                   f"{r['wall_s']:.0f} s, {60 * r['episodes'] / r['wall_s']:.2f} episodes/min, "
                   f"{60 * r['won'] / r['wall_s']:.2f} successes/min; tokens: prompt {r['prompt']} "
-                  f"(cached {r['cached'] / max(1, r['prompt']):.0%}), completion {r['completion']}; "
+                  f"(cached {r['cached'] / max(1, r['prompt']):.0%}; prefix ceiling {r['ceiling']:.0%}), "
+                  f"completion {r['completion']}; "
                   f"load {r['load']}", flush=True)
 
 
