@@ -35,7 +35,9 @@ def golden_config(tmp: Path, cache_path: Path, max_retries: int = 0) -> dict[str
     cfg["cache"] = {"path": str(cache_path), "mode": "use"}
     cfg["request"] = {"timeout_s": 5.0, "max_retries": max_retries, "backoff_base_s": 0.01, "backoff_max_s": 0.05}
     cfg["history"] = copy.deepcopy(cfg["history"])
-    cfg["history"].update({"tasks_per_cell": 3, "in_flight": 2, "envs": ["scienceworld"]})
+    cfg["history"].update({"tasks_per_cell": 3, "in_flight": 2, "envs": ["scienceworld"],
+                           # the default's task seed and options when the golden data was made
+                           "seed": 20261130, "env_options": {}})
     cfg["history"]["continuation"]["sources_per_cell"] = 2
     return cfg
 
