@@ -35,7 +35,17 @@ def test_admissible_actions_on_demand(sw_env):
     assert actions and "look around" in actions and all(isinstance(a, str) for a in actions)
 
 
-def test_ambiguity_prompt_replays_by_option_text(sw_env, tmp_path):
+@pytest.fixture(scope="module")
+def sw_other():
+    """A second engine (its own JVM), shared by the tests that need two."""
+    from hindsight.envs.scienceworld import ScienceWorldEnv
+
+    env = ScienceWorldEnv()
+    yield env
+    env.close()
+
+
+def test_ambiguity_prompt_replays_by_option_text(sw_env, sw_other, tmp_path):
     sw_env.reset("boil:0")
     prompt = sw_env.step("open door")
     options = parse_options(prompt.text)
@@ -45,17 +55,11 @@ def test_ambiguity_prompt_replays_by_option_text(sw_env, tmp_path):
     assert chosen.info["replay_action"] == "@option " + options[2]
     after = sw_env.step("look around")
     actions, texts = ["open door", "2", "look around"], [prompt.text, chosen.text, after.text]
-    # same process, new engine (a new JVM: option order may differ), numeric answer + records
-    from hindsight.envs.scienceworld import ScienceWorldEnv
-
-    other = ScienceWorldEnv()
-    try:
-        assert other.restore("boil:0", actions, texts).text == after.text
-        # the recorded option text alone (no observations) also replays exactly
-        replay = ["open door", chosen.info["replay_action"], "look around"]
-        assert other.restore("boil:0", replay).text == after.text
-    finally:
-        other.close()
+    # same process, another engine (its own JVM: option order may differ), numeric answer + records
+    assert sw_other.restore("boil:0", actions, texts).text == after.text
+    # the recorded option text alone (no observations) also replays exactly
+    replay = ["open door", chosen.info["replay_action"], "look around"]
+    assert sw_other.restore("boil:0", replay).text == after.text
     assert restore_in_fresh_process("scienceworld", {}, "boil:0", actions, texts, tmp_path) == after.text
 
 
@@ -96,23 +100,17 @@ def test_gold_agent_solves_every_split_random_agent_does_not(sw_env):
     assert counts == {"train": 3592, "dev": 1796, "test": 1819}
     assert table["type"].nunique() == 30
     sample = sample_tasks(table[table["type"].isin(["boil", "find-animal", "grow-plant", "test-conductivity"])],
-                          per_split=2, seed=0)
+                          per_split=1, seed=0)
     assert set(sample["split"]) == {"train", "dev", "test"}
     gold = [run_episode(sw_env, GoldAgent(), t, max_steps=300) for t in sample["task_id"]]
     assert all(ep.won for ep in gold), [(ep.task_id, ep.score) for ep in gold if not ep.won]
     rand = [run_episode(sw_env, RandomAgent(0), t, max_steps=20) for t in sample["task_id"]]
-    assert sum(ep.won for ep in rand) <= 1
+    assert len(rand) == 3 and not any(ep.won for ep in rand)
 
 
-def test_two_envs_run_concurrently_in_threads(sw_env):
+def test_two_envs_run_concurrently_in_threads(sw_env, sw_other):
     from concurrent.futures import ThreadPoolExecutor
 
-    from hindsight.envs.scienceworld import ScienceWorldEnv
-
-    other = ScienceWorldEnv()
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            eps = list(pool.map(lambda e: run_episode(e, GoldAgent(), "boil:0", max_steps=300), [sw_env, other]))
-    finally:
-        other.close()
+    with ThreadPoolExecutor(2) as pool:
+        eps = list(pool.map(lambda e: run_episode(e, GoldAgent(), "boil:0", max_steps=300), [sw_env, sw_other]))
     assert all(ep.won for ep in eps) and eps[0].observations == eps[1].observations
