@@ -115,7 +115,8 @@ def test_calibrator_experience_beside_its_transition_persists_and_noupdate_chang
         e.to_parquet(paths["ep"])
     jp, ap = tmp_path / "joint.jsonl", tmp_path / "action.jsonl"
     assert write_joint_data(calibrator_rollouts=[out["ep"]], raw_rollouts=[raw["ep"]], out_joint=str(jp),
-                            out_action_only=str(ap)) == (5, 5)
+                            out_action_only=str(ap), prompts_dir=HP,
+                            calibrator_prompts_dir=HP + "/calibrator") == (5, 5)
     joint = [json.loads(x) for x in jp.read_text().splitlines()]
     action = [json.loads(x) for x in ap.read_text().splitlines()]
     acts = list(steps["action"])
@@ -124,5 +125,15 @@ def test_calibrator_experience_beside_its_transition_persists_and_noupdate_chang
     assert joint[2]["target"] == ('<calibration>{"decision":"CALIBRATE","experience":"' + NOTE + '"}</calibration>'
                                   + f"<action>{acts[2]}</action>")           # reviews transition 2
     assert joint[3]["target"].startswith(noupdate)
-    assert joint[2]["prompt"][-1]["content"] == prompt(calls, steps["call_id"].iloc[2])
+    # the joint prompt is the rollout's, with the joint reply instruction, and without the experience
+    # that its own target writes (it shows from the next step on)
+    choice, joint_instr = (open(f"{d}/{f}").read().rstrip("\n") for d, f in
+                           ((HP, "respond_choice.txt"), (HP + "/calibrator", "respond_joint.txt")))
+    exp_line = f"\n[Experience derived from Action 2 -> its returned observation: {NOTE}]"
+    assert joint[2]["prompt"][-1]["content"] == \
+        prompt(calls, steps["call_id"].iloc[2]).replace(exp_line, "").replace(choice, joint_instr)
+    assert joint[3]["prompt"][-1]["content"] == \
+        prompt(calls, steps["call_id"].iloc[3]).replace(choice, joint_instr)
     assert [a["target"] for a in action] == [f"<action>{x}</action>" for x in rsteps["action"]]
+    assert action[1]["prompt"][-1]["content"] == prompt(rcalls, rsteps["call_id"].iloc[1]).replace(
+        choice, open(HP + "/calibrator/respond_action_only.txt").read().rstrip("\n"))

@@ -20,11 +20,22 @@ def workflow(cfg):
 
 def test_default_resolves_to_one_job_per_stage_and_model():
     w = workflow(base_config())
-    assert w.sources == ["smollm2"] and w.recipients == ["smollm2"] and w.envs == ["alfworld", "scienceworld", "appworld"]
+    assert w.sources == ["smollm2"] and w.recipients == ["smollm2"] and w.envs == ["alfworld", "scienceworld"]
     assert w.compare_files() == ["results/calibrator/compare/smollm2.parquet"]
-    assert w.train_variants == [] and w.variants == ["full", "screen_only"]
+    assert w.train_variants == [] and w.variants == ["full", "screen_only"] and w.joint_sft_files() == []
     assert w.final_targets() == ["results/calibrator/tables/index.md"]
     assert w.source_cell("smollm2", "alfworld")["split"] == "train"
+    # Table 9: the full variant is Table 8's Calibrator cells (its endpoint is roles.calibrator), the
+    # screen-only variant its own cells; the joint actor and the baseline on the same environments
+    cal = w.rollout_files()["calibrator"]
+    assert cal == ["results/calibrator/rollouts/smollm2/scienceworld/calibrator.parquet"]
+    assert w.ablation_files() == {"full": cal, "screen_only": [
+        "results/calibrator/ablation/screen_only/smollm2/scienceworld.parquet"]}
+    assert w.joint_files() == {a: [f"results/calibrator/joint/rollouts/{a}/smollm2/scienceworld.parquet"]
+                               for a in ("joint", "action_only")}
+    inputs = w.report_inputs()
+    assert inputs["ablation_screen_only"] and inputs["arm_joint"] and inputs["arm_action_only"]
+    assert w.joint_cell({"seed": 1})["max_output_tokens"] == w.c["joint"]["max_output_tokens"]
 
 
 def test_paper_preset_has_the_papers_roles_actors_and_recipe():
@@ -34,6 +45,18 @@ def test_paper_preset_has_the_papers_roles_actors_and_recipe():
     assert len(w.recipients) == 5 and w.c["contexts"]["count"] == 10000
     assert w.recipe()["base_model"] == "Qwen/Qwen3-8B" and w.recipe()["epochs"] == 3
     assert w.recipe()["learning_rate"] == 1e-5 and w.train_variants == ["full", "screen_only"]
+    # Table 9 compares two trained calibrators, each declared as trained on its own dataset
+    ab = w.ablation_endpoints
+    assert ab["full"] == w.roles["calibrator"] and ab["screen_only"] not in (None, ab["full"])
+    assert set(ab.values()) <= set(w.c["trained_endpoints"])
+    assert w.c["trained_endpoints"][ab["screen_only"]].endswith("/screen_only")
+    assert w.ablation_files()["screen_only"][0].startswith("results/calibrator/ablation/screen_only/")
+    assert len(w.joint_actors["joint"]) == len(w.joint_actors["action_only"]) == 5
+    sft = w.report_inputs()["sft"]
+    assert "results/calibrator/sft/joint-seed4/hindsight-sft.json" in sft and len(sft) == 2 + 10
+    for arm in ("joint", "action_only"):   # every seed's endpoint is declared as its own seed's checkpoint
+        assert [w.c["trained_endpoints"][e] for e in w.joint_actors[arm]] == \
+            [f"results/calibrator/sft/{arm}-seed{k}" for k in range(5)]
 
 
 @pytest.mark.parametrize("edit, match", [
@@ -42,6 +65,12 @@ def test_paper_preset_has_the_papers_roles_actors_and_recipe():
     (lambda c: c["calibrator"].update(recipients=["nowhere"]), r"calibrator.recipients: endpoint 'nowhere'"),
     (lambda c: c["calibrator"]["train"].update(variants=["screen_only"]) or c["calibrator"].update(variants=["full"]),
      r"train.variants must be among variants"),
+    (lambda c: c["calibrator"]["rollouts"].update(envs=["alfworld"]) or c["history"].update(envs=["scienceworld"]),
+     r"calibrator.rollouts.envs: \['alfworld'\] not in history.envs"),
+    (lambda c: c["calibrator"]["ablation"]["endpoints"].update(screen_only="nowhere"),
+     r"calibrator.ablation.endpoints.screen_only: endpoint 'nowhere'"),
+    (lambda c: c["calibrator"]["joint"]["actors"].update(action_only=["nowhere"]),
+     r"calibrator.joint.actors.action_only: endpoint 'nowhere'"),
 ])
 def test_bad_config_is_refused_with_the_key_named(edit, match):
     cfg = copy.deepcopy(base_config())

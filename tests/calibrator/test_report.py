@@ -90,3 +90,69 @@ def test_history_continuation_tables_name_a_trained_calibrator():
     assert "learned calibrator served by cal" in note
     labels, note = continuation_labels(cont)
     assert labels["calibrator"] == "Calibrator (untrained stand-in: cal)" and "untrained stand-in" in note
+
+
+def test_figure9_recovers_planted_seed_means_and_spread_and_a_null():
+    from hindsight.studies.history.calibrator.report import arm_rows
+
+    rng = np.random.default_rng(1)
+
+    def arm(p_seeds, n=3000):
+        return pd.DataFrame([{"model": f"s{k}", "env": e, "won": bool(w)} for k, p in enumerate(p_seeds)
+                             for e in ("x", "y") for w in rng.random(n) < p])
+    planted = {"joint": [0.50, 0.55, 0.60, 0.65, 0.70], "action_only": [0.40] * 5}
+    rows = arm_rows({a: arm(p) for a, p in planted.items()}, {"joint": "J", "action_only": "A"})
+    r = rows.set_index(["Arm", "Environment"])
+    assert abs(r.loc[("J", "all"), "Mean success (%)"] - 60) < 1.5 and r.loc[("J", "x"), "Endpoints"] == 5
+    assert abs(r.loc[("J", "x"), "SD (%)"] - 100 * np.std(planted["joint"], ddof=1)) < 2
+    assert r.loc[("A", "all"), "SD (%)"] < 2 and abs(r.loc[("A", "y"), "Mean success (%)"] - 40) < 2
+    null = arm_rows({"joint": arm([0.3] * 5), "action_only": arm([0.3] * 5)}, {"joint": "J", "action_only": "A"})
+    n = null.set_index(["Arm", "Environment"])["Mean success (%)"]
+    assert abs(n[("J", "all")] - n[("A", "all")]) < 1.5
+    one = arm_rows({"joint": arm([0.5])}, {"joint": "J"})
+    assert one["SD (%)"].isna().all()     # one endpoint: no spread to show
+
+
+def _fake_checkpoint(folder, dataset):
+    from hindsight.studies.history.calibrator.rollouts import checkpoint_digest
+
+    ck = folder / "checkpoint"
+    ck.mkdir(parents=True)
+    (ck / "model.safetensors").write_bytes(b"weights")
+    (folder / "hindsight-sft.json").write_text(json.dumps({
+        "trained_by": "calibrator_sft", "checkpoint": "checkpoint", "digest": checkpoint_digest(ck),
+        "dataset": f"results/calibrator/dataset/{dataset}.jsonl"}))
+    return str(folder)
+
+
+def test_table9_success_and_figure9_label_their_endpoints(tmp_path):
+    from hindsight.studies.history.calibrator.report import _ablation_and_joint, ablation_caption
+
+    def ep(path, model, won):
+        pd.DataFrame({"model": model, "env": ["x"] * len(won), "won": won}).to_parquet(path)
+        return [str(path)]
+    ablation = {"full": ep(tmp_path / "f.parquet", ["a"] * 4, [1, 1, 1, 0]),
+                "screen_only": ep(tmp_path / "s.parquet", ["a"] * 4, [1, 0, 0, 0])}
+    arms = {"joint": ep(tmp_path / "j.parquet", ["m"] * 2, [1, 0]),
+            "action_only": ep(tmp_path / "o.parquet", ["m"] * 2, [0, 0])}
+    (tmp_path / "t").mkdir()
+    (tmp_path / "f").mkdir()
+    _ablation_and_joint(tmp_path / "t", tmp_path / "f", ablation, {"full": "cal", "screen_only": "cal"}, arms, {})
+    t9 = pd.read_csv(tmp_path / "t/table9_success.csv").set_index(["Condition", "Model", "Environment"])
+    assert t9.loc[("Full Calibrator (untrained stand-in: cal)", "all", "all"), "Successes"] == 3
+    assert t9.loc[("Content screening only (untrained stand-in: cal)", "a", "x"), "Successes"] == 1
+    text = (tmp_path / "t/table9_success.md").read_text()
+    assert "same endpoint (cal)" in text and "untrained stand-in for full, screen_only" in text
+    f9 = pd.read_csv(tmp_path / "t/figure9_joint.csv").set_index(["Arm", "Environment"])
+    assert f9.loc[("Calibration + action (untrained stand-in: m)", "x"), "Mean success (%)"] == 50
+    assert f9.loc[("Action only (untrained stand-in: m)", "all"), "Mean success (%)"] == 0
+    assert (tmp_path / "f/figure9_joint.png").stat().st_size > 1000
+    # two trained checkpoints: no stand-in; one trained on the other variant's labels is named
+    declared = {"cal": _fake_checkpoint(tmp_path / "ck_full", "full"),
+                "cal-so": _fake_checkpoint(tmp_path / "ck_so", "full")}
+    from hindsight.studies.history.calibrator.rollouts import trained_endpoints
+
+    ok = trained_endpoints(declared)
+    cap = ablation_caption({"full": "cal", "screen_only": "cal-so"}, declared, ok)
+    assert "stand-in" not in cap and "same endpoint" not in cap
+    assert "the screen_only endpoint cal-so was trained on the full dataset" in cap

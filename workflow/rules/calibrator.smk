@@ -192,6 +192,33 @@ rule calibrator_sft:
         "../scripts/calibrator_sft.py"
 
 
+rule calibrator_joint_sft:
+    input:
+        dataset="results/calibrator/joint/{arm}.jsonl",
+        code="src/hindsight/studies/history/calibrator/sft.py",
+        env="envs/train.txt",
+    output:
+        manifest="results/calibrator/sft/{arm}-seed{seed}/hindsight-sft.json",
+        recipe="results/calibrator/sft/{arm}-seed{seed}/recipe.json",
+    log:
+        "logs/calibrator/sft/{arm}-seed{seed}.log",
+    wildcard_constraints:
+        arm="joint|action_only",
+        seed=r"\d+",
+    conda:
+        "../../envs/train.yaml"
+    resources:
+        gpu=CAL.train["resources"]["gpu"],
+        mem_mb=CAL.train["resources"]["mem_mb"],
+        runtime=CAL.train["resources"]["runtime"],
+    params:
+        python=CAL.train["python"],
+        recipe=lambda wc: {**CAL.recipe(), "seed": int(wc.seed)},
+        folder=lambda w, output: os.path.dirname(output.manifest),
+    script:
+        "../scripts/calibrator_sft.py"
+
+
 rule calibrator_rollouts:
     input:
         tasks="results/tasks/{env}.parquet",
@@ -204,7 +231,7 @@ rule calibrator_rollouts:
     log:
         "logs/calibrator/rollouts/{model}/{env}.log",
     wildcard_constraints:
-        env=CAL.alternatives(CAL.history_envs),
+        env=CAL.alternatives(CAL.rollout_envs),
     conda:
         CONDA_ENV
     resources:
@@ -219,6 +246,61 @@ rule calibrator_rollouts:
         "../scripts/calibrator_rollouts.py"
 
 
+rule calibrator_ablation_rollouts:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        prompts=HISTORY.prompt_files(),
+        code=CAL.code("rollouts"),
+    output:
+        episodes="results/calibrator/ablation/{variant}/{model}/{env}.parquet",
+        steps="results/calibrator/ablation/{variant}/{model}/{env}.steps.parquet",
+        calls="results/calibrator/ablation/{variant}/{model}/{env}.calls.parquet",
+    log:
+        "logs/calibrator/ablation/{variant}/{model}/{env}.log",
+    wildcard_constraints:
+        env=CAL.alternatives(CAL.rollout_envs),
+        variant=CAL.alternatives(list(CAL.ablation_endpoints)),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: CAL.api(wc.model),
+    params:
+        cell=lambda wc: {
+            **HISTORY.cell(wc.model, wc.env),
+            "calibrator": CAL.ablation_role(wc.variant),
+        },
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+    script:
+        "../scripts/calibrator_ablation_rollouts.py"
+
+
+rule calibrator_joint_rollouts:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        prompts=HISTORY.prompt_files(),
+        cprompts=CAL.prompt_files(),
+        code=CAL.code("joint_rollouts"),
+    output:
+        episodes="results/calibrator/joint/rollouts/{arm}/{model}/{env}.parquet",
+        steps="results/calibrator/joint/rollouts/{arm}/{model}/{env}.steps.parquet",
+        calls="results/calibrator/joint/rollouts/{arm}/{model}/{env}.calls.parquet",
+    log:
+        "logs/calibrator/joint/{arm}/{model}/{env}.log",
+    wildcard_constraints:
+        env=CAL.alternatives(CAL.rollout_envs),
+        arm="joint|action_only",
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: CAL.api(wc.model),
+    params:
+        cell=lambda wc: CAL.joint_cell(HISTORY.cell(wc.model, wc.env)),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
+    script:
+        "../scripts/calibrator_joint_rollouts.py"
+
+
 rule calibrator_joint_data:
     input:
         unpack(
@@ -228,6 +310,8 @@ rule calibrator_joint_data:
                 "code": CAL.code("joint"),
             }
         ),
+        prompts=HISTORY.prompt_files(),
+        cprompts=CAL.prompt_files(),
     output:
         joint="results/calibrator/joint/joint.jsonl",
         action_only="results/calibrator/joint/action_only.jsonl",
@@ -235,6 +319,9 @@ rule calibrator_joint_data:
         "logs/calibrator/joint.log",
     conda:
         CONDA_ENV
+    params:
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
     script:
         "../scripts/calibrator_joint_data.py"
 
@@ -251,6 +338,7 @@ rule calibrator_report:
     params:
         trained_endpoints=CAL.c["trained_endpoints"],
         calibrator=CAL.roles.get("calibrator"),
+        ablation=CAL.ablation_endpoints,
         tables_dir=lambda w, output: os.path.dirname(output.index),
         figures_dir="results/calibrator/figures",
     script:

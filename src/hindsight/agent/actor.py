@@ -6,8 +6,11 @@ task, the history under a view (a :class:`Composer`), the current observation an
 admissible actions; asks the model for the next action; parses it (an unparsable or
 inadmissible action is recorded and executed as written: it counts as a step); and steps
 the environment.  Budget: ``max_actions`` actions (30 in the paper) and an output cap per
-request (8,192 tokens in the paper).  After every transition the step hooks
-(:mod:`hindsight.agent.review`) see it; a review (Appendix G.2) may write an experience
+request (8,192 tokens in the paper).  A joint actor (``mode="joint"``, section 6.4 /
+Appendix G.3) writes one calibration block before each action: the block reviews the
+preceding transition, and its experience goes beside that transition (the step row's
+review columns record it; the first step's block reviews nothing).  After every
+transition the step hooks (:mod:`hindsight.agent.review`) see it; a review (Appendix G.2) may write an experience
 that stays beside its source transition.  A memory (:mod:`hindsight.memory`) puts a block
 in every prompt; the served lesson ids and the memory's declared columns are recorded per
 step.
@@ -26,7 +29,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
-from hindsight.agent.parse import parse_action
+from hindsight.agent.parse import parse_action, parse_joint
 from hindsight.agent.records import dumps
 from hindsight.agent.review import ReviewHook, StepHook, Transition
 from hindsight.agent.render import Segment, approx_tokens, render_block, render_chat
@@ -44,7 +47,8 @@ class ActorSettings:
     model: str
     view: str = "raw"
     fmt: str = "block"                     # block | chat (Appendix F)
-    mode: str = "choice"                   # choice: reply constrained to the listed actions
+    mode: str = "choice"                   # choice: reply constrained to the listed actions; react: free text;
+                                           # joint: free text, a <calibration> block then the action (section 6.4)
     max_actions: int = 30
     max_output_tokens: int | None = 8192
     max_listed_actions: int | None = None  # list at most this many admissible actions (None: all)
@@ -60,12 +64,14 @@ class ActorSettings:
             raise ValueError(f"max_actions must be >= 1, got {self.max_actions}")
         if self.fmt not in ("block", "chat"):
             raise ValueError(f"unknown history format {self.fmt!r} (block | chat)")
-        if self.mode not in ("choice", "react"):
-            raise ValueError(f"unknown action mode {self.mode!r} (choice | react)")
+        if self.mode not in ("choice", "react", "joint"):
+            raise ValueError(f"unknown action mode {self.mode!r} (choice | react | joint)")
         if self.sample < 0:
             raise ValueError(f"sample must be >= 0, got {self.sample}")
         if self.shuffle not in SHUFFLE_MODES:
             raise ValueError(f"unknown shuffle mode {self.shuffle!r} ({' | '.join(SHUFFLE_MODES)})")
+        if self.mode == "joint" and self.review:
+            raise ValueError("a joint actor (mode 'joint') writes its own calibration: no separate review")
 
 
 class Composer(Protocol):
@@ -135,6 +141,16 @@ def default_hooks(prompts: Any, s: ActorSettings) -> list[StepHook]:
     return [ReviewHook(prompts, s.review_model or s.model, s.review_max_tokens or s.max_output_tokens)]
 
 
+def attach_calibration(ep: Episode, decision: str, experience: str | None, call_id: str | None) -> None:
+    """A joint actor's calibration of the latest completed transition: its experience (if
+    CALIBRATE) beside that entry, and the review columns of that step's row (the call is
+    the actor's own, the one that wrote the block)."""
+    last = ep.entries[-1]
+    exp = experience if decision == "CALIBRATE" else None
+    ep.entries[-1] = Entry(last.observation, last.action, exp)
+    ep.steps[-1].update(review_call_id=call_id, review_decision=decision, experience=exp)
+
+
 async def run_episode(
     client: Any, env: Any, prompts: Any, s: ActorSettings, *, env_name: str,
     task_id: str, episode_id: str, seed: int | str, composer: Composer | None = None,
@@ -185,7 +201,12 @@ async def run_episode(
             break
         if first_tokens is None:
             first_tokens, first_approx = r.usage.prompt_tokens, approx_tokens(prompt_text)
-        parsed = parse_action(r.text, admissible, "choice" if (s.mode == "choice" and shown) else "react")
+        if s.mode == "joint":  # the block reviews the preceding transition: its experience goes beside it
+            cal, parsed = parse_joint(r.text, admissible, "react")
+            if entries:
+                attach_calibration(ep, cal.decision, cal.experience, r.call_id)
+        else:
+            parsed = parse_action(r.text, admissible, "choice" if (s.mode == "choice" and shown) else "react")
         new = await call(env.step, parsed.action)
         terminal = bool(new.done) or i + 1 == s.max_actions
         review_id = decision = exp = None

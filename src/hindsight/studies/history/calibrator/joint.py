@@ -1,16 +1,20 @@
 """Training data for the joint actor of section 6.4 / Appendix G.3 and its action-only
 baseline, from successful rollouts.
 
-- joint: from successful Calibrator rollouts, one example per step: the actor prompt the
-  step was chosen on (with the calibrator's experiences so far beside their transitions),
-  and the target ``<calibration>{G.2 output}</calibration>`` followed immediately by the
-  environment action, where the calibration is the calibrator's review of the immediately
-  preceding completed transition (NOUPDATE at the first step);
-- action-only: from successful Raw rollouts, the actor prompt and the action alone.
+- joint: from successful Calibrator rollouts, one example per step: the joint actor's
+  prompt at that step (:func:`.jointactor.actor_prompt`: the raw history with the
+  calibrator's experiences beside their transitions, except the preceding transition's,
+  which this very target writes) and the target ``<calibration>{G.2 output}</calibration>``
+  followed immediately by ``<action>...</action>``, where the calibration is the
+  calibrator's review of the immediately preceding completed transition (NOUPDATE at the
+  first step);
+- action-only: from successful Raw rollouts, the action-only prompt and the action alone.
 
-Both are written as the same chat-format JSONL as the calibrator's dataset and capped at
-the same number of examples (the paper trains both on equal amounts of data).  The joint
-actor's rollout condition (parsing the calibration block in the actor loop) is not built.
+The prompts are rendered again from the recorded steps with the arms' own reply
+instructions (the rollout condition of :mod:`.jointactor` sends exactly these prompts), not
+taken from the source actor's calls.  Both datasets are written as the same chat-format
+JSONL as the calibrator's dataset and capped at the same number of examples (the paper
+trains both on equal amounts of data).
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from hindsight.agent.views import Entry
 from hindsight.files import atomic_write_text
-from hindsight.llm import read_records
+from hindsight.studies.history.calibrator.jointactor import JointActorPrompts, actor_prompt, load_prompts
 from hindsight.studies.history.calibrator.labels import target_text
 
 INVALID = "INVALID"
@@ -39,30 +44,38 @@ def action_text(action: str) -> str:
     return f"<action>{action}</action>"
 
 
-def _examples(episodes: Sequence[str], joint: bool) -> list[dict[str, Any]]:
+def _examples(episodes: Sequence[str], arm: str, prompts: JointActorPrompts) -> list[dict[str, Any]]:
     out = []
     for ep_path in episodes:
         base = ep_path[: -len(".parquet")]
-        eps = pd.read_parquet(ep_path)
+        eps = pd.read_parquet(ep_path).set_index("episode_id")
         steps = pd.read_parquet(base + ".steps.parquet")
-        calls = read_records(base + ".calls.parquet").to_pandas().set_index("call_id")
-        won = set(eps.loc[eps["won"].astype(bool), "episode_id"])
+        won = set(eps.index[eps["won"].astype(bool)])
         for eid, g in steps[steps["episode_id"].isin(won)].sort_values(["episode_id", "step"]).groupby("episode_id"):
+            env, task = str(eps.loc[eid, "env"]), str(eps.loc[eid, "task"])
+            entries: list[Entry] = []
             prev: tuple[Any, Any] = (None, None)
             for r in g.to_dict("records"):
-                prompt = json.loads(calls.loc[r["call_id"], "messages"])
+                shown = json.loads(r["shown_actions"]) if isinstance(r["shown_actions"], str) else None
+                prompt = actor_prompt(prompts, env=env, task=task, entries=entries, observation=r["obs_before"],
+                                      step=int(r["step"]), shown=shown, arm=arm)
                 target = action_text(r["action"])
-                if joint:
+                if arm == "joint":
                     target = calibration_block(*prev) + target
+                    if entries:   # the preceding transition's experience shows from the next prompt on
+                        last = entries[-1]
+                        entries[-1] = Entry(last.observation, last.action, prev[1] if prev[0] == "CALIBRATE" else None)
                     prev = (r["review_decision"], r["experience"])
+                entries.append(Entry(r["obs_before"], r["action"]))
                 out.append({"context_id": f"{eid}/{r['step']}", "prompt": prompt, "target": target})
     return out
 
 
 def write_joint_data(*, calibrator_rollouts: Sequence[str], raw_rollouts: Sequence[str], out_joint: str,
-                     out_action_only: str) -> tuple[int, int]:
+                     out_action_only: str, prompts_dir: str, calibrator_prompts_dir: str) -> tuple[int, int]:
     """Write both datasets, each cut to the smaller one's size (in a fixed order)."""
-    j, a = _examples(calibrator_rollouts, True), _examples(raw_rollouts, False)
+    j = _examples(calibrator_rollouts, "joint", load_prompts(prompts_dir, calibrator_prompts_dir, "joint"))
+    a = _examples(raw_rollouts, "action_only", load_prompts(prompts_dir, calibrator_prompts_dir, "action_only"))
     n = min(len(j), len(a))
     for rows, path in ((j[:n], out_joint), (a[:n], out_action_only)):
         lines = [json.dumps({**x, "messages": [*x["prompt"], {"role": "assistant", "content": x["target"]}]},

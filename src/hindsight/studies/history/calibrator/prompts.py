@@ -1,7 +1,9 @@
 """The calibrator's own prompt files (``config/prompts/history/calibrator/``): the judge's
-content screen and its blind next-action comparison.  The paper describes both (section
-6.1, Appendices D.4 and G.3) but does not print them: the texts are the project's own
-(``SOURCES.md`` there).  The review itself is the history study's Appendix G.2 prompt."""
+content screen and its blind next-action comparison, and the reply instructions of the joint
+actor and its action-only baseline (section 6.4).  The paper describes the screen and the
+comparison (section 6.1, Appendices D.4 and G.3) and prints only the calibration block's two
+forms (G.3), no prompt: every text here is the project's own (``SOURCES.md`` there).  The
+review itself is the history study's Appendix G.2 prompt."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from hindsight.agent.prompts import HistoryPrompts, fill
 from hindsight.agent.render import Message, Segment, render_block
 from hindsight.prompts import PromptFiles
 
-PROMPT_FILES: tuple[str, ...] = ("screen_system.txt", "screen_user.txt", "compare_system.txt", "compare_user.txt")
+PROMPT_FILES: tuple[str, ...] = ("screen_system.txt", "screen_user.txt", "compare_system.txt", "compare_user.txt",
+                                 "respond_joint.txt", "respond_joint_code.txt", "respond_action_only.txt",
+                                 "respond_action_only_code.txt")
 
 SCREEN_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -6,8 +6,13 @@ Experience* Table 8, Figure 7, Figure 10, Table 9 and the label statistics of se
 - ``figure10_next_action``: improved / degraded next-action rates per recipient actor
   (rates over all completed comparisons, ties included; Appendix D.4);
 - ``table9_variants``: the full pipeline's targets against the content-screening-only
-  ablation's on the same contexts (the rollout comparison of Table 9 needs both trained
-  calibrators served, then it is the ``table8`` of each);
+  ablation's on the same contexts;
+- ``table9_success``: Table 9 itself, success of the Calibrator rollouts with the calibrator
+  trained on each variant's labels (``calibrator.ablation.endpoints``), per actor x
+  environment and pooled, each row labelled by its endpoint;
+- ``figure9_joint``: Figure 9, the joint actor (calibration + action) against the action-only
+  baseline per environment: mean and SD of success across the arm's endpoints (one per
+  training seed);
 - ``table8_success`` / ``figure7_success``: Raw, Causal Transition (history's cells) and
   Calibrator (this study's cells) success per actor x environment, by actor, by
   environment and pooled, Wilson 95% intervals.  Calibrator rows are labelled by the
@@ -20,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import matplotlib
 
@@ -70,13 +75,51 @@ def success_rows(frames: Mapping[str, pd.DataFrame], labels: Mapping[str, str]) 
     return pd.DataFrame(rows)
 
 
+def arm_rows(frames: Mapping[str, pd.DataFrame], labels: Mapping[str, str]) -> pd.DataFrame:
+    """Per arm and environment (and ``all``): success of each endpoint (a training seed), their
+    mean and sample SD (NaN for one endpoint), and the episodes behind them."""
+    rows = []
+    for arm, df in frames.items():
+        if df.empty:
+            continue
+        for env, g in [*df.groupby("env"), ("all", df)]:
+            per = g.groupby("model")["won"].mean() * 100
+            rows.append({"Arm": labels[arm], "Environment": env, "Endpoints": len(per), "Episodes": len(g),
+                         "Mean success (%)": float(per.mean()),
+                         "SD (%)": float(per.std(ddof=1)) if len(per) > 1 else np.nan})
+    return pd.DataFrame(rows)
+
+
+def ablation_caption(endpoints: Mapping[str, str], declared: Mapping[str, str], ok: Mapping[str, str]) -> str:
+    """Table 9's caption: which endpoint played each variant and what that means for the comparison."""
+    from hindsight.studies.history.calibrator.rollouts import trained_on
+
+    notes = []
+    if len(set(endpoints.values())) == 1:
+        notes.append(f"both variants are played by the same endpoint ({next(iter(endpoints.values()))}), so no "
+                     "training-data effect can show")
+    stand_ins = sorted(v for v, e in endpoints.items() if e not in ok)
+    if stand_ins:
+        notes.append(f"untrained stand-in for {', '.join(stand_ins)}: not a checkpoint of the training rule")
+    for v, e in endpoints.items():
+        got = trained_on(declared, e) if e in ok else None
+        if got is not None and got != v:
+            notes.append(f"the {v} endpoint {e} was trained on the {got} dataset")
+    return ("Training-data ablation (Table 9): Calibrator rollouts with the calibrator trained on content screening "
+            "only and on the full pipeline; successes out of episodes per actor x environment and pooled"
+            + ("; " + "; ".join(notes) if notes else ""))
+
+
 def _read(paths: Sequence[str]) -> pd.DataFrame:
     return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else pd.DataFrame()
 
 
 def write_report(*, labels: str, compare: Sequence[str], datasets: Sequence[str], sft: Sequence[str],
                  rollouts: Mapping[str, Sequence[str]], calibrator: str | None, joint: Sequence[str] = (),
-                 trained: Mapping[str, str], tables_dir: str, figures_dir: str, index_path: str) -> list[str]:
+                 trained: Mapping[str, str], tables_dir: str, figures_dir: str, index_path: str,
+                 ablation: Mapping[str, Sequence[str]] | None = None,
+                 ablation_endpoints: Mapping[str, str] | None = None,
+                 arms: Mapping[str, Sequence[str]] | None = None) -> list[str]:
     """Write every table and figure; ``index_path`` lists them."""
     td, fd = Path(tables_dir), Path(figures_dir)
     td.mkdir(parents=True, exist_ok=True)
@@ -144,6 +187,7 @@ def write_report(*, labels: str, compare: Sequence[str], datasets: Sequence[str]
         ax.legend(fontsize=6)
         out += [str(p) for p in save_figure(fig, [fd / "figure7_success.png", fd / "figure7_success.svg"])]
         plt.close(fig)
+    out += _ablation_and_joint(td, fd, ablation or {}, dict(ablation_endpoints or {}), arms or {}, trained)
     for p in joint:
         n = sum(1 for line in Path(p).read_text(encoding="utf-8").splitlines() if line.strip())
         out.append(f"{p} ({n} examples)")
@@ -151,4 +195,40 @@ def write_report(*, labels: str, compare: Sequence[str], datasets: Sequence[str]
              "```json", json.dumps(stats, indent=1), "```", ""] + [f"- `{p}`" for p in out]
     atomic_write_text(index_path, "\n".join(lines) + "\n")
     log.info("calibrator report: %d files", len(out))
+    return out
+
+
+TITLES = {"full": "Full Calibrator", "screen_only": "Content screening only",
+          "joint": "Calibration + action", "action_only": "Action only"}
+
+
+def _ablation_and_joint(td: Path, fd: Path, ablation: Mapping[str, Sequence[str]], endpoints: Mapping[str, str],
+                        arms: Mapping[str, Sequence[str]], trained: Mapping[str, str]) -> list[str]:
+    out: list[str] = []
+    ok = trained_endpoints(trained)
+    if ablation:
+        frames = {v: _read(list(ps)) for v, ps in ablation.items()}
+        labels = {v: calibrator_label([endpoints.get(v)], ok, TITLES[v]) for v in frames}
+        succ = success_rows(frames, labels)
+        out += [str(p) for p in write_table(succ, td / "table9_success",
+                                            caption=ablation_caption(endpoints, trained, ok))]
+    if arms:
+        frames = {a: _read(list(ps)) for a, ps in arms.items()}
+        labels = {a: calibrator_label(sorted(set(f["model"])) if not f.empty else [], ok, TITLES[a])
+                  for a, f in frames.items()}
+        rows = arm_rows(frames, labels)
+        out += [str(p) for p in write_table(rows, td / "figure9_joint", caption=(
+            "Joint actor against the action-only baseline (Figure 9): mean and SD of task success across each arm's "
+            "endpoints (one per training seed), per environment"))]
+        fig, ax = plt.subplots(figsize=(6, 3))
+        envs = sorted(set(rows["Environment"])) if not rows.empty else []
+        for i, (arm, name) in enumerate(labels.items()):
+            sub = rows[rows["Arm"] == name].set_index("Environment") if not rows.empty else pd.DataFrame()
+            ax.bar(np.arange(len(envs)) + (i - 0.5) * 0.4, [sub["Mean success (%)"].get(e, np.nan) for e in envs],
+                   0.4, yerr=[np.nan_to_num(sub["SD (%)"].get(e, np.nan)) for e in envs], label=name)
+        ax.set_xticks(np.arange(len(envs)), envs, fontsize=7)
+        ax.set_ylabel("Task success (%)")
+        ax.legend(fontsize=6)
+        out += [str(p) for p in save_figure(fig, [fd / "figure9_joint.png", fd / "figure9_joint.svg"])]
+        plt.close(fig)
     return out

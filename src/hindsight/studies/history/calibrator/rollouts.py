@@ -8,7 +8,8 @@ The reviewer sees the raw history through the latest action and its returned obs
 no reward, no score, no later action.
 
 Also: which endpoints count as the trained calibrator (:func:`trained_endpoints`) and the
-label every table gives the Calibrator rows (:func:`calibrator_label`).
+label every table gives the Calibrator rows (:func:`calibrator_label`; also the joint actor's
+and the ablation's rows) and which dataset a declared checkpoint was trained on (:func:`trained_on`).
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ def calibrator_settings(model: str, calibrator: str, actor: Mapping[str, Any], s
 
 async def calibrator_rollouts(config: Mapping[str, Any], *, model: str, env: str, cell: Mapping[str, Any],
                               calibrator: str, prompts_dir: str, tasks_path: str, out_episodes: str, out_steps: str,
-                              out_calls: str, make_env: Any = None) -> None:
-    """One Calibrator cell on the task list of the history study's (model, env) cells."""
+                              out_calls: str, make_env: Any = None, condition: str = "calibrator") -> None:
+    """One Calibrator cell on the task list of the history study's (model, env) cells
+    (``condition``: ``calibrator``, or ``calibrator-<variant>`` for Table 9's cells)."""
     tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env)
     seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
     settings = calibrator_settings(model, calibrator, cell["actor"], cell["shuffle"])
-    await rollout_cell(config, model=model, env=env, condition="calibrator", tasks=tasks, seeds=seeds,
+    await rollout_cell(config, model=model, env=env, condition=condition, tasks=tasks, seeds=seeds,
                        settings=settings, prompts_dir=prompts_dir, in_flight=int(cell["in_flight"]),
                        out_episodes=out_episodes, out_steps=out_steps, out_calls=out_calls,
                        env_options=cell["env_options"], make_env=make_env)
@@ -73,10 +75,19 @@ def trained_endpoints(declared: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def calibrator_label(endpoints: Sequence[str], trained: Mapping[str, str]) -> str:
-    """``Calibrator (<endpoint>)`` for a trained checkpoint, else ``Calibrator (untrained stand-in: <endpoint>)``."""
+def trained_on(declared: Mapping[str, str], name: str) -> str | None:
+    """The dataset (its file stem: ``full``, ``screen_only``, ``joint``, ``action_only``) that the
+    checkpoint declared for endpoint ``name`` was trained on, per its manifest; None if not declared."""
+    man = Path(declared[name]) / MANIFEST if name in declared else None
+    if man is None or not man.is_file():
+        return None
+    return Path(str(json.loads(man.read_text(encoding="utf-8")).get("dataset", ""))).stem or None
+
+
+def calibrator_label(endpoints: Sequence[str], trained: Mapping[str, str], title: str = "Calibrator") -> str:
+    """``<title> (<endpoint>)`` for a trained checkpoint, else ``<title> (untrained stand-in: <endpoint>)``."""
     names = sorted({str(e) for e in endpoints if e})
     who = ", ".join(names) or "endpoint not recorded"
     if names and set(names) <= set(trained):
-        return f"Calibrator ({who})"
-    return f"Calibrator (untrained stand-in: {who})"
+        return f"{title} ({who})"
+    return f"{title} (untrained stand-in: {who})"

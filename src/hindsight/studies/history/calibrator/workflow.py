@@ -9,12 +9,14 @@ from typing import Any, Callable, Mapping
 
 from hindsight.config import ConfigError
 
-PARTS = ("sources", "contexts", "generate", "screen", "compare", "labels", "dataset", "rollouts", "joint", "report")
+PARTS = ("sources", "contexts", "generate", "screen", "compare", "labels", "dataset", "rollouts", "joint",
+         "joint_rollouts", "report")
 NOT_CODE = ("hindsight.config", "hindsight.files", "hindsight.llm", "hindsight.rule_entry", "hindsight.testing")
 STAGE_MODULE = {"sources": "entry", "contexts": "contexts", "generate": "generate", "screen": "screen",
                 "compare": "compare", "labels": "dataset", "dataset": "dataset", "rollouts": "rollouts", "joint": "joint",
-                "report": "report"}
+                "joint_rollouts": "jointactor", "report": "report"}
 VARIANTS = ("full", "screen_only")
+ARMS = ("joint", "action_only")
 
 
 class CalibratorWorkflow:
@@ -38,11 +40,18 @@ class CalibratorWorkflow:
         self.train = dict(self.c["train"])
         self.train_variants = list(self.train["variants"]) if self.train["enabled"] else []
         self.rollouts_enabled = bool(self.c["rollouts"]["enabled"])
+        self.rollout_envs = list(self.c["rollouts"]["envs"])
+        ab, jo = dict(self.c["ablation"]), dict(self.c["joint"])
+        self.ablation_enabled = self.rollouts_enabled and bool(ab["enabled"])
+        self.joint_enabled = self.rollouts_enabled and bool(jo["enabled"])
+        self.joint_actors = {arm: list(eps or []) for arm, eps in dict(jo["actors"]).items()}
+        self.joint_train_seeds = [int(k) for k in jo["train"]["seeds"]] if jo["train"]["enabled"] else []
         self.roles = dict(config["roles"])
         self.prompts_dir = str(self.c["prompts_dir"])
         if self.enabled:
             self.check()
         self.generator, self.judge = self.roles.get("generator"), self.roles.get("judge")
+        self.ablation_endpoints = {v: (e or self.roles.get("calibrator")) for v, e in dict(ab["endpoints"]).items()}
 
     def check(self) -> None:
         for role in ("generator", "judge") + (("calibrator",) if self.rollouts_enabled else ()):
@@ -64,10 +73,27 @@ class CalibratorWorkflow:
                 raise ConfigError(f"config key calibrator.splits.{env}: {self.c['splits'][env]!r} is also the "
                                   f"history evaluation split (history.splits.{env}); the calibrator's tasks must "
                                   "be disjoint from the evaluation tasks: name another split")
+        self.check_rollouts()
         bad = sorted(set(self.variants) - set(VARIANTS)) + sorted(set(self.train["variants"]) - set(self.variants))
         if bad:
             raise ConfigError(f"config key calibrator.variants / calibrator.train.variants: unknown or not built "
                               f"{bad}; allowed: {', '.join(VARIANTS)} (train.variants must be among variants)")
+
+    def check_rollouts(self) -> None:
+        """The rollout keys: environments among history's, every endpoint in the registry (the
+        schema fixes the ablation's variants and the joint actor's arms)."""
+        c = self.c
+        extra = sorted(set(self.rollout_envs) - set(self.history_envs))
+        if extra:
+            raise ConfigError(f"config key calibrator.rollouts.envs: {extra} not in history.envs "
+                              f"{self.history_envs}; the Calibrator rows are compared with history's Raw and Causal "
+                              "cells on the same tasks: name environments of history.envs")
+        named = [(f"calibrator.ablation.endpoints.{v}", e) for v, e in c["ablation"]["endpoints"].items() if e]
+        named += [(f"calibrator.joint.actors.{a}", e) for a, es in self.joint_actors.items() for e in es]
+        for key, e in named:
+            if e not in self.registry:
+                raise ConfigError(f"config key {key}: endpoint '{e}' is not in the registry; add an entry to "
+                                  f"{self.config['models_file']} or name another")
 
     def prompt_files(self) -> list[str]:
         from hindsight.studies.history.calibrator.prompts import PROMPT_FILES
@@ -109,6 +135,14 @@ class CalibratorWorkflow:
             p["actor"] = {"name": model, **self.endpoint(model), "settings": dict(self.h["actor"])}
         return p
 
+    def ablation_role(self, variant: str) -> dict[str, Any]:
+        who = self.ablation_endpoints[variant]
+        return {"name": who, **self.endpoint(who)}
+
+    def joint_cell(self, history_cell: Mapping[str, Any]) -> dict[str, Any]:
+        """A joint-actor cell: history's cell (its tasks, seeds and actor) and the reply cap."""
+        return {**history_cell, "max_output_tokens": self.c["joint"]["max_output_tokens"]}
+
     def recipe(self) -> dict[str, Any]:
         """The SFT recipe (``calibrator.train`` less the rule's plumbing)."""
         return {k: self.train[k] for k in ("base_model", "epochs", "learning_rate", "batch_size", "grad_accum",
@@ -127,19 +161,50 @@ class CalibratorWorkflow:
     def rollout_files(self) -> dict[str, list[str]]:
         if not self.rollouts_enabled:
             return {}
-        ms, es = self.history_models, self.history_envs
+        ms, es = self.history_models, self.rollout_envs
         hist = "results/history/rollouts"
         return {"raw": [f"{hist}/{m}/{e}/raw.parquet" for m in ms for e in es],
                 "causal": [f"{hist}/{m}/{e}/causal.parquet" for m in ms for e in es],
                 "calibrator": [f"results/calibrator/rollouts/{m}/{e}/calibrator.parquet" for m in ms for e in es]}
 
+    def ablation_files(self) -> dict[str, list[str]]:
+        """Table 9's Calibrator cells per variant: for ``full``, the Table 8 cells when its endpoint
+        is ``roles.calibrator`` (the same rollouts); otherwise the variant's own cells."""
+        if not self.ablation_enabled:
+            return {}
+        out = {}
+        for v in VARIANTS:
+            if v == "full" and self.ablation_endpoints[v] == self.roles.get("calibrator"):
+                out[v] = self.rollout_files()["calibrator"]
+            else:
+                out[v] = [f"results/calibrator/ablation/{v}/{m}/{e}.parquet"
+                          for m in self.history_models for e in self.rollout_envs]
+        return out
+
+    def joint_files(self) -> dict[str, list[str]]:
+        """The joint actor's and the action-only baseline's cells: arm x endpoint x environment."""
+        if not self.joint_enabled:
+            return {}
+        return {a: [f"results/calibrator/joint/rollouts/{a}/{m}/{e}.parquet" for m in self.joint_actors[a]
+                    for e in self.rollout_envs] for a in ARMS}
+
+    def joint_sft_files(self) -> list[str]:
+        """The joint actor's and the baseline's SFT runs, one per seed (the calibrator's recipe and
+        environment, ``calibrator.joint.train``); none unless enabled."""
+        if not self.rollouts_enabled:
+            return []
+        return [f"results/calibrator/sft/{a}-seed{k}/hindsight-sft.json" for a in ARMS for k in self.joint_train_seeds]
+
     def report_inputs(self) -> dict[str, Any]:
         out: dict[str, Any] = {"labels": "results/calibrator/labels.parquet", "compare": self.compare_files(),
                                "datasets": [f"results/calibrator/dataset/{v}.parquet" for v in self.variants],
-                               "sft": [f"results/calibrator/sft/{v}/hindsight-sft.json" for v in self.train_variants]}
+                               "sft": [f"results/calibrator/sft/{v}/hindsight-sft.json" for v in self.train_variants]
+                               + self.joint_sft_files()}
         out.update(self.rollout_files())
         if self.rollouts_enabled:
             out["joint"] = ["results/calibrator/joint/joint.jsonl", "results/calibrator/joint/action_only.jsonl"]
+        out.update({f"ablation_{v}": fs for v, fs in self.ablation_files().items()})
+        out.update({f"arm_{a}": fs for a, fs in self.joint_files().items()})
         return out
 
     def final_targets(self) -> list[str]:

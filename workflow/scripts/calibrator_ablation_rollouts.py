@@ -1,0 +1,12 @@
+"""Rule calibrator_ablation_rollouts: one Calibrator cell of Table 9 (the calibrator trained on one
+variant's labels) on the history study's tasks."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.history.calibrator import rollouts
+
+s = snakemake  # noqa: F821
+run_rule(s, lambda: rollouts.calibrator_rollouts(
+    s.config, model=s.wildcards.model, env=s.wildcards.env, cell=s.params.cell,
+    calibrator=s.params.cell["calibrator"]["name"], prompts_dir=s.params.prompts_dir, tasks_path=s.input.tasks,
+    out_episodes=s.output.episodes, out_steps=s.output.steps, out_calls=s.output.calls,
+    condition=f"calibrator-{s.wildcards.variant}"))

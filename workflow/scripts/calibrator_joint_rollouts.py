@@ -1,0 +1,11 @@
+"""Rule calibrator_joint_rollouts: one cell of the joint actor or the action-only baseline (section 6.4)."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.history.calibrator.jointactor import joint_rollouts
+
+s = snakemake  # noqa: F821
+run_rule(s, lambda: joint_rollouts(
+    s.config, arm=s.wildcards.arm, model=s.wildcards.model, env=s.wildcards.env, cell=s.params.cell,
+    max_output_tokens=s.params.cell["max_output_tokens"], prompts_dir=s.params.prompts_dir,
+    calibrator_prompts_dir=s.params.calibrator_prompts_dir, tasks_path=s.input.tasks,
+    out_episodes=s.output.episodes, out_steps=s.output.steps, out_calls=s.output.calls))
