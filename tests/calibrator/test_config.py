@@ -35,6 +35,7 @@ def test_default_resolves_to_one_job_per_stage_and_model():
                                for a in ("joint", "action_only")}
     inputs = w.report_inputs()
     assert inputs["ablation_screen_only"] and inputs["arm_joint"] and inputs["arm_action_only"]
+    assert w.joint_data_files()["raw"] == ["results/history/rollouts/smollm2/scienceworld/raw.parquet"]
     assert w.joint_cell({"seed": 1})["max_output_tokens"] == w.c["joint"]["max_output_tokens"]
 
 
@@ -52,6 +53,9 @@ def test_paper_preset_has_the_papers_roles_actors_and_recipe():
     assert w.c["trained_endpoints"][ab["screen_only"]].endswith("/screen_only")
     assert w.ablation_files()["screen_only"][0].startswith("results/calibrator/ablation/screen_only/")
     assert len(w.joint_actors["joint"]) == len(w.joint_actors["action_only"]) == 5
+    assert w.joint_data_files() == {
+        "calibrator": [f"results/calibrator/rollouts/gpt-5.6-sol/{e}/calibrator.parquet" for e in w.rollout_envs],
+        "raw": [f"results/history/rollouts/gpt-5.6-sol/{e}/raw.parquet" for e in w.rollout_envs]}
     sft = w.report_inputs()["sft"]
     assert "results/calibrator/sft/joint-seed4/hindsight-sft.json" in sft and len(sft) == 2 + 10
     for arm in ("joint", "action_only"):   # every seed's endpoint is declared as its own seed's checkpoint
@@ -69,6 +73,8 @@ def test_paper_preset_has_the_papers_roles_actors_and_recipe():
      r"calibrator.rollouts.envs: \['alfworld'\] not in history.envs"),
     (lambda c: c["calibrator"]["ablation"]["endpoints"].update(screen_only="nowhere"),
      r"calibrator.ablation.endpoints.screen_only: endpoint 'nowhere'"),
+    (lambda c: c["calibrator"]["joint"].update(data_models=["nowhere"]),
+     r"calibrator.joint.data_models: endpoint 'nowhere'"),
     (lambda c: c["calibrator"]["joint"]["actors"].update(action_only=["nowhere"]),
      r"calibrator.joint.actors.action_only: endpoint 'nowhere'"),
 ])

@@ -305,8 +305,7 @@ rule calibrator_joint_data:
     input:
         unpack(
             lambda wc: {
-                "calibrator": CAL.rollout_files()["calibrator"],
-                "raw": CAL.rollout_files()["raw"],
+                **CAL.joint_data_files(),
                 "code": CAL.code("joint"),
             }
         ),

@@ -46,6 +46,7 @@ class CalibratorWorkflow:
         self.joint_enabled = self.rollouts_enabled and bool(jo["enabled"])
         self.joint_actors = {arm: list(eps or []) for arm, eps in dict(jo["actors"]).items()}
         self.joint_train_seeds = [int(k) for k in jo["train"]["seeds"]] if jo["train"]["enabled"] else []
+        self.joint_data_models = list(jo["data_models"] or history_models)
         self.roles = dict(config["roles"])
         self.prompts_dir = str(self.c["prompts_dir"])
         if self.enabled:
@@ -88,7 +89,8 @@ class CalibratorWorkflow:
             raise ConfigError(f"config key calibrator.rollouts.envs: {extra} not in history.envs "
                               f"{self.history_envs}; the Calibrator rows are compared with history's Raw and Causal "
                               "cells on the same tasks: name environments of history.envs")
-        named = [(f"calibrator.ablation.endpoints.{v}", e) for v, e in c["ablation"]["endpoints"].items() if e]
+        named = [("calibrator.joint.data_models", e) for e in self.joint_data_models]
+        named += [(f"calibrator.ablation.endpoints.{v}", e) for v, e in c["ablation"]["endpoints"].items() if e]
         named += [(f"calibrator.joint.actors.{a}", e) for a, es in self.joint_actors.items() for e in es]
         for key, e in named:
             if e not in self.registry:
@@ -166,6 +168,13 @@ class CalibratorWorkflow:
         return {"raw": [f"{hist}/{m}/{e}/raw.parquet" for m in ms for e in es],
                 "causal": [f"{hist}/{m}/{e}/causal.parquet" for m in ms for e in es],
                 "calibrator": [f"results/calibrator/rollouts/{m}/{e}/calibrator.parquet" for m in ms for e in es]}
+
+    def joint_data_files(self) -> dict[str, list[str]]:
+        """The rollouts both joint-actor datasets come from: the Calibrator (joint) and Raw
+        (action-only) cells of ``calibrator.joint.data_models`` on history's tasks."""
+        ms, es = self.joint_data_models, self.rollout_envs
+        return {"calibrator": [f"results/calibrator/rollouts/{m}/{e}/calibrator.parquet" for m in ms for e in es],
+                "raw": [f"results/history/rollouts/{m}/{e}/raw.parquet" for m in ms for e in es]}
 
     def ablation_files(self) -> dict[str, list[str]]:
         """Table 9's Calibrator cells per variant: for ``full``, the Table 8 cells when its endpoint
