@@ -10,6 +10,12 @@ with a HARMFUL lesson it ends the task with a bare ``complete_task()`` (which fa
 with neither it solves the tasks of the first family of each split (:func:`solutions`;
 half of the practice tasks: the No-playbook level).  So the whole playbook (both) fails every task, the helpful block alone solves
 every task, and no playbook solves about half.
+
+On ALFWorld (generated games: :func:`build_alfworld`) the same Reflector and Curator
+replies plant the same lessons and the actor takes the first listed action
+(:func:`alf_policy`): the cheap real environment of the resume, stop-rule and ALFWorld
+tests, where success does not matter.  AppWorld engines are shared between the jobs of a
+test module (:class:`SharedEnv`), so each module starts one.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from hindsight.testing import loopback_endpoint
+from hindsight.testing import loopback_embed_endpoint, loopback_endpoint
 from tests.conftest import REPO, base_config
 
 HELPFUL = [  # short: the helpful block fits within 40 % of the playbook's tokens
@@ -58,6 +64,31 @@ def build_appworld(root: Path) -> Path:
     return root
 
 
+def build_alfworld(root: Path) -> Path:
+    """A few generated ALFWorld games (two training and two practice games), in this process."""
+    from hindsight.envs.alfworld_gen import generate
+
+    generate(root, seed=0, sizes={"train": 2, "practice": 2}, workers=1)
+    return root
+
+
+class SharedEnv:
+    """An environment object shared by the jobs of one test (the pool's ``close`` leaves it
+    open; :meth:`shut` closes it): AppWorld's engine takes a minute to start and reset."""
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+    def close(self) -> None:
+        pass
+
+    def shut(self) -> None:
+        self._env.close()
+
+
 def solutions(root: Path) -> dict[str, tuple[bool, str]]:
     """Task instruction -> (solved without a lesson, its ground-truth solution as one code action).
 
@@ -77,8 +108,11 @@ def solutions(root: Path) -> dict[str, tuple[bool, str]]:
     return out
 
 
-def make_policy(sols: Mapping[str, str]):
-    """The scripted policy of the module docstring (``body`` -> reply text)."""
+def make_policy(sols: Mapping[str, tuple[bool, str]] | None):
+    """The scripted policy of the module docstring (``body`` -> reply text); ``sols``
+    ``None``: ALFWorld's actor, the first listed action."""
+    from hindsight.testing.policies import first_admissible
+
     def policy(body: Mapping[str, Any]) -> str:
         msgs = body.get("messages") or []
         system = msgs[0].get("content", "") if msgs else ""
@@ -95,6 +129,8 @@ def make_policy(sols: Mapping[str, str]):
         if system.startswith(DC_CURATOR):
             return "<cheatsheet>\n" + "\n".join(f'<entry uses="1">{t}</entry>' for t in HELPFUL + HARMFUL) \
                 + "\n</cheatsheet>"
+        if sols is None:
+            return first_admissible(body)
         text = "\n".join(m.get("content", "") for m in msgs)
         instruction = next((i for i in sols if i in text), None)
         if instruction is None:
@@ -107,21 +143,29 @@ def make_policy(sols: Mapping[str, str]):
     return policy
 
 
-def config(tmp_path: Path, srv: Any, root: Path, **playbook: Any) -> dict[str, Any]:
-    """The default config on endpoint ``loop`` (every chat role) and ``minilm``; AppWorld at ``root``."""
+def alf_policy():
+    """The planted lessons' roles (:func:`make_policy`) with ALFWorld's first-action actor."""
+    return make_policy(None)
+
+
+def config(tmp_path: Path, srv: Any, root: Path, env: str = "appworld", embedder: str = "minilm",
+           **playbook: Any) -> dict[str, Any]:
+    """The default config on endpoint ``loop`` (every chat role) and ``embedder`` (``minilm``,
+    or ``loop`` for the loopback server's hash vectors); ``env`` (its data at ``root``)."""
     cfg = copy.deepcopy(base_config())
     registry = yaml.safe_load((REPO / "config" / "models.yaml").read_text())["endpoints"]
     models = tmp_path / "models.yaml"
     models.write_text(yaml.safe_dump({"endpoints": {
         "loop": loopback_endpoint(srv, params={"temperature": 0.0, "top_p": 1.0, "max_tokens": 512, "seed": 0}),
-        "minilm": registry["minilm"]}}))
+        "minilm": registry["minilm"], "loop-embed": loopback_embed_endpoint(srv)}}))
     cfg.update(models_file=str(models), panel=["loop"],
-               roles={**{r: "loop" for r in cfg["roles"]}, "embedder": "minilm"},
+               roles={**{r: "loop" for r in cfg["roles"]}, "embedder": "minilm" if embedder == "minilm" else "loop-embed"},
                cache={"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use"})
     cfg["request"] = {"timeout_s": 10.0, "max_retries": 4, "backoff_base_s": 0.01, "backoff_max_s": 0.1}
     pb = cfg["playbook"]
-    pb.update(envs=["appworld"], env_options={"appworld": {"root": str(root)}}, in_flight=1)  # one engine a job
-    pb["actor"] = {"mode": "choice", "max_actions": 1, "max_output_tokens": 400, "max_listed_actions": 10}
+    pb.update(envs=[env], env_options={env: {"root": str(root)}}, in_flight=1)  # one engine a job
+    pb["actor"] = {"mode": "choice", "max_actions": 1 if env == "appworld" else 2, "max_output_tokens": 400,
+                   "max_listed_actions": 10}
     pb["growth"].update(runs=2, train_tasks=2, batch_size=2, max_passes=1)
     pb["measurement"].update(blocks=2, practice_tasks=4, episodes=16)
     pb["choice"].update(episodes=4)
@@ -135,11 +179,11 @@ def config(tmp_path: Path, srv: Any, root: Path, **playbook: Any) -> dict[str, A
     return cfg
 
 
-def task_table(root: Path, path: Path) -> Path:
-    from hindsight.envs.appworld import task_rows
+def task_table(root: Path, path: Path, env: str = "appworld") -> Path:
+    from hindsight.envs import alfworld, appworld
     from hindsight.envs.tasks import make_table, write_table
 
-    write_table(make_table("appworld", task_rows(root)), path)
+    write_table(make_table(env, {"appworld": appworld, "alfworld": alfworld}[env].task_rows(root)), path)
     return path
 
 
@@ -174,8 +218,9 @@ def paths(base: Path, part: str, k: int = 1, candidate: str = "none") -> dict[st
 
 
 def run_part(cfg: Mapping[str, Any], part: str, base: Path, tasks: Path, *, k: int = 1, candidate: str = "none",
-             variant: str = "ace-passfail", growth: str = "std") -> Any:
-    """One job of the study, in this process (what its rule's script calls)."""
+             variant: str = "ace-passfail", growth: str = "std", make_env: Any = None) -> Any:
+    """One job of the study, in this process (what its rule's script calls); ``make_env``:
+    the environments' constructor (default: the configured engine, one per job)."""
     import asyncio
 
     from hindsight.studies.playbook.choice import choice_run
@@ -185,9 +230,10 @@ def run_part(cfg: Mapping[str, Any], part: str, base: Path, tasks: Path, *, k: i
 
     wf = workflow(cfg)
     pb = cfg["playbook"]
+    env, model = pb["envs"][0], (pb["models"] or cfg["panel"])[0]
     o = {f"out_{key}": v for key, v in paths(base, part, k, candidate).items()}
-    common = dict(model="loop", env="appworld", variant=variant, growth=growth, cell=wf.cell(part, "loop", "appworld"),
-                  actor_prompts_dir=str(REPO / pb["actor_prompts_dir"]), tasks_path=str(tasks))
+    common = dict(model=model, env=env, variant=variant, growth=growth, cell=wf.cell(part, model, env),
+                  actor_prompts_dir=str(REPO / pb["actor_prompts_dir"]), tasks_path=str(tasks), make_env=make_env)
     runs = range(1, int(pb["growth"]["runs"]) + 1)
     if part == "growth":
         coro = growth_run(cfg, run=k, prompts_dir=str(REPO / pb["prompts_dir"]), **common, **o)

@@ -5,46 +5,63 @@ The scripted policy (tests/playbook/helpers.py) solves every task when served a 
 lesson and no HARMFUL one, none when served a HARMFUL one, and half without lessons.  The
 Curator plants three of each; the embedded all-MiniLM-L6-v2 embedder and Ward's method put
 them in two blocks.  So the curated set must keep the helpful block and drop the harmful
-one, and RBC's choice must beat the whole playbook on the evaluation tasks.
+one, and RBC's choice must beat the whole playbook on the evaluation tasks.  The jobs run
+once for the module (one AppWorld engine shared by all of them); each test reads their outputs.
 """
 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
 from hindsight.llm import read_records
+from hindsight.testing import LoopbackServer
 from tests.playbook.helpers import HARMFUL, HELPFUL, config, make_policy, paths, run_part, solutions, task_table, \
     workflow
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # AppWorld engines start per job
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # one AppWorld engine for the module
 
 
-def test_curation_keeps_the_helpful_block_and_rbc_beats_whole(aw_root, loopback, tmp_path):
-    srv = loopback(policy=make_policy(solutions(aw_root)))
-    cfg = config(tmp_path, srv, aw_root)
-    tasks = task_table(aw_root, tmp_path / "tasks.parquet")
-    base = tmp_path / "results/playbook/std/loop/appworld/ace-passfail"
-    for k in (1, 2):
-        run_part(cfg, "growth", base, tasks, k=k)
-        run_part(cfg, "practice", base, tasks, k=k)
-    run_part(cfg, "choice", base, tasks)
-    cands = workflow(cfg).candidates()
-    for c in cands:
-        run_part(cfg, "eval", base, tasks, candidate=c)
-
-    # growth: the planted lessons with stable ids, every pass's playbook as Parquet
+@pytest.fixture(scope="module")
+def run(aw_root, aw_env, tmp_path_factory):
+    """Two growth runs, their practice rounds, the choice and every candidate's evaluation."""
+    tmp_path = tmp_path_factory.mktemp("playbook-e2e")
+    srv = LoopbackServer(policy=make_policy(solutions(aw_root))).start()
+    try:
+        cfg = config(tmp_path, srv, aw_root)
+        tasks = task_table(aw_root, tmp_path / "tasks.parquet")
+        base = tmp_path / "results/playbook/std/loop/appworld/ace-passfail"
+        for k in (1, 2):
+            run_part(cfg, "growth", base, tasks, k=k, make_env=aw_env)
+            run_part(cfg, "practice", base, tasks, k=k, make_env=aw_env)
+        run_part(cfg, "choice", base, tasks, make_env=aw_env)
+        cands = workflow(cfg).candidates()
+        for c in cands:
+            run_part(cfg, "eval", base, tasks, candidate=c, make_env=aw_env)
+    finally:
+        srv.stop()
     pb = pd.read_parquet(paths(base, "growth", 1)["playbooks"])
+    evals = pd.concat([pd.read_parquet(base / f"eval/{c}.parquet") for c in cands])
+    return SimpleNamespace(tmp=tmp_path, cfg=cfg, tasks=tasks, base=base, cands=cands, pb=pb, evals=evals,
+                           choice=json.loads((base / "choice.json").read_text()),
+                           helpful_ids=set(pb.loc[pb["text"].isin(HELPFUL), "lesson_id"]),
+                           harmful_ids=set(pb.loc[pb["text"].isin(HARMFUL), "lesson_id"]))
+
+
+def test_growth_appends_the_planted_lessons_with_stable_ids(run):
+    pb, base = run.pb, run.base
+    # the planted lessons with stable ids, every pass's playbook as Parquet
     assert list(pb["text"]) == HELPFUL + HARMFUL and list(pb["pass"]) == [1] * 6
     assert list(pb["lesson_id"]) == [f"str-{i:05d}" for i in range(1, 7)]
     growth = json.loads((base / "growth/run1.json").read_text())
     assert growth["calls"]["ace_reflector"]["calls"] == 2 and growth["calls"]["ace_curator"]["calls"] == 1
 
-    # practice: two blocks, helpful and harmful; the curated set is the helpful one within B
-    helpful_ids = set(pb.loc[pb["text"].isin(HELPFUL), "lesson_id"])
-    harmful_ids = set(pb.loc[pb["text"].isin(HARMFUL), "lesson_id"])
+
+def test_practice_blocks_split_helpful_from_harmful_and_the_curated_set_is_the_helpful_one(run):
+    base, helpful_ids, harmful_ids = run.base, run.helpful_ids, run.harmful_ids
     for k in (1, 2):
         rec = json.loads((base / f"practice/run{k}.json").read_text())
         assert sorted(map(set, rec["blocks"]["blocks"]), key=sorted) == sorted([helpful_ids, harmful_ids], key=sorted)
@@ -66,13 +83,13 @@ def test_curation_keeps_the_helpful_block_and_rbc_beats_whole(aw_root, loopback,
             want = set().union(*[set(rec["blocks"]["blocks"][b]) for b in range(2) if z[b] == "1"])
             assert served == want
 
-    # the choice: fresh practice episodes only, RBC serves a curated set, Best-Full a whole one or none
-    choice = json.loads((base / "choice.json").read_text())
+
+def test_the_choice_reads_fresh_practice_episodes_only(run):
+    base, choice, evals, tasks = run.base, run.choice, run.evals, run.tasks
     scores = pd.read_parquet(base / "choice.scores.parquet")
     assert set(scores["split"]) == {"practice"}
     table = pd.read_parquet(tasks).set_index("task_id")
     assert set(table.loc[scores["task_id"].unique(), "split"]) == {"practice"}
-    evals = pd.concat([pd.read_parquet(base / f"eval/{c}.parquet") for c in cands])
     assert set(scores["task_id"]).isdisjoint(set(evals["task_id"]))
     assert set(scores["episode_id"]).isdisjoint(set(evals["episode_id"]))
     practice_ids = set().union(*[set(pd.read_parquet(base / f"practice/run{k}.parquet")["episode_id"]) for k in (1, 2)])
@@ -84,7 +101,9 @@ def test_curation_keeps_the_helpful_block_and_rbc_beats_whole(aw_root, loopback,
     assert choice["rbc"]["chosen"].startswith("curated:")
     assert choice["best_full"]["chosen"] in {"whole:run1", "whole:run2", "none"}
 
-    # evaluation: same tasks and seeds for every candidate; RBC beats Whole
+
+def test_evaluation_shares_tasks_and_seeds_and_rbc_beats_whole(run):
+    evals, choice = run.evals, run.choice
     plan = {c: sorted(zip(e["task_id"], e["seed"])) for c, e in evals.groupby("candidate")}
     assert len({tuple(v) for v in plan.values()}) == 1 and len(plan) == 5
     score = evals.groupby("candidate")["won"].mean() * 100
@@ -92,10 +111,12 @@ def test_curation_keeps_the_helpful_block_and_rbc_beats_whole(aw_root, loopback,
     assert score["whole:run1"] == score["whole:run2"] == 0.0
     assert score["none"] == 100.0  # the evaluation split's one family is solved without lessons
 
-    # the report
+
+def test_report_tables_figures_and_records(run):
     from hindsight.studies.playbook.report import write_report
 
-    w = workflow(cfg)
+    tmp_path, choice = run.tmp, run.choice
+    w = workflow(run.cfg)
     tdir = tmp_path / "results/playbook/tables"
     inputs = {k: [str(tmp_path / p) for p in v if "/ace-passfail/" in p] for k, v in w.report_inputs().items()}
     write_report(growth=inputs["growth"], playbooks=inputs["playbooks"], practice=inputs["practice"],

@@ -2,7 +2,9 @@
 call is repeated (counted at the server) and the outputs equal an uninterrupted replay.
 
 Also the growth driver's stop rule: a pass that adds nothing stops a ``std`` run after it;
-a ``long`` run plays every pass; every pass's playbook is in the run's Parquet.
+a ``long`` run plays every pass; every pass's playbook is in the run's Parquet.  All on
+ALFWorld's generated games (the cheap real engine: resuming does not depend on the
+benchmark) with the loopback server's hash embeddings.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ import pytest
 from hindsight.llm.cache import Cache
 from hindsight.testing import Faults
 from tests.conftest import REPO
-from tests.playbook.helpers import HARMFUL, HELPFUL, config, make_policy, paths, run_part, solutions, task_table
+from tests.playbook.helpers import HARMFUL, HELPFUL, alf_policy, config, paths, run_part, task_table
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # AppWorld engines start per job
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 TIMING = ["latency_s", "started_at", "finished_at"]
 
 
@@ -33,6 +35,11 @@ def _cached(cfg: dict) -> int:
     n = len(cache.records())
     cache.close()
     return n
+
+
+def _answered(srv) -> int:
+    """Calls the server answered: completions, embedded texts and token counts (each one cache entry)."""
+    return srv.stats.completions + srv.stats.embedded_texts + srv.stats.tokenize_requests
 
 
 def _proc(cfg: dict, part: str, base: Path, tasks: Path, work: Path, k: int = 1) -> list[str]:
@@ -55,7 +62,7 @@ def _same(a: dict[str, str], b: dict[str, str]) -> None:
 
 def _kill_rerun_replay(srv, cfg, part, tasks, tmp_path, ready) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    base = tmp_path / "run/results/playbook/std/loop/appworld/ace-passfail"
+    base = tmp_path / "run/results/playbook/std/loop/alfworld/ace-passfail"
     proc = subprocess.Popen(_proc(cfg, part, base, tasks, tmp_path / "w1"), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
@@ -70,45 +77,47 @@ def _kill_rerun_replay(srv, cfg, part, tasks, tmp_path, ready) -> None:
     srv.reset_stats()
     subprocess.run(_proc(cfg, part, base, tasks, tmp_path / "w2"), env=env, check=True, capture_output=True,
                    timeout=900)
-    assert srv.stats.completions == _cached(cfg) - committed  # no completed call repeated
-    replay = tmp_path / "replay/results/playbook/std/loop/appworld/ace-passfail"
+    assert _answered(srv) == _cached(cfg) - committed  # no completed call repeated
+    replay = tmp_path / "replay/results/playbook/std/loop/alfworld/ace-passfail"
     if part == "practice":  # the practice round reads the growth run's playbook
         Path(paths(replay, "growth")["playbooks"]).parent.mkdir(parents=True)
         Path(paths(replay, "growth")["playbooks"]).write_bytes(Path(paths(base, "growth")["playbooks"]).read_bytes())
     srv.reset_stats()
     subprocess.run(_proc(cfg, part, replay, tasks, tmp_path / "w3"), env=env, check=True, capture_output=True,
                    timeout=900)
-    assert srv.stats.completions == 0
+    assert _answered(srv) == 0
     _same(out, paths(replay, part))
 
 
-def test_kill_during_growth_resumes_without_repeating_a_call(aw_root, loopback, tmp_path):
-    srv = loopback(policy=make_policy(solutions(aw_root)), faults=Faults(latency_s=0.05))
-    cfg = config(tmp_path, srv, aw_root, growth__batch_size=1)
-    tasks = task_table(aw_root, tmp_path / "tasks.parquet")
+def _setup(alf_root, loopback, tmp_path, latency_s: float = 0.0, **playbook):
+    srv = loopback(policy=alf_policy(), faults=Faults(latency_s=latency_s), embed_dim=64)
+    playbook = {"measurement__practice_tasks": 2, "measurement__episodes": 6, **playbook}  # two practice games
+    cfg = config(tmp_path, srv, alf_root, env="alfworld", embedder="loop", **playbook)
+    return srv, cfg, task_table(alf_root, tmp_path / "tasks.parquet", "alfworld")
+
+
+def test_kill_during_growth_resumes_without_repeating_a_call(alf_root, loopback, tmp_path):
+    srv, cfg, tasks = _setup(alf_root, loopback, tmp_path, 0.05, growth__batch_size=1)
 
     def ready(base: Path) -> bool:  # the first batch's checkpoint: the kill lands in batch 2
         return (base / "growth/run1.json.work/pass-1/batch-00000.json").exists()
 
     _kill_rerun_replay(srv, cfg, "growth", tasks, tmp_path, ready)
-    assert not (tmp_path / "run/results/playbook/std/loop/appworld/ace-passfail/growth/run1.json.work").exists()
+    assert not (tmp_path / "run/results/playbook/std/loop/alfworld/ace-passfail/growth/run1.json.work").exists()
 
 
-def test_kill_during_a_practice_round_resumes_without_repeating_a_call(aw_root, loopback, tmp_path):
-    srv = loopback(policy=make_policy(solutions(aw_root)), faults=Faults(latency_s=0.2))
-    cfg = config(tmp_path, srv, aw_root)
-    tasks = task_table(aw_root, tmp_path / "tasks.parquet")
-    base = tmp_path / "run/results/playbook/std/loop/appworld/ace-passfail"
+def test_kill_during_a_practice_round_resumes_without_repeating_a_call(alf_root, loopback, tmp_path):
+    srv, cfg, tasks = _setup(alf_root, loopback, tmp_path, 0.1)
+    base = tmp_path / "run/results/playbook/std/loop/alfworld/ace-passfail"
     run_part(cfg, "growth", base, tasks)
-    before = _cached(cfg)
-    _kill_rerun_replay(srv, cfg, "practice", tasks, tmp_path, lambda b: _cached(cfg) >= before + 8)
+    before = _cached(cfg)  # the kill lands after the 6 lessons' embeddings and 6 of the 12 actor calls
+    _kill_rerun_replay(srv, cfg, "practice", tasks, tmp_path, lambda b: _cached(cfg) >= before + 12)
 
 
-def test_stop_rule_and_long_growth_write_every_pass(aw_root, loopback, tmp_path):
-    srv = loopback(policy=make_policy(solutions(aw_root)))
-    tasks = task_table(aw_root, tmp_path / "tasks.parquet")
-    cfg = config(tmp_path, srv, aw_root, growth__max_passes=3, growth__long_passes=2, growth__runs=1)
-    std = tmp_path / "results/playbook/std/loop/appworld/ace-passfail"
+def test_stop_rule_and_long_growth_write_every_pass(alf_root, loopback, tmp_path):
+    srv, cfg, tasks = _setup(alf_root, loopback, tmp_path, growth__max_passes=3, growth__long_passes=2,
+                             growth__runs=1)
+    std = tmp_path / "results/playbook/std/loop/alfworld/ace-passfail"
     run_part(cfg, "growth", std, tasks)
     rec = json.loads(Path(paths(std, "growth")["record"]).read_text())
     # pass 1 grows from nothing (infinite growth); pass 2 adds nothing (< 10 %): the run stops
@@ -125,7 +134,7 @@ def test_stop_rule_and_long_growth_write_every_pass(aw_root, loopback, tmp_path)
     state = rec["memory"]["state"]
     assert state["counter"] == 7 and [m["kept"] for m in state["history"][-1]["merges"]] == ["str-00001"]
     assert state["history"][-1]["merges"][0]["absorbed"] == ["str-00007"]
-    long = tmp_path / "results/playbook/long/loop/appworld/ace-passfail"
+    long = tmp_path / "results/playbook/long/loop/alfworld/ace-passfail"
     run_part(cfg, "growth", long, tasks, growth="long")
     rec = json.loads(Path(paths(long, "growth")["record"]).read_text())
     assert rec["n_passes"] == 2 and not rec["stop_rule"] and not any(p["stop"] for p in rec["passes"])
