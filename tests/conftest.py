@@ -78,3 +78,39 @@ def make_config(tmp_path: Path) -> Callable[..., dict[str, Any]]:
         return cfg
 
     return make
+
+
+APPWORLD_BUILD = (
+    "import json, sys; from hindsight.envs.appworld_data import build; "
+    "from hindsight.envs.appworld_verify import load_manifest; "
+    "fams = json.loads(sys.argv[2]); "
+    "build(sys.argv[1], seed=0, families=fams, max_variants=int(sys.argv[3]) or None, workers=1, "
+    "verified=load_manifest(sys.argv[4]))"
+)
+
+
+@pytest.fixture(scope="session")
+def appworld_root(tmp_path_factory) -> Callable[..., Path]:
+    """Factory: ``appworld_root(families, max_variants)`` -> an AppWorld data root holding those
+    authored tasks, built once per session in a subprocess (AppWorld fixes its root per
+    process) against the checked-in verification manifest, so AppWorld's evaluator re-checks
+    only tasks it does not cover (tests/envs/test_appworld.py checks the manifest against the
+    sources and a fresh verification).  Treat the root as read-only."""
+    built: dict[tuple, Path] = {}
+
+    def make(families: tuple[str, ...] | list[str] | None = None, max_variants: int | None = None) -> Path:
+        key = (tuple(families) if families is not None else None, max_variants)
+        if key not in built:
+            import json
+
+            root = tmp_path_factory.mktemp("appworld-root") / "root"
+            proc = subprocess.run(
+                [sys.executable, "-c", APPWORLD_BUILD, str(root), json.dumps(key[0]), str(max_variants or 0),
+                 str(REPO / "envs" / "appworld_families" / "verification.json")],
+                capture_output=True, text=True, timeout=1800,
+                env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            built[key] = root
+        return built[key]
+
+    return make

@@ -10,30 +10,43 @@ import sys
 
 import pytest
 
-from hindsight.envs.scripted import GoldAgent, RandomAgent, run_episode
+from hindsight.envs.scripted import RandomAgent, run_episode
 from hindsight.envs.base import RestoreMismatch
 from hindsight.envs.tasks import make_table, sample_tasks
+from hindsight.envs.appworld_verify import MANIFEST, load_manifest
 from tests.envs.conftest import REPO, restore_in_fresh_process
 
 pytestmark = pytest.mark.slow
 
 
+TAMPERED = "hsnotecreate_1"  # its digest is changed in the manifest the fixture builds against
+
+
 @pytest.fixture(scope="module")
-def aw_root(tmp_path_factory):
-    """Build a data root holding variant 1 of every family, in a subprocess (AppWorld fixes its
-    root per process).  The build verifies each task with AppWorld's evaluator (solution passes
-    every unit test, a bare ``complete_task()`` fails one) and fails otherwise; the whole set is
-    verified the same way by rule env_appworld_data."""
+def aw_build(tmp_path_factory):
+    """Variant 1 of every family (30 tasks) built in a subprocess (AppWorld fixes its root per
+    process) against the checked-in verification manifest with one task's digest changed and
+    one sampled task per split: AppWorld's evaluator verifies exactly those (solution passes
+    every unit test, a bare ``complete_task()`` fails one, else the build fails); the other
+    results come from the manifest.  Returns (root, what the build reported)."""
     root = tmp_path_factory.mktemp("appworld") / "root"
+    manifest = load_manifest(REPO / MANIFEST)
+    manifest["tasks"][TAMPERED] = dict(manifest["tasks"][TAMPERED], digest="0" * 64)
+    (root.parent / "verification.json").write_text(json.dumps(manifest))
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-    code = ("import json, sys; from hindsight.envs.appworld_data import build; "
-            "rows = build(sys.argv[1], seed=0, max_variants=1, workers=2); "
-            "open(sys.argv[2], 'w').write(json.dumps(rows))")
-    proc = subprocess.run([sys.executable, "-c", code, str(root), str(root.parent / "manifest.json")],
-                          capture_output=True, text=True,
-                          timeout=1800, env=env)
+    code = ("import dataclasses, json, sys; from hindsight.envs.appworld_data import build_root; "
+            "m = json.load(open(sys.argv[2])); "
+            "r = build_root(sys.argv[1], seed=0, max_variants=1, workers=2, verified=m, sample=1); "
+            "open(sys.argv[3], 'w').write(json.dumps(dataclasses.asdict(r)))")
+    proc = subprocess.run([sys.executable, "-c", code, str(root), str(root.parent / "verification.json"),
+                           str(root.parent / "build.json")], capture_output=True, text=True, timeout=1800, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return root
+    return root, json.loads((root.parent / "build.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def aw_root(aw_build):
+    return aw_build[0]
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +67,7 @@ def aw_table(aw_root):
     return make_table("appworld", task_rows(aw_root))
 
 
-def test_task_set_size_apps_answers_and_splits(aw_table, aw_root):
+def test_task_set_size_apps_answers_and_splits(aw_table, aw_build):
     from hindsight.envs.appworld_tasks import FAMILIES
 
     details = [json.loads(d) for d in aw_table["detail"]]
@@ -66,10 +79,67 @@ def test_task_set_size_apps_answers_and_splits(aw_table, aw_root):
         assert kinds == {True, False}, split
         assert len({a for d, s in zip(details, aw_table["split"]) if s == split for a in d["apps"]}) >= 5, split
     assert len({d["difficulty"] for d in details}) >= 3
-    # the build verified every task: its bare completion failed at least one of its >= 3 unit tests
-    manifest = json.loads((aw_root.parent / "manifest.json").read_text())
-    assert sorted(r["task_id"] for r in manifest) == sorted(aw_table["task_id"])
-    assert all(r["num_tests"] >= 3 and 1 <= r["noop_failed_tests"] < r["num_tests"] for r in manifest)
+    # every task verified: its bare completion failed at least one of its >= 3 unit tests
+    rows = aw_build[1]["rows"]
+    assert sorted(r["task_id"] for r in rows) == sorted(aw_table["task_id"])
+    assert all(r["num_tests"] >= 3 and 1 <= r["noop_failed_tests"] < r["num_tests"] for r in rows)
+
+
+def test_manifest_covers_every_task_and_matches_the_built_sources(aw_build):
+    """The checked-in manifest lists every authored task with AppWorld's evaluator passing its
+    solution and failing its bare completion; the digests of what this build wrote (variant 1
+    of every family, the base world) equal the manifest's, under the installed AppWorld."""
+    from hindsight.envs.appworld_tasks import task_specs
+    from hindsight.envs.appworld_verify import appworld_version
+
+    manifest = load_manifest(REPO / MANIFEST)
+    specs = task_specs(0)
+    assert manifest["appworld"] == appworld_version() and manifest["seed"] == 0
+    assert {t: (e["split"], e["family"]) for t, e in manifest["tasks"].items()} == \
+        {s.task_id: (s.split, s.family) for s in specs}
+    built = aw_build[1]
+    assert built["world_digest"] == manifest["world_digest"], "base world changed: remake the manifest"
+    stale = [r["task_id"] for r in built["rows"]
+             if r["task_id"] != TAMPERED and r["digest"] != manifest["tasks"][r["task_id"]]["digest"]]
+    assert not stale, f"tasks changed since the manifest was made: {stale}; remake it (hindsight.envs.appworld_verify)"
+    for task_id, e in manifest["tasks"].items():
+        assert e["ok"] and e["solution_passed"] and not e["noop_passed"], task_id
+        assert e["num_tests"] == len(e["solution_tests"]) == len(e["noop_tests"]) >= 3, task_id
+        assert set(e["solution_tests"]) == set(e["noop_tests"]) and all(e["solution_tests"].values()), task_id
+        assert e["noop_failed_tests"] == sum(not ok for ok in e["noop_tests"].values()) >= 1, task_id
+
+
+def test_build_reverifies_changed_and_sampled_tasks_and_agrees_with_the_manifest(aw_build):
+    from hindsight.envs.appworld_verify import sample_per_split
+
+    manifest = load_manifest(REPO / MANIFEST)
+    built = aw_build[1]
+    splits = {r["task_id"]: r["split"] for r in built["rows"]}
+    sampled = sample_per_split(splits, 1, 0)
+    assert len({splits[t] for t in sampled}) == 3 == len(sampled)
+    assert sorted(built["verified"]) == sorted({TAMPERED, *sampled})
+    assert {r["task_id"] for r in built["rows"] if r["verified_by"] == "evaluator"} == set(built["verified"])
+    for task_id in built["verified"]:  # AppWorld's evaluator, run now, says what the manifest says
+        fresh, kept = built["entries"][task_id], manifest["tasks"][task_id]
+        assert fresh["digest"] == kept["digest"]  # the tampered digest is replaced by the real one
+        for key in ("ok", "solution_passed", "noop_passed", "num_tests", "noop_failed_tests", "solution_tests",
+                    "noop_tests"):
+            assert fresh[key] == kept[key], (task_id, key)
+
+
+def test_stale_tasks_follow_digest_version_seed_and_world():
+    from hindsight.envs.appworld_verify import appworld_version, stale_tasks
+
+    manifest = {"appworld": appworld_version(), "seed": 0, "world_digest": "w",
+                "tasks": {"a": {"digest": "1", "ok": True}, "b": {"digest": "2", "ok": True},
+                          "c": {"digest": "3", "ok": False}}}
+    digests = {"a": "1", "b": "2x", "c": "3", "d": "4"}
+    assert stale_tasks(manifest, 0, "w", digests) == ["b", "c", "d"]  # changed, failed before, new
+    assert stale_tasks(manifest, 0, "w", {"a": "1"}) == []
+    assert stale_tasks(manifest, 1, "w", {"a": "1"}) == ["a"]
+    assert stale_tasks(manifest, 0, "w2", {"a": "1"}) == ["a"]
+    assert stale_tasks(dict(manifest, appworld="0.0.1"), 0, "w", {"a": "1"}) == ["a"]
+    assert stale_tasks(None, 0, "w", {"a": "1"}) == ["a"]
 
 
 def test_full_task_set_sizes_and_disjoint_families():
@@ -100,7 +170,7 @@ def test_full_task_set_sizes_and_disjoint_families():
 
 
 def test_gold_solves_a_sample_of_every_split_with_per_test_results(aw_env, aw_table):
-    sample = sample_tasks(aw_table, per_split=3, seed=0)
+    sample = sample_tasks(aw_table, per_split=2, seed=0)
     for task_id in sample["task_id"]:
         obs = aw_env.reset(task_id)
         assert obs.step == 0 and aw_env.task_description() in obs.text
@@ -131,8 +201,9 @@ def test_answer_to_a_task_that_expects_none_fails_that_test(aw_env):
 
 
 def test_random_agent_rarely_wins(aw_env, aw_table):
-    eps = [run_episode(aw_env, RandomAgent(0), t, max_steps=10) for t in aw_table["task_id"]]
-    assert sum(ep.won for ep in eps) <= 3
+    sample = sample_tasks(aw_table, per_split=3, seed=1)
+    eps = [run_episode(aw_env, RandomAgent(0), t, max_steps=10) for t in sample["task_id"]]
+    assert len(eps) == 9 and sum(ep.won for ep in eps) <= 1
 
 
 def _random_prefix(env, task_id, n, seed):

@@ -4,8 +4,6 @@ the environment in its own process (AppWorld freezes the clock of the process it
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -29,11 +27,8 @@ def code_policy(body):
 
 
 @pytest.mark.slow
-def test_code_actions_complete_an_appworld_task(loopback, make_config, tmp_path):
-    root = tmp_path / "appworld"
-    subprocess.run([sys.executable, "-c", f"from hindsight.envs.appworld_data import build; "
-                    f"build({str(root)!r}, seed=0, families=['note_tag_count'], max_variants=2)"],
-                   check=True, capture_output=True, timeout=300)
+def test_code_actions_complete_an_appworld_task(loopback, make_config, tmp_path, appworld_root):
+    root = appworld_root(["note_tag_count"], 2)
     srv = loopback(policy=code_policy)
     cfg = make_config(srv)
     s = actor_settings("loop", "experience", {"mode": "react", "max_actions": 4, "max_output_tokens": 64})

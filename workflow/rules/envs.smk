@@ -23,6 +23,9 @@ rule env_alfworld_games:
 
 
 rule env_appworld_data:
+    input:
+        # AppWorld's evaluator on every authored task (hindsight.envs.appworld_verify)
+        verified="envs/appworld_families/verification.json",
     output:
         data=directory("resources/appworld/data"),
         manifest="resources/appworld/tasks.parquet",
@@ -30,7 +33,7 @@ rule env_appworld_data:
         "logs/envs/appworld_data.log",
     conda:
         CONDA_ENV
-    threads: 2  # verification of all tasks by AppWorld's evaluator, in this many processes
+    threads: 2  # saving and verifying tasks by AppWorld's evaluator, in this many processes
     params:
         envs={k: ENVS_CFG[k] for k in ("seed", "appworld")},
     script:

@@ -13,8 +13,10 @@ module writes what AppWorld's own loaders read, with AppWorld's own code:
   solution code);
 * ``data/datasets/{train,practice,eval,all}.txt``.
 
-Before the root is kept, every task's solution must pass all its unit tests and a bare
-``complete_task()`` must fail at least one (:func:`verify`, in worker processes).
+Every task's solution must pass all its unit tests and a bare ``complete_task()`` must fail
+at least one (:func:`verify`, AppWorld's evaluator in worker processes): checked in the build
+for every task the verification manifest (:mod:`hindsight.envs.appworld_verify`) does not
+cover, and for a seeded sample of those it does.
 
 The tasks themselves are defined in :mod:`hindsight.envs.appworld_tasks` (splits) and
 :mod:`hindsight.envs.appworld_families` (one module per app), the people and
@@ -29,8 +31,9 @@ import json
 import logging
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from hindsight.envs.appworld_cast import APPS, BASE_TIME, FRIENDS, PASSWORDS, SUPERVISOR
 
@@ -99,50 +102,112 @@ def write_base_dbs(data: Path) -> None:
     models.close()
 
 
-def build(root: str | os.PathLike, seed: int = 0, max_variants: int | None = None,
-          families: list[str] | None = None, workers: int = 1) -> list[dict]:
-    """Write the whole data root (or the first ``max_variants`` of every family, or only
-    ``families``: for tests), verified in ``workers`` processes; return one manifest row per
-    task (see :mod:`hindsight.envs.tasks`)."""
+@dataclass
+class BuildResult:
+    """What :func:`build_root` made: one task-table row per task, the manifest entry of every
+    task, the base world's digest, and the tasks AppWorld's evaluator verified in this build."""
+
+    rows: list[dict]
+    entries: dict[str, dict]
+    world_digest: str
+    verified: list[str]
+
+
+def _save_chunk(root: str, seed: int, max_variants: int | None, families: list[str] | None,
+                task_ids: list[str]) -> None:
+    """Save ``task_ids`` of the task set in this process (a spawned worker of :func:`build_root`)."""
     from hindsight.envs import appworld_tasks as at
+
+    set_root(root)
+    wanted = set(task_ids)
+    for spec in at.task_specs(seed, max_variants=max_variants, families=families):
+        if spec.task_id in wanted:
+            at.save_task(spec)
+
+
+def _in_workers(fn: Any, chunks: list[tuple], workers: int) -> list[Any]:
+    """``fn(*chunk)`` for every chunk, in ``workers`` spawned processes (or here when 1)."""
+    if workers <= 1 or len(chunks) <= 1:
+        return [fn(*chunk) for chunk in chunks]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn: each worker opens AppWorld afresh (AppWorld fixes its root and freezes the clock per process)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return [f.result() for f in [pool.submit(fn, *chunk) for chunk in chunks]]
+
+
+def build_root(root: str | os.PathLike, seed: int = 0, max_variants: int | None = None,
+               families: list[str] | None = None, workers: int = 1, verified: Mapping[str, Any] | None = None,
+               sample: int = 0) -> BuildResult:
+    """Write the whole data root (or the first ``max_variants`` of every family, or only
+    ``families``: for tests) in ``workers`` processes and verify it with AppWorld's evaluator.
+
+    ``verified`` is the verification manifest (:mod:`hindsight.envs.appworld_verify`): tasks it
+    covers (same digest, AppWorld version, seed and base world) take their results from it,
+    except ``sample`` tasks per split drawn afresh each build; every other task is verified
+    now.  Without a manifest every task is verified."""
+    from hindsight.envs import appworld_tasks as at
+    from hindsight.envs.appworld_verify import entry, sample_per_split, stale_tasks, task_digest, world_digest
 
     root = set_root(root)
     data = root / "data"
     if data.exists():
         shutil.rmtree(data)
     data.mkdir(parents=True)
+    t0 = os.times().elapsed  # AppWorld freezes time.time() while a world is open
     write_api_docs(data)
     write_base_dbs(data)
     specs = at.task_specs(seed, max_variants=max_variants, families=families)
-    rows = []
-    t0 = os.times().elapsed  # AppWorld freezes time.time() while a world is open
-    for spec in specs:
-        at.save_task(spec)
-        rows.append({"task_id": spec.task_id, "split": spec.split, "type": spec.family, "source": "generated",
-                     "apps": list(spec.apps), "difficulty": spec.difficulty,
-                     "expects_answer": spec.answer is not None})
+    ids = [s.task_id for s in specs]
+    n = max(1, min(int(workers), len(ids)))
+    _in_workers(_save_chunk, [(str(root), seed, max_variants, families, ids[i::n]) for i in range(n)], n)
     t1 = os.times().elapsed
-    checks = verify(root, [s.task_id for s in specs], workers=workers)
-    log.info("appworld: %d tasks saved in %.0f s, verified by AppWorld's evaluator in %.0f s (%d workers)",
-             len(specs), t1 - t0, os.times().elapsed - t1, workers)
-    for row in rows:
-        row.update(checks[row["task_id"]])
+    world = world_digest(data)
+    digests = {t: task_digest(data, t) for t in ids}
+    stale = set(stale_tasks(verified, seed, world, digests))
+    stale |= set(sample_per_split({s.task_id: s.split for s in specs}, sample, seed)) if sample else set()
+    todo = [t for t in ids if t in stale]
+    checks = verify(root, todo, workers=workers) if todo else {}
+    log.info("appworld: %d tasks saved in %.0f s; %d verified by AppWorld's evaluator in %.0f s (%d workers), "
+             "%d from the verification manifest", len(specs), t1 - t0, len(todo), os.times().elapsed - t1, workers,
+             len(ids) - len(todo))
+    entries, rows = {}, []
+    for spec in specs:
+        tid = spec.task_id
+        entries[tid] = (entry(checks[tid], digests[tid], spec.split, spec.family) if tid in checks
+                        else dict(verified["tasks"][tid]))  # type: ignore[index]
+        rows.append({"task_id": tid, "split": spec.split, "type": spec.family, "source": "generated",
+                     "apps": list(spec.apps), "difficulty": spec.difficulty,
+                     "expects_answer": spec.answer is not None, "digest": digests[tid],
+                     "num_tests": entries[tid]["num_tests"], "noop_failed_tests": entries[tid]["noop_failed_tests"],
+                     "verified_by": "evaluator" if tid in checks else "manifest"})
     datasets = data / "datasets"
     datasets.mkdir(parents=True, exist_ok=True)
     for split in ("train", "practice", "eval"):
-        ids = [s.task_id for s in specs if s.split == split]
-        (datasets / f"{split}.txt").write_text("\n".join(ids) + "\n")
-    (datasets / "all.txt").write_text("\n".join(s.task_id for s in specs) + "\n")
+        (datasets / f"{split}.txt").write_text("\n".join(s.task_id for s in specs if s.split == split) + "\n")
+    (datasets / "all.txt").write_text("\n".join(ids) + "\n")
     log.info("appworld: %d tasks in %s", len(specs), data)
-    return rows
+    return BuildResult(rows=rows, entries=entries, world_digest=world, verified=todo)
+
+
+def build(root: str | os.PathLike, seed: int = 0, max_variants: int | None = None,
+          families: list[str] | None = None, workers: int = 1, verified: Mapping[str, Any] | None = None,
+          sample: int = 0) -> list[dict]:
+    """:func:`build_root`'s task-table rows (see :mod:`hindsight.envs.tasks`)."""
+    return build_root(root, seed, max_variants, families, workers, verified, sample).rows
 
 
 class TaskCheckFailed(RuntimeError):
     """An authored task is not solved by its own solution, or is passed by doing nothing."""
 
 
+def _tests(info: Mapping[str, Any]) -> list[dict]:
+    return [{"requirement": t["requirement"], "passed": bool(t["passed"])} for t in info.get("tests", [])]
+
+
 def _verify_chunk(root: str, task_ids: list[str], experiment: str) -> tuple[dict[str, dict], list[str]]:
-    """Verify ``task_ids`` in this process: (unit-test counts per task, failure messages)."""
+    """Verify ``task_ids`` in this process: (results per task, failure messages)."""
     from hindsight.envs.appworld import AppWorldEnv
 
     env = AppWorldEnv(root=Path(root), experiment=experiment)
@@ -153,17 +218,17 @@ def _verify_chunk(root: str, task_ids: list[str], experiment: str) -> tuple[dict
             env.reset(task_id)
             for code in env.gold_actions(task_id):
                 obs = env.step(code)
+            env.reset(task_id)
+            noop = env.step("apis.supervisor.complete_task()")
+            out[task_id] = {"ok": bool(obs.won and not noop.won), "solution_passed": bool(obs.won),
+                            "noop_passed": bool(noop.won), "num_tests": int(obs.info.get("num_tests", 0)),
+                            "noop_failed_tests": sum(not t["passed"] for t in noop.info.get("tests", [])),
+                            "solution_tests": _tests(obs.info), "noop_tests": _tests(noop.info)}
             if not obs.won:
                 failed = [t["requirement"] for t in obs.info.get("tests", []) if not t["passed"]]
                 failures.append(f"appworld task {task_id}: its solution fails {failed or 'to finish'}")
-                continue
-            env.reset(task_id)
-            noop = env.step("apis.supervisor.complete_task()")
-            if noop.won:
+            elif noop.won:
                 failures.append(f"appworld task {task_id}: passed by completing without doing anything")
-                continue
-            out[task_id] = {"num_tests": int(obs.info["num_tests"]),
-                            "noop_failed_tests": sum(not t["passed"] for t in noop.info["tests"])}
     finally:
         env.close()
         shutil.rmtree(Path(root) / "experiments" / "outputs" / experiment, ignore_errors=True)
@@ -172,22 +237,12 @@ def _verify_chunk(root: str, task_ids: list[str], experiment: str) -> tuple[dict
 
 def verify(root: Path, task_ids: list[str], workers: int = 1) -> dict[str, dict]:
     """Play every task's solution (must pass every unit test) and a bare ``complete_task()``
-    (must fail at least one), in ``workers`` processes; return per task the number of unit
-    tests and how many the bare completion fails.  Raise :class:`TaskCheckFailed` naming
-    every task that fails a check."""
+    (must fail at least one), in ``workers`` processes; return per task both outcomes, the
+    number of unit tests, how many the bare completion fails, and each unit test's result of
+    both.  Raise :class:`TaskCheckFailed` naming every task that fails a check."""
     workers = max(1, min(int(workers), len(task_ids)))
-    chunks = [task_ids[i::workers] for i in range(workers)]
-    if workers == 1:
-        results = [_verify_chunk(str(root), task_ids, "hindsight-build-check")]
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        # spawn: each worker opens AppWorld afresh (AppWorld fixes its root and freezes the clock per process)
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_verify_chunk, str(root), chunk, f"hindsight-build-check-{i}")
-                       for i, chunk in enumerate(chunks)]
-            results = [f.result() for f in futures]
+    chunks = [(str(root), task_ids[i::workers], f"hindsight-build-check-{i}") for i in range(workers)]
+    results = _in_workers(_verify_chunk, chunks, workers)
     out = {k: v for res, _ in results for k, v in res.items()}
     failures = sorted(msg for _, fails in results for msg in fails)
     if failures:

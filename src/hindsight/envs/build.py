@@ -2,8 +2,9 @@
 
 The ``envs:`` config section (validated by ``config/schemas/config.schema.json``):
 ``run`` (environments whose tables and checks ``all`` builds), ``seed``, per-environment
-``source`` (``generated`` or ``official``), ALFWorld ``sizes``/``workers``, ScienceWorld
-``simplification``, and ``check`` (``per_split``, ``random_steps``, ``gold_min_success``).
+``source`` (``generated`` or ``official``), AppWorld ``verify``/``verify_sample``, ALFWorld
+``sizes``/``workers``, ScienceWorld ``simplification``, and ``check`` (``per_split``,
+``random_steps``, ``gold_min_success``).
 Every key is required (``config/config.yaml`` holds the defaults); a rule passes the
 slice it needs (``seed`` and the sections named), and this module reads it without a
 second default.
@@ -111,23 +112,33 @@ def run_envcheck(name: str, envs_cfg: Mapping[str, Any], tasks_path: str) -> pd.
     return df
 
 
-def build_appworld(envs_cfg: Mapping[str, Any], data_dir: str, manifest: str, workers: int = 1) -> None:
-    """Build the offline AppWorld data root (``<root>/data``) atomically, and its task manifest
-    (every task verified by AppWorld's evaluator in ``workers`` processes)."""
+def build_appworld(envs_cfg: Mapping[str, Any], data_dir: str, manifest: str, workers: int = 1,
+                   verified: str | None = None) -> None:
+    """Build the offline AppWorld data root (``<root>/data``) atomically, and its task manifest.
+
+    With ``envs.appworld.verify: manifest`` AppWorld's evaluator (in ``workers`` processes)
+    verifies the tasks the verification manifest ``verified`` does not cover and
+    ``envs.appworld.verify_sample`` tasks per split (:mod:`hindsight.envs.appworld_verify`);
+    with ``all`` it verifies every task."""
     import shutil
 
     from hindsight.envs.appworld_data import build
+    from hindsight.envs.appworld_verify import load_manifest
     from hindsight.envs.tasks import make_table, write_table
 
+    aw = envs_cfg["appworld"]
+    known = load_manifest(verified) if aw["verify"] == "manifest" and verified else None
     data = Path(data_dir)
     tmp_root = data.parent.with_name(data.parent.name + ".tmp")
     if tmp_root.exists():
         shutil.rmtree(tmp_root)
-    rows = build(tmp_root, seed=int(envs_cfg["seed"]), workers=workers)
+    rows = build(tmp_root, seed=int(envs_cfg["seed"]), workers=workers, verified=known,
+                 sample=int(aw["verify_sample"]))
     if data.exists():
         shutil.rmtree(data)
     data.parent.mkdir(parents=True, exist_ok=True)
     os.replace(tmp_root / "data", data)
     shutil.rmtree(tmp_root, ignore_errors=True)
     write_table(make_table("appworld", rows), manifest)
-    log.info("appworld: %d tasks in %s", len(rows), data)
+    log.info("appworld: %d tasks in %s (%d verified by AppWorld's evaluator in this build, the others by %s)",
+             len(rows), data, sum(r["verified_by"] == "evaluator" for r in rows), verified)
