@@ -15,7 +15,7 @@ from tests.conftest import REPO, base_config, run_snakemake
 
 from .helpers import policy, task_table
 
-DESIGNS = ["react", "reflexion", "autorefine"]
+DESIGNS = ["react", "autorefine"]  # a memoryless baseline and a memory design: every rule runs
 
 
 @pytest.mark.slow
@@ -33,9 +33,9 @@ def test_antipersist_workflow_end_to_end(tmp_path):
         overlay = {
             "models_file": "models.yaml", "panel": ["loop"],
             "roles": {**{r: "loop" for r in base_config()["roles"]}, "embedder": "emb"},
-            "antipersist": {"envs": ["scienceworld"], "designs": DESIGNS, "rounds": 2, "round_size": 2,
-                            "in_flight": 1, "pools": {"scienceworld": {"train_split": "train", "train_tasks": 3,
-                                                                       "eval_split": "test", "eval_tasks": 2}},
+            "antipersist": {"envs": ["scienceworld"], "designs": DESIGNS, "rounds": 2, "round_size": 1,
+                            "in_flight": 1, "pools": {"scienceworld": {"train_split": "train", "train_tasks": 2,
+                                                                       "eval_split": "test", "eval_tasks": 1}},
                             "actor": {"mode": "choice", "max_actions": 2, "max_output_tokens": 16,
                                       "max_listed_actions": 5}},
         }
@@ -44,12 +44,12 @@ def test_antipersist_workflow_end_to_end(tmp_path):
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     out = wf / "results" / "antipersist"
     main = pd.read_csv(out / "tables" / "main.csv")
-    assert list(main["design"]) == ["ReAct", "Reflexion", "AutoRefine"] and "loop / scienceworld" in main.columns
+    assert list(main["design"]) == ["ReAct", "AutoRefine"] and "loop / scienceworld" in main.columns
     calls = pd.read_csv(out / "tables" / "calls.csv")
     assert (calls["train calls / episode"] >= calls["eval calls / episode"]).all()
     for d in DESIGNS:
         record = json.loads((out / "loop" / "scienceworld" / d / "seed1" / "eval.json").read_text())
-        assert record["memory_unchanged"] and record["episodes"] == 2
+        assert record["memory_unchanged"] and record["episodes"] == 1
         assert (out / "loop" / "scienceworld" / d / "seed1" / "train.spec.json").exists()
     assert (out / "figures" / "success_per_round.png").stat().st_size > 0
     assert (out / "figures" / "success_per_round.svg").exists()
