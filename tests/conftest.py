@@ -82,7 +82,7 @@ def make_config(tmp_path: Path) -> Callable[..., dict[str, Any]]:
 
 APPWORLD_BUILD = (
     "import json, sys; from hindsight.envs.appworld_data import build; "
-    "from hindsight.envs.appworld_verify import load_manifest; "
+    "from hindsight.envs.appworld_manifest import load_manifest; "
     "fams = json.loads(sys.argv[2]); "
     "build(sys.argv[1], seed=0, families=fams, max_variants=int(sys.argv[3]) or None, workers=1, "
     "verified=load_manifest(sys.argv[4]))"

@@ -13,7 +13,7 @@ import pytest
 from hindsight.envs.scripted import RandomAgent, run_episode
 from hindsight.envs.base import RestoreMismatch
 from hindsight.envs.tasks import make_table, sample_tasks
-from hindsight.envs.appworld_verify import MANIFEST, load_manifest
+from hindsight.envs.appworld_manifest import MANIFEST, load_manifest
 from tests.envs.conftest import REPO, restore_in_fresh_process
 
 pytestmark = pytest.mark.slow
@@ -90,7 +90,7 @@ def test_manifest_covers_every_task_and_matches_the_built_sources(aw_build):
     solution and failing its bare completion; the digests of what this build wrote (variant 1
     of every family, the base world) equal the manifest's, under the installed AppWorld."""
     from hindsight.envs.appworld_tasks import task_specs
-    from hindsight.envs.appworld_verify import appworld_version
+    from hindsight.envs.appworld_manifest import appworld_version
 
     manifest = load_manifest(REPO / MANIFEST)
     specs = task_specs(0)
@@ -110,7 +110,7 @@ def test_manifest_covers_every_task_and_matches_the_built_sources(aw_build):
 
 
 def test_build_reverifies_changed_and_sampled_tasks_and_agrees_with_the_manifest(aw_build):
-    from hindsight.envs.appworld_verify import sample_per_split
+    from hindsight.envs.appworld_manifest import sample_per_split
 
     manifest = load_manifest(REPO / MANIFEST)
     built = aw_build[1]
@@ -128,7 +128,7 @@ def test_build_reverifies_changed_and_sampled_tasks_and_agrees_with_the_manifest
 
 
 def test_stale_tasks_follow_digest_version_seed_and_world():
-    from hindsight.envs.appworld_verify import appworld_version, stale_tasks
+    from hindsight.envs.appworld_manifest import appworld_version, stale_tasks
 
     manifest = {"appworld": appworld_version(), "seed": 0, "world_digest": "w",
                 "tasks": {"a": {"digest": "1", "ok": True}, "b": {"digest": "2", "ok": True},

@@ -15,7 +15,7 @@ module writes what AppWorld's own loaders read, with AppWorld's own code:
 
 Every task's solution must pass all its unit tests and a bare ``complete_task()`` must fail
 at least one (:func:`verify`, AppWorld's evaluator in worker processes): checked in the build
-for every task the verification manifest (:mod:`hindsight.envs.appworld_verify`) does not
+for every task the verification manifest (:mod:`hindsight.envs.appworld_manifest`) does not
 cover, and for a seeded sample of those it does.
 
 The tasks themselves are defined in :mod:`hindsight.envs.appworld_tasks` (splits) and
@@ -143,12 +143,12 @@ def build_root(root: str | os.PathLike, seed: int = 0, max_variants: int | None 
     """Write the whole data root (or the first ``max_variants`` of every family, or only
     ``families``: for tests) in ``workers`` processes and verify it with AppWorld's evaluator.
 
-    ``verified`` is the verification manifest (:mod:`hindsight.envs.appworld_verify`): tasks it
+    ``verified`` is the verification manifest (:mod:`hindsight.envs.appworld_manifest`): tasks it
     covers (same digest, AppWorld version, seed and base world) take their results from it,
     except ``sample`` tasks per split drawn afresh each build; every other task is verified
     now.  Without a manifest every task is verified."""
     from hindsight.envs import appworld_tasks as at
-    from hindsight.envs.appworld_verify import entry, sample_per_split, stale_tasks, task_digest, world_digest
+    from hindsight.envs.appworld_manifest import entry, sample_per_split, stale_tasks, task_digest, world_digest
 
     root = set_root(root)
     data = root / "data"

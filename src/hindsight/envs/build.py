@@ -118,12 +118,12 @@ def build_appworld(envs_cfg: Mapping[str, Any], data_dir: str, manifest: str, wo
 
     With ``envs.appworld.verify: manifest`` AppWorld's evaluator (in ``workers`` processes)
     verifies the tasks the verification manifest ``verified`` does not cover and
-    ``envs.appworld.verify_sample`` tasks per split (:mod:`hindsight.envs.appworld_verify`);
+    ``envs.appworld.verify_sample`` tasks per split (:mod:`hindsight.envs.appworld_manifest`);
     with ``all`` it verifies every task."""
     import shutil
 
     from hindsight.envs.appworld_data import build
-    from hindsight.envs.appworld_verify import load_manifest
+    from hindsight.envs.appworld_manifest import load_manifest
     from hindsight.envs.tasks import make_table, write_table
 
     aw = envs_cfg["appworld"]
