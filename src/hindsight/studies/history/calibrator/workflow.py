@@ -44,7 +44,8 @@ class CalibratorWorkflow:
         ab, jo = dict(self.c["ablation"]), dict(self.c["joint"])
         self.ablation_enabled = self.rollouts_enabled and bool(ab["enabled"])
         self.joint_enabled = self.rollouts_enabled and bool(jo["enabled"])
-        self.joint_actors = {arm: list(eps or []) for arm, eps in dict(jo["actors"]).items()}
+        self.joint_actors = {arm: list(history_models if eps is None else eps)
+                             for arm, eps in dict(jo["actors"]).items()}
         self.joint_train_seeds = [int(k) for k in jo["train"]["seeds"]] if jo["train"]["enabled"] else []
         self.joint_data_models = list(jo["data_models"] or history_models)
         self.roles = dict(config["roles"])
