@@ -39,7 +39,7 @@ def main() -> None:
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config["models_file"] = str(REPO / config["models_file"])
     with tempfile.TemporaryDirectory() as tmp:
-        config["cache"] = {"path": str(Path(tmp) / "cache" / "llm.sqlite"), "mode": "off"}
+        config["cache"] = {"path": str(Path(tmp) / "cache" / "llm.sqlite"), "mode": "off", "backend": "sqlite"}
         asyncio.run(run(config, args))
 
 

@@ -112,7 +112,7 @@ async def cache_hits(config: dict, n: int) -> None:
         reg = yaml.safe_load((REPO / "config/models.yaml").read_text())
         reg["endpoints"]["loop"] = loopback_embed_endpoint(srv, batch_size=64, max_concurrency=4)
         models.write_text(yaml.safe_dump(reg))
-        cfg = {**config, "models_file": str(models), "cache": {"path": str(Path(tmp) / "c.sqlite"), "mode": "use"}}
+        cfg = {**config, "models_file": str(models), "cache": {"path": str(Path(tmp) / "c.sqlite"), "mode": "use", "backend": "sqlite"}}
         async with open_client(cfg, "bench/fill") as client:
             t0 = time.monotonic()
             await client.embed("loop", texts)
@@ -142,7 +142,7 @@ def main() -> None:
     rates = {threads: in_process(args.endpoint, args.n, sizes, threads) for threads in [int(x) for x in args.threads.split(",")]}
     with tempfile.TemporaryDirectory() as tmp:
         cfg = copy.deepcopy(config)
-        cfg["cache"] = {"path": str(Path(tmp) / "c.sqlite"), "mode": "off"}
+        cfg["cache"] = {"path": str(Path(tmp) / "c.sqlite"), "mode": "off", "backend": "sqlite"}
         asyncio.run(served(cfg, args.endpoint, args.n, sizes, rates.get(1, {})))
         print("cache:")
         asyncio.run(cache_hits(cfg, max(args.n, 1000)))

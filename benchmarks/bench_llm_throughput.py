@@ -56,7 +56,7 @@ def main() -> None:
         models.write_text(yaml.safe_dump({"endpoints": {"loop": loopback_endpoint(Srv, max_concurrency=args.inflight)}}))
         config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
         config.update(models_file=str(models), panel=["loop"], roles={},
-                      cache={"path": str(Path(tmp) / "cache" / "llm.sqlite"), "mode": "use"})
+                      cache={"path": str(Path(tmp) / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"})
 
         params = loopback_endpoint(Srv)["params"]
 

@@ -116,7 +116,7 @@ async def bench(env: str, options: dict, tasks: list[str], steps: int, inflight:
         with open(REPO / "config" / "config.yaml") as fh:
             cfg = yaml.safe_load(fh)
         cfg.update(models_file=str(models), panel=["loop"], roles={},
-                   cache={"path": str(workdir / f"{env}.sqlite"), "mode": "off"})
+                   cache={"path": str(workdir / f"{env}.sqlite"), "mode": "off", "backend": "sqlite"})
         # a step budget the episodes always use up: the actor takes the first admissible
         # action and the environments' step caps are lifted
         s = actor_settings("loop", "raw", {"mode": "choice", "max_actions": steps, "max_output_tokens": 32,

@@ -93,7 +93,7 @@ def cell_config(tmp: Path, models_file: Path, *, max_retries: int = 8, timeout_s
     cfg["models_file"] = str(models_file)
     cfg["panel"] = ["loop"]
     cfg["roles"] = {r: ("loopemb" if r == "embedder" else "loop") for r in cfg["roles"]}
-    cfg["cache"] = {"path": str(tmp / "results" / "cache" / "llm.sqlite"), "mode": "use"}
+    cfg["cache"] = {"path": str(tmp / "results" / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
     cfg["request"] = {"timeout_s": timeout_s, "max_retries": max_retries, "backoff_base_s": 0.01,
                       "backoff_max_s": 0.1}
     cfg["history"] = copy.deepcopy(cfg["history"])

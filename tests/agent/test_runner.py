@@ -255,7 +255,7 @@ def test_top_k_view_retrieves_through_the_embedder_and_records_it(loopback, tmp_
     (tmp_path / "models.yaml").write_text(yaml.safe_dump({"endpoints": {
         "loop": loopback_endpoint(srv), "emb": loopback_embed_endpoint(srv)}}))
     cfg.update(models_file=str(tmp_path / "models.yaml"), panel=["loop"], roles={"embedder": "emb"},
-               cache={"path": str(tmp_path / "llm.sqlite"), "mode": "use"})
+               cache={"path": str(tmp_path / "llm.sqlite"), "mode": "use", "backend": "sqlite"})
     task = "Your task is to boil water. First, focus on the substance."
     lessons = [Lesson("L1", "Open the fridge first."), Lesson("L2", task), Lesson("L3", "Read the thermometer.")]
     view = TopKView(lessons, 2, "emb")

@@ -37,7 +37,7 @@ def prepare(srv, out: Path, cache: Path) -> list[str]:
     out.mkdir(parents=True, exist_ok=True)
     task_table(out / "tasks.parquet")
     cfg = job_config(base_config(), out, srv)
-    cfg["cache"] = {"path": str(cache / "llm.sqlite"), "mode": "use"}
+    cfg["cache"] = {"path": str(cache / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
     cfg["request"] = {"timeout_s": 5.0, "max_retries": 4, "backoff_base_s": 0.01, "backoff_max_s": 0.1}
     (out / "cfg.json").write_text(json.dumps(cfg))
     return [sys.executable, str(JOB), str(out / "cfg.json"), str(out)]

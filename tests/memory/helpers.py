@@ -27,7 +27,7 @@ def config(tmp_path: Path, srv: Any) -> dict[str, Any]:
     models.write_text(yaml.safe_dump({"endpoints": {"loop": loopback_endpoint(srv, params={
         "temperature": 0.0, "top_p": 1.0, "max_tokens": 512, "seed": 0}), "emb": loopback_embed_endpoint(srv)}}))
     cfg.update(models_file=str(models), panel=["loop"], roles={**{r: "loop" for r in cfg["roles"]}, "embedder": "emb"},
-               cache={"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use"})
+               cache={"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"})
     cfg["request"] = {"timeout_s": 5.0, "max_retries": 4, "backoff_base_s": 0.01, "backoff_max_s": 0.1}
     return cfg
 

@@ -160,7 +160,7 @@ def config(tmp_path: Path, srv: Any, root: Path, env: str = "appworld", embedder
         "minilm": registry["minilm"], "loop-embed": loopback_embed_endpoint(srv)}}))
     cfg.update(models_file=str(models), panel=["loop"],
                roles={**{r: "loop" for r in cfg["roles"]}, "embedder": "minilm" if embedder == "minilm" else "loop-embed"},
-               cache={"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use"})
+               cache={"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"})
     cfg["request"] = {"timeout_s": 10.0, "max_retries": 4, "backoff_base_s": 0.01, "backoff_max_s": 0.1}
     pb = cfg["playbook"]
     pb.update(envs=[env], env_options={env: {"root": str(root)}}, in_flight=1)  # one engine a job

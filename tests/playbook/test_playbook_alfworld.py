@@ -64,7 +64,7 @@ def test_dc_growth_and_practice_on_alfworld(alf_root, loopback, tmp_path):
 def test_embedded_model_grows_and_practices_the_default_alfworld_setting(alf_root, tmp_path):
     cfg = copy.deepcopy(base_config())
     cfg["models_file"] = str(REPO / "config" / "models.yaml")
-    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use"}
+    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
     pb = cfg["playbook"]
     pb.update(envs=["alfworld"], env_options={"alfworld": {"root": str(alf_root)}}, in_flight=1)
     pb["actor"]["max_actions"] = 1

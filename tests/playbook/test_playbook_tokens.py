@@ -51,7 +51,7 @@ def test_an_endpoint_without_a_tokenizer_falls_back_to_pieces(loopback, make_con
 def test_the_embedded_models_own_tokenizer(tmp_path):
     cfg = copy.deepcopy(base_config())
     cfg["models_file"] = str(REPO / "config" / "models.yaml")
-    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use"}
+    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
     cfg["servers"] = {"shared": False, "idle_s": 30}
     counts, by = _count(cfg, "t/a", tmp_path / "a.parquet", model="smollm2")
     assert by == "endpoint:smollm2" and all(isinstance(n, int) and n > 0 for n in counts.values())

@@ -36,7 +36,7 @@ async def open_client(
     """
     endpoints = check_config(config)
     cache = open_cache(config["cache"]["path"], cache_mode or config["cache"]["mode"],
-                       config["cache"].get("backend", "sqlite"))
+                       config["cache"]["backend"])
     recorder = Recorder(cell_id, records_path, journal_dir(config))
     server_log = str(journal_dir(config) / f"{cell_id.replace('/', '__')}.server.log")
     client = Client(

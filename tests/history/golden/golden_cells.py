@@ -32,7 +32,7 @@ def golden_config(tmp: Path, cache_path: Path, max_retries: int = 0) -> dict[str
     cfg["models_file"] = str(models)
     cfg["panel"] = ["loop"]
     cfg["roles"] = {"judge": "loop", "calibrator": "loop"}
-    cfg["cache"] = {"path": str(cache_path), "mode": "use"}
+    cfg["cache"] = {"path": str(cache_path), "mode": "use", "backend": "sqlite"}
     cfg["request"] = {"timeout_s": 5.0, "max_retries": max_retries, "backoff_base_s": 0.01, "backoff_max_s": 0.05}
     cfg["history"] = copy.deepcopy(cfg["history"])
     cfg["history"].update({"tasks_per_cell": 3, "in_flight": 2, "envs": ["scienceworld"],
