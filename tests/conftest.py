@@ -18,6 +18,16 @@ from hindsight.testing import Faults, LoopbackServer, loopback_endpoint
 REPO = Path(__file__).resolve().parents[1]
 
 
+def dead_pid(start: int) -> int:
+    """The first process id from ``start`` on that no live process holds (a killed owner's)."""
+    from hindsight.llm.leases import alive
+
+    pid = start
+    while alive(pid):
+        pid += 1
+    return pid
+
+
 def base_config() -> dict[str, Any]:
     with open(REPO / "config" / "config.yaml") as fh:
         return yaml.safe_load(fh)

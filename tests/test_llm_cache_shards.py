@@ -27,6 +27,7 @@ from hindsight.__main__ import main as cli
 from hindsight.llm.cache import open_cache
 from hindsight.llm.cache_claims import digest
 from hindsight.llm.cache_shards import ShardCache
+from tests.conftest import dead_pid
 
 PROCS, OWN, SHARED = 4, 36, 12
 WRITER = """
@@ -204,13 +205,7 @@ def test_torn_lines_are_never_read_and_compaction_keeps_every_reply(tmp_path, ca
     a.close()
     b.close()
     # a killed writer on this host: a complete line and a torn one (no newline)
-    dead = 2 ** 22 + 4321
-    while True:
-        try:
-            os.kill(dead, 0)
-            dead += 1
-        except ProcessLookupError:
-            break
+    dead = dead_pid(2 ** 22 + 4321)
     killed = path.parent / "shards" / f"{socket.gethostname()}__{dead}__dead.jsonl"
     good = {"t": "r", "k": "k3", "run": "run-1", "at": time.time(), "ref": False, "n": 0,
             "rec": _record("k3", "from the killed one")}

@@ -157,8 +157,9 @@ def test_a_cache_written_before_run_ids_is_migrated(tmp_path):
 
 
 def test_a_claim_makes_the_second_caller_wait_and_a_gone_owner_is_taken_over(tmp_path):
-    import os
     import socket
+
+    from tests.conftest import dead_pid
     import time
 
     c = Cache(tmp_path / "c.sqlite")
@@ -173,13 +174,7 @@ def test_a_claim_makes_the_second_caller_wait_and_a_gone_owner_is_taken_over(tmp
     c.release("f", "a")
     assert c.claim("f", "b", stale_s=60) is True
     # an owner on this host whose process is gone (SIGKILLed) is taken over at once
-    dead = 2 ** 22 + 12345
-    while True:
-        try:
-            os.kill(dead, 0)
-            dead += 1
-        except ProcessLookupError:
-            break
+    dead = dead_pid(2 ** 22 + 12345)
     host = socket.gethostname()
     c._db.execute("INSERT INTO claims VALUES ('d', 'ghost', ?, ?, ?)", (host, dead, time.time()))
     assert c.claim("d", "b", stale_s=3600) is True

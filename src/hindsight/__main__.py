@@ -103,6 +103,12 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config`` and its ``--configfile`` overlays, as every config-reading command takes them."""
+    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--configfile", nargs="*", default=[], help="overlays, in the order Snakemake merges them")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hindsight")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -118,18 +124,15 @@ def main(argv: list[str] | None = None) -> int:
     cfg = sub.add_parser("config", help="validate the config, its overlays, the registry and the prompt folders")
     csub = cfg.add_subparsers(dest="action", required=True)
     check = csub.add_parser("check", help="what the workflow checks before any job")
-    check.add_argument("--config", default="config/config.yaml")
-    check.add_argument("--configfile", nargs="*", default=[], help="overlays, in the order Snakemake merges them")
+    _config_arguments(check)
     check.set_defaults(func=_config)
     spend = sub.add_parser("spend", help="what was paid so far, per endpoint")
-    spend.add_argument("--config", default="config/config.yaml")
-    spend.add_argument("--configfile", nargs="*", default=[], help="overlays (e.g. the one selecting the backend)")
+    _config_arguments(spend)
     spend.set_defaults(func=_spend)
     cache = sub.add_parser("cache", help="maintain the response cache")
     cache_sub = cache.add_subparsers(dest="action", required=True)
     compact = cache_sub.add_parser("compact", help="merge a shards cache's finished shards into one file")
-    compact.add_argument("--config", default="config/config.yaml")
-    compact.add_argument("--configfile", nargs="*", default=[], help="overlays, in the order Snakemake merges them")
+    _config_arguments(compact)
     compact.set_defaults(func=_cache)
     args = parser.parse_args(argv)
     return int(args.func(args))
