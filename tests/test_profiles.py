@@ -158,3 +158,29 @@ def test_executor_plugins_are_pinned():
     for name in PROFILES:
         assert re.search(rf"^snakemake-executor-plugin-{name}==\S+$", reqs, flags=re.M), name
     assert Path(REPO / "envs/constraints.txt").read_text().count("snakemake-storage-plugin-fs==") == 1
+
+
+@pytest.mark.slow
+def test_a_command_line_config_that_drops_the_profiles_cache_backend_stops_before_any_job(checkout):
+    """``--config`` replaces the profile's ``config:`` entry (cache={backend: shards}) whole, so
+    the run would reach Slurm with the default sqlite cache: the workflow's start refuses it,
+    naming the fix, before any job is submitted (no sbatch is needed to see it)."""
+    args = ["--profile", "workflow/profiles/slurm", "--config", "cache={mode: use}",
+            "--", "results/smoke/smollm2.parquet"]
+    out = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=checkout, capture_output=True,
+                         text=True, timeout=600)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, text[-3000:]
+    assert "cache.backend = sqlite, but the executor 'slurm' runs jobs on other hosts" in text, text[-3000:]
+    assert "cache={backend: shards}" in text
+    assert not (checkout / "results" / "smoke").exists()
+
+
+def test_the_backend_check_allows_local_runs_and_shards_anywhere():
+    from hindsight.llm.cache import check_backend_for_executor
+
+    check_backend_for_executor("sqlite", "local", False)
+    check_backend_for_executor("sqlite", None, False)
+    check_backend_for_executor("shards", "kubernetes", True)
+    with pytest.raises(ValueError, match="executor 'kubernetes'"):
+        check_backend_for_executor("sqlite", "kubernetes", True)

@@ -82,8 +82,15 @@ def get_report_items(paths, study, category):
 
 def preflight_check():
     """Fail fast on endpoints the run could not use (unset keys, unreachable URLs)."""
+    from hindsight.llm.cache import check_backend_for_executor
     from hindsight.llm.check import preflight
 
+    plugin = workflow.executor_plugin
+    check_backend_for_executor(
+        config["cache"]["backend"],
+        getattr(plugin, "name", None),
+        bool(plugin is not None and plugin.common_settings.non_local_exec),
+    )
     preflight(config, MODELS, PANEL + sorted(set(config["roles"].values())))
 
 
