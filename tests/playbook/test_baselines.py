@@ -146,10 +146,10 @@ def test_dgmem_curates_by_its_shapley_estimates():
     pb = playbook(6)
     pb["tokens"] = 10
     blocks = pd.DataFrame({"lesson_id": pb["lesson_id"], "position": range(6), "block": [0, 0, 1, 1, 2, 2]})
-    ids, table = bl.dgmem_curated(design, scores, blocks, pb, budget=0.4)
+    ids, table = bl.dgmem_curated(design, scores, blocks, pb, budget=0.4, p=0.5)
     assert ids == ["L02", "L03"] and table.loc[1, "estimate"] > 0.3 and bool(table.loc[1, "curated"])
     with pytest.raises(ValueError, match="no score"):
-        bl.dgmem_curated(design, scores.iloc[:-1], blocks, pb, budget=0.4)
+        bl.dgmem_curated(design, scores.iloc[:-1], blocks, pb, budget=0.4, p=0.5)
     est = pd.DataFrame({"block": [0, 1, 2], "estimate": [0.01, 0.4, -0.2]})
     assert bl.positive_blocks(est, blocks) == ["L00", "L01", "L02", "L03"]  # no cap
 
@@ -218,7 +218,7 @@ def _setting(tmp_path, k_runs=2):
         pd.DataFrame({"block": [0, 1, 2], "estimate": [0.3, -0.1, 0.05]}).to_parquet(
             str(rec).replace(".json", ".estimates.parquet"))
         tok = dict(zip(pb["lesson_id"], pb["tokens"]))
-        rec.write_text(json.dumps({"run": k, "curated": {"lesson_ids": ["L00"]}, "block_lessons": [
+        rec.write_text(json.dumps({"run": k, "p": 0.5, "curated": {"lesson_ids": ["L00"]}, "block_lessons": [
             {"block": j, "lesson_ids": [f"L{2 * j:02d}", f"L{2 * j + 1:02d}"],
              "tokens": int(tok[f"L{2 * j:02d}"] + tok[f"L{2 * j + 1:02d}"]), "example": "x"} for j in range(3)]}))
         practice.append(str(rec))

@@ -50,6 +50,11 @@ def _side(record_path: str, suffix: str) -> str:
     return str(record_path).removesuffix(".json") + suffix
 
 
+def _round_p(record_path: str) -> float:
+    """The inclusion probability a practice round was drawn with (its record's ``p``)."""
+    return float(json.loads(Path(record_path).read_text(encoding="utf-8"))["p"])
+
+
 def _lessons(df: pd.DataFrame) -> list[Lesson]:
     return [Lesson(str(r.lesson_id), str(r.text)) for r in df.itertuples(index=False)]
 
@@ -158,7 +163,8 @@ async def served_variants(method: str, cell: Mapping[str, Any], client: Any, run
             else:
                 eps = pd.read_parquet(_side(practice[i], ".parquet"))
                 ids, table = bl.dgmem_curated(pd.read_parquet(_side(practice[i], ".design.parquet")), eps, blocks,
-                                              whole, budget, rule=meas["curate_rule"])
+                                              whole, budget, p=_round_p(practice[i]),
+                                              rule=meas["curate_rule"])
                 notes.setdefault("dgmem", {})[r] = table.to_dict("records")
             fixed(method, r, whole, ids)
         else:

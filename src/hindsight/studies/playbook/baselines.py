@@ -21,7 +21,8 @@ that does not fit (:func:`fill`); the served lessons keep playbook order.
   is never told an outcome, DC_outcome is told each one.  The prompts are ours
   (``config/prompts/playbook/``; SOURCES.md there).
 - DG-Mem (:func:`dgmem_curated`): :func:`hindsight.stats.shapley.subset_shapley` on the
-  practice round's episodes, served by RBC's rule (:func:`hindsight.curation.curate`).
+  practice round's episodes (inverse-probability weights from the round's design, exactly
+  unbiased for the subset-Shapley value), served by RBC's rule (:func:`hindsight.curation.curate`).
 - All-positive: every block with a positive ridge estimate, no cap (Table 16).
 - Pooled (:func:`pooled_playbook`): the K runs' lessons pooled, near-duplicates merged.
 - Judge (:func:`judge_labels`): the practice round re-scored by an LLM goal check (the
@@ -181,11 +182,13 @@ class SimilarityView:
 
 
 def dgmem_curated(design: pd.DataFrame, scores: pd.DataFrame, blocks: pd.DataFrame, lessons: pd.DataFrame,
-                  budget: float, rule: str = "skip") -> tuple[list[str], pd.DataFrame]:
+                  budget: float, *, p: float, rule: str = "skip") -> tuple[list[str], pd.DataFrame]:
     """DG-Mem: subset-Shapley estimates from the practice round, curated by RBC's rule.
 
     ``design`` and ``blocks`` are the practice round's artifacts, ``scores`` its episodes'
-    ``design_episode`` and ``won``; a block without an estimate counts as not positive.
+    ``design_episode`` and ``won``, ``p`` the round's inclusion probability (the estimator
+    weighs episodes by the design's size probabilities).  Every block gets an estimate; the
+    table also says which sizes of the other blocks the round left unobserved.
     """
     m = int(blocks["block"].max()) + 1 if len(blocks) else 0
     if m == 0:
@@ -196,7 +199,7 @@ def dgmem_curated(design: pd.DataFrame, scores: pd.DataFrame, blocks: pd.DataFra
         raise ValueError(f"DG-Mem: {len(design) - len(joined)} practice episodes of the design have no score; "
                          "rebuild the practice round")
     table = subset_shapley(joined[DESIGN_COLUMNS[1]].to_numpy(), inclusion_matrix(joined, m),
-                           joined["won"].astype(float).to_numpy())
+                           joined["won"].astype(float).to_numpy(), p=p)
     tok = _tokens(lessons)
     block_tok = blocks.groupby("block")["lesson_id"].apply(lambda s: sum(tok[str(x)] for x in s)).reindex(
         range(m), fill_value=0).to_numpy(dtype=np.int64)
