@@ -344,9 +344,13 @@ def test_one_job_per_method_and_setting_and_bad_keys_named():
 
     wf = workflow(base_config())
     paths = wf.baseline_paths()
-    assert len(paths) == 8 and all("/std/smollm2/alfworld/" in p for p in paths)  # the default: 2 settings x 4
+    assert len(paths) == 9 and all("/std/smollm2/alfworld/" in p for p in paths)  # the default: 2 settings x 4,
+    assert [p for p in paths if p.endswith("/subsampled.json")] == [  # and Table 17's sets on one setting
+        "results/playbook/std/smollm2/alfworld/ace-passfail/baseline/subsampled.json"]
+    assert wf.diagnostics_inputs()["subsampled"] == [
+        "results/playbook/std/smollm2/alfworld/ace-passfail/baseline/subsampled.parquet"]
     cfg = copy.deepcopy(base_config())
-    cfg["playbook"]["baselines"].update(methods=list(bl.METHODS), envs=None)
+    cfg["playbook"]["baselines"].update(methods=list(bl.METHODS), envs=None, subsampled_settings=None)
     cfg["playbook"]["long_growth"] = True
     wf = workflow(cfg)
     assert "tags_star" in wf.baseline_methods("appworld", "ace-pertest")
@@ -355,7 +359,8 @@ def test_one_job_per_method_and_setting_and_bad_keys_named():
     assert wf.cell("baseline", "smollm2", "alfworld")["roles"]["judge"] == "smollm2"
     for key, value, match in (("methods", ["bogus"], "playbook.baselines.methods"),
                               ("k_values", [0], r"playbook.baselines.k_values\[0\]"),
-                              ("cut_share", 0.0, "playbook.baselines.cut_share")):
+                              ("cut_share", 0.0, "playbook.baselines.cut_share"),
+                              ("subsampled_settings", ["alfworld:bogus"], "playbook.baselines.subsampled_settings")):
         bad = copy.deepcopy(base_config())
         bad["playbook"]["baselines"][key] = value
         with pytest.raises(ConfigError, match=match):

@@ -111,10 +111,16 @@ def test_write_diagnostics_writes_every_table_and_figure_five(tmp_path):
         evals.append(str(path))
     ch = {**choice, "candidates": [{"name": c, "tokens": 1} for c in names], "rbc": {"chosen": "curated:run1"}}
     (base / "choice.json").write_text(json.dumps(ch))
+    # the subsampled baseline played run 1's four sets (f25 wins 1 of 4 tasks, ..., f100 all 4); run 2 not
+    played = pd.DataFrame([{"candidate": f"subsampled:f{f}:run1", "task_id": f"t{i}", "won": i < k}
+                           for k, f in enumerate((25, 50, 75, 100), 1) for i in range(4)])
+    (base / "baseline").mkdir()
+    played.to_parquet(base / "baseline/subsampled.parquet")
     out = tmp_path / "diag"
     dg.write_diagnostics(playbooks=playbooks, practice=practice, choice=[str(base / "choice.json")], evals=evals,
                          tables_dir=str(out / "tables"), figures_dir=str(out / "figures"),
-                         out_index=str(out / "index.md"), halvings=5, seed=0, budget=0.4)
+                         out_index=str(out / "index.md"), halvings=5, seed=0, budget=0.4,
+                         subsampled_evals=[str(base / "baseline/subsampled.parquet")])
     for stem in ("table_tags_vs_effects", "table4_harmful_blocks", "table17_subsampled", "table14_split_half"):
         assert (out / "tables" / f"{stem}.csv").exists() and (out / "tables" / f"{stem}.html").exists()
     assert (out / "figures/figure5_tags_vs_effects.png").stat().st_size > 0
@@ -122,3 +128,20 @@ def test_write_diagnostics_writes_every_table_and_figure_five(tmp_path):
     assert set(harm["run"]) == {1} and list(harm["block"]) == [1]  # only run 1's whole playbook harms
     half = pd.read_csv(out / "tables/table14_split_half.csv").set_index("method")
     assert half.loc["RBC", "split-half on evaluation"] == 100.0
+    t17 = pd.read_csv(out / "tables/table17_subsampled.csv")
+    one, two = t17[t17["run"] == 1].sort_values("fraction"), t17[t17["run"] == 2]
+    assert one["value_source"].tolist() == ["evaluated"] * 4 and one["value"].tolist() == [25.0, 50.0, 75.0, 100.0]
+    assert two["value_source"].tolist() == ["predicted"] * 4 and two["evaluated"].isna().all()
+    # predicted: No playbook's evaluation score (100 here) + 100 x the full round's estimates over the set
+    assert two["value"].tolist() == pytest.approx((100.0 + 100.0 * two["predicted"]).tolist())
+
+
+def test_table17_values_label_each_row_and_read_only_its_own_candidate():
+    sub = pd.DataFrame({"fraction": [0.5, 1.0], "predicted": [0.1, 0.2]})
+    ev = pd.DataFrame({"candidate": ["subsampled:f100:run1", "subsampled:f100:run2", "subsampled:f50:run2"],
+                       "task_id": ["t1", "t1", "t1"], "won": [True, False, False]})
+    out = dg.table17_values(sub, "run1", ev, none_score=40.0)
+    assert out["value_source"].tolist() == ["predicted", "evaluated"]  # run 2's f50 is not run 1's
+    assert out["value"].tolist() == pytest.approx([50.0, 100.0])
+    alone = dg.table17_values(sub, "run1", None, none_score=float("nan"))
+    assert alone["value_source"].tolist() == ["predicted"] * 2 and alone["value"].isna().all()

@@ -8,4 +8,4 @@ i, p = s.input, s.params
 run_rule(s, lambda: write_diagnostics(
     playbooks=list(i.playbooks), practice=list(i.practice), choice=list(i.choice), evals=list(i.eval),
     tables_dir=s.output.tables, figures_dir=s.output.figures, out_index=s.output.index, halvings=p.halvings,
-    seed=p.seed, budget=p.budget, rule=p.rule))
+    seed=p.seed, budget=p.budget, rule=p.rule, subsampled_evals=list(i.get("subsampled", []))))

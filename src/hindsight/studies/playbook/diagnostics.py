@@ -12,11 +12,13 @@ effects, the harmful blocks, subsampled practice rounds, and the split-half chec
   and its tag share (DC blocks carry no tags).
 - :func:`subsampled` (Table 17 analogue): the practice round cut to its first 25 / 50 / 75
   / 100 % of episodes (design order, so the parts are nested), re-estimated and re-curated
-  within B.  Without new episodes the value of each curated set is read two ways: its
-  *predicted* value, the sum of the full round's estimates over its blocks (the additive
-  value the full round assigns it), and its overlap with the full round's set.  (The paper
-  evaluates each set on the evaluation tasks; that needs an evaluation job per fraction and
-  is not built.)  Only practice-round episodes are read.
+  within B.  Only practice-round episodes choose.  Each set's value (:func:`table17_values`)
+  is *evaluated* where the ``subsampled`` baseline played it on the evaluation tasks (its
+  episodes, ``baseline/subsampled.parquet``; the default runs it on one ALFWorld setting's
+  first run), and *predicted* elsewhere: No playbook's evaluation score plus 100 x the sum of
+  the full round's estimates over the set's blocks (the additive model).  The column
+  ``value_source`` says which, per row; ``overlap`` is the set's Jaccard overlap with the
+  full round's set.
 - :func:`split_half` (Table 14 analogue): the evaluation tasks split in half at random, a
   method chooses among its candidates on one half by their evaluation scores there, the
   choice is scored on the other half, then the halves swap; averaged over 50 halvings, for
@@ -126,6 +128,26 @@ def subsampled(design: pd.DataFrame, scores: pd.DataFrame, block_tokens: np.ndar
     return pd.DataFrame(rows).sort_values("fraction").reset_index(drop=True)
 
 
+def table17_values(sub: pd.DataFrame, run: str, evaluated: pd.DataFrame | None, none_score: float) -> pd.DataFrame:
+    """:func:`subsampled`'s rows of one run with ``evaluated`` (0-100, NaN where not played),
+    ``predicted_score`` and ``value`` / ``value_source`` (``evaluated`` or ``predicted``).
+
+    ``evaluated``: the ``subsampled`` baseline's evaluation episodes of the setting
+    (candidates ``subsampled:f<percent>:<run>``), or None where it did not run."""
+    from hindsight.studies.playbook.analysis import method_score
+    from hindsight.studies.playbook.baselines import candidate_name
+
+    out = sub.copy()
+    names = [candidate_name("subsampled", f"f{int(round(100 * f))}", run) for f in out["fraction"]]
+    ev = evaluated if evaluated is not None else pd.DataFrame(columns=["candidate", "task_id", "won"])
+    out["evaluated"] = [method_score(ev[ev["candidate"].astype(str) == c]) for c in names]
+    out["predicted_score"] = float(none_score) + 100.0 * out["predicted"].astype(float)
+    played = out["evaluated"].notna()
+    out["value"] = out["evaluated"].where(played, out["predicted_score"])
+    out["value_source"] = np.where(played, "evaluated", "predicted")
+    return out
+
+
 def _pick(means: pd.Series, tokens: Mapping[str, int], order: Sequence[str]) -> str:
     top = float(means.max())
     tied = [c for c in order if c in means.index and means[c] >= top - 1e-12 * max(abs(top), 1.0)]
@@ -176,8 +198,11 @@ def _figure5(blocks: pd.DataFrame, paths: Sequence[Any]) -> None:
 
 def write_diagnostics(*, playbooks: Sequence[str], practice: Sequence[str], choice: Sequence[str],
                       evals: Sequence[str], tables_dir: str, figures_dir: str, out_index: str, halvings: int,
-                      seed: int, budget: float, rule: str = "skip") -> None:
-    """Every diagnostic table (md, csv, tex, html) and Figure 5 (png, svg), then an index."""
+                      seed: int, budget: float, rule: str = "skip", subsampled_evals: Sequence[str] = ()) -> None:
+    """Every diagnostic table (md, csv, tex, html) and Figure 5 (png, svg), then an index.
+
+    ``subsampled_evals``: the ``subsampled`` baseline's episode tables, where it ran (Table 17's
+    evaluated values; elsewhere the values are predicted and labelled so)."""
     from pathlib import Path
 
     from hindsight.files import atomic_write_text
@@ -189,6 +214,7 @@ def write_diagnostics(*, playbooks: Sequence[str], practice: Sequence[str], choi
     cands = an.candidate_scores(evals)
     score = {(r.growth, r.model, r.env, r.variant, r.candidate): r.score for r in cands.itertuples(index=False)}
     books = {(*an.setting_of(p), int(an._run_number(p))): p for p in playbooks}
+    played = {an.setting_of(p): pd.read_parquet(p, columns=["candidate", "task_id", "won"]) for p in subsampled_evals}
     blocks, subs = [], []
     for p in practice:
         rec, key = an.read_json(p), an.setting_of(p)
@@ -202,7 +228,8 @@ def write_diagnostics(*, playbooks: Sequence[str], practice: Sequence[str], choi
         eps = pd.read_parquet(stem + ".parquet")
         sc = pd.DataFrame({"episode": eps["design_episode"].astype(int), "score": eps["won"].astype(float)})
         tok = np.asarray([b["tokens"] for b in rec["block_lessons"]], dtype=np.int64)
-        s = subsampled(design, sc, tok, budget=budget, rule=rule)
+        s = table17_values(subsampled(design, sc, tok, budget=budget, rule=rule), f"run{int(rec['run'])}",
+                           played.get(key), score.get((*key, "none"), np.nan))
         subs.append(s.drop(columns=["episode_ids"]).assign(**dict(zip(an.SETTING_KEYS, key)), run=int(rec["run"])))
     bl = pd.concat(blocks, ignore_index=True) if blocks else pd.DataFrame(
         columns=[*an.SETTING_KEYS, "run", "run_key", "block", "helpful_share", "estimate", "example"])
@@ -240,8 +267,10 @@ def write_diagnostics(*, playbooks: Sequence[str], practice: Sequence[str], choi
                                   "Table 4 analogue: blocks with a negative estimate in runs whose whole playbook "
                                   "scores below No playbook, with one lesson and the tag share."),
         "table17_subsampled": (sub, "Table 17 analogue: the curated set from the first 25/50/75/100 % of each "
-                               "practice round, its value predicted by the full round's estimates, and its "
-                               "overlap (Jaccard) with the full round's set; practice episodes only."),
+                               "practice round (practice episodes only choose) and its value on the evaluation "
+                               "tasks (0-100): value_source 'evaluated' where the subsampled baseline played it, "
+                               "'predicted' elsewhere (No playbook's score + 100 x the full round's estimates "
+                               "summed over the set's blocks); overlap (Jaccard) with the full round's set."),
         "table14_split_half": (pd.DataFrame(halves), "Table 14 analogue: choosing on half of the evaluation tasks "
                                "and scoring on the other half (both ways, mean over random halvings) against "
                                "choosing on practice tasks; evaluation episodes inform this choice by design."),

@@ -112,6 +112,11 @@ class PlaybookWorkflow:
         for key, v in sizes.items():
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{src}.{key}: expected an integer >= 1, got {v!r}")
+        for pair in b["subsampled_settings"] or []:
+            e, _, v = str(pair).partition(":")
+            if e not in ENVS or v not in VARIANTS:
+                raise ConfigError(f"{src}.subsampled_settings: {pair!r} is not '<env>:<variant>' with env one of "
+                                  f"{', '.join(ENVS)} and variant one of {', '.join(VARIANTS)}")
         if not b["k_values"]:
             raise ConfigError(f"{src}.k_values: Top-k* chooses among these; give at least one k")
         if not 0 < float(b["cut_share"]) <= 1:
@@ -177,6 +182,8 @@ class PlaybookWorkflow:
         if b["envs"] is not None and env not in b["envs"]:
             return []
         skip = {"tags_star"} if not variant.startswith("ace") else set()
+        if b["subsampled_settings"] is not None and f"{env}:{variant}" not in b["subsampled_settings"]:
+            skip.add("subsampled")  # Table 17's evaluated values only where asked (each adds 4 sets' evaluation)
         if self.runs < 2:
             skip.add("pooled")  # pooling needs two runs (inclusion 1/K < 1)
         return [m for m in b["methods"] if m not in skip]
@@ -193,10 +200,12 @@ class PlaybookWorkflow:
         return [f"{self.base(wc.growth, wc.model, wc.env, wc.variant)}/pooled/practice.json"]
 
     def diagnostics_inputs(self) -> dict[str, list[str]]:
-        """What the diagnostics read: playbooks, practice rounds, choices and evaluations (std growth)."""
+        """What the diagnostics read: playbooks, practice rounds, choices and evaluations (std growth),
+        and the ``subsampled`` baseline's episodes where it ran (Table 17's evaluated values)."""
         rep = self.report_inputs()
         keep = {k: [p for p in rep[k] if p.startswith(f"{ROOT}/std/")] for k in ("playbooks", "practice", "choice",
                                                                                "eval")}
+        keep["subsampled"] = [p for p in self.baseline_paths("episodes") if p.endswith("/baseline/subsampled.parquet")]
         return keep
 
     def final_targets(self) -> list[str]:
@@ -233,7 +242,8 @@ class PlaybookWorkflow:
         if part == "eval":
             cell["evaluation"] = dict(p["evaluation"])
         if part in ("baseline", "pooled"):
-            b = {k: v for k, v in p["baselines"].items() if k not in ("methods", "envs", "prompts_dir")}
+            b = {k: v for k, v in p["baselines"].items() if k not in ("methods", "envs", "prompts_dir",
+                                                                      "subsampled_settings")}
             roles = {"embedder": self.roles["embedder"], "curator": self.role("curator", model), "judge": model}
             cell.update(measurement=dict(p["measurement"]), baselines=b, roles=roles,
                         role_endpoints={r: self.endpoint(n) for r, n in roles.items()})
