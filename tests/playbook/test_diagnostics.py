@@ -91,7 +91,9 @@ def test_split_half_chooses_on_one_half_and_scores_the_other():
     assert again.iloc[0]["chosen"] == first.chosen
 
 
-def test_write_diagnostics_writes_every_table_and_figure_five(tmp_path):
+def _write(tmp_path, flip_eval: bool = False):
+    """A setting's artifacts (two runs, every candidate evaluated, the subsampled baseline on run 1)
+    and the diagnostics written from them; ``flip_eval``: every evaluation outcome reversed."""
     from tests.playbook.test_baselines import _setting
 
     playbooks, practice, choice = _setting(tmp_path)
@@ -106,13 +108,14 @@ def test_write_diagnostics_writes_every_table_and_figure_five(tmp_path):
     for c in names:
         path = base / f"eval/{c.replace(':', '-')}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame({"candidate": c, "task_id": [f"t{i}" for i in range(4)], "won": [c != "whole:run1"] * 4,
+        won = [(c != "whole:run1") != flip_eval] * 4
+        pd.DataFrame({"candidate": c, "task_id": [f"t{i}" for i in range(4)], "won": won,
                       "served_tokens": 0, "prompt_tokens": 1, "completion_tokens": 1}).to_parquet(path)
         evals.append(str(path))
     ch = {**choice, "candidates": [{"name": c, "tokens": 1} for c in names], "rbc": {"chosen": "curated:run1"}}
     (base / "choice.json").write_text(json.dumps(ch))
     # the subsampled baseline played run 1's four sets (f25 wins 1 of 4 tasks, ..., f100 all 4); run 2 not
-    played = pd.DataFrame([{"candidate": f"subsampled:f{f}:run1", "task_id": f"t{i}", "won": i < k}
+    played = pd.DataFrame([{"candidate": f"subsampled:f{f}:run1", "task_id": f"t{i}", "won": (i < k) != flip_eval}
                            for k, f in enumerate((25, 50, 75, 100), 1) for i in range(4)])
     (base / "baseline").mkdir()
     played.to_parquet(base / "baseline/subsampled.parquet")
@@ -121,6 +124,11 @@ def test_write_diagnostics_writes_every_table_and_figure_five(tmp_path):
                          tables_dir=str(out / "tables"), figures_dir=str(out / "figures"),
                          out_index=str(out / "index.md"), halvings=5, seed=0, budget=0.4,
                          subsampled_evals=[str(base / "baseline/subsampled.parquet")])
+    return out
+
+
+def test_write_diagnostics_writes_every_table_and_figure_five(tmp_path):
+    out = _write(tmp_path)
     for stem in ("table_tags_vs_effects", "table4_harmful_blocks", "table17_subsampled", "table14_split_half"):
         assert (out / "tables" / f"{stem}.csv").exists() and (out / "tables" / f"{stem}.html").exists()
     assert (out / "figures/figure5_tags_vs_effects.png").stat().st_size > 0
@@ -132,8 +140,8 @@ def test_write_diagnostics_writes_every_table_and_figure_five(tmp_path):
     one, two = t17[t17["run"] == 1].sort_values("fraction"), t17[t17["run"] == 2]
     assert one["value_source"].tolist() == ["evaluated"] * 4 and one["value"].tolist() == [25.0, 50.0, 75.0, 100.0]
     assert two["value_source"].tolist() == ["predicted"] * 4 and two["evaluated"].isna().all()
-    # predicted: No playbook's evaluation score (100 here) + 100 x the full round's estimates over the set
-    assert two["value"].tolist() == pytest.approx((100.0 + 100.0 * two["predicted"]).tolist())
+    # predicted: No playbook's evaluation score (100 here) + 100 x the full round's estimates over the set, in 0-100
+    assert two["value"].tolist() == pytest.approx(np.clip(100.0 + 100.0 * two["predicted"], 0, 100).tolist())
 
 
 def test_table17_values_label_each_row_and_read_only_its_own_candidate():
@@ -145,3 +153,28 @@ def test_table17_values_label_each_row_and_read_only_its_own_candidate():
     assert out["value"].tolist() == pytest.approx([50.0, 100.0])
     alone = dg.table17_values(sub, "run1", None, none_score=float("nan"))
     assert alone["value_source"].tolist() == ["predicted"] * 2 and alone["value"].isna().all()
+
+
+def test_subsampled_choices_read_no_evaluation_episode(tmp_path):
+    """Table 17's sets are chosen on practice episodes only: on the first f of the round (what
+    follows in the round changes nothing), and reversing every evaluation outcome changes their
+    values, never which blocks they keep."""
+    m = 3
+    design = practice_round(["t1", "t2", "t3", "t4"], 200, m, seed=4)
+    z = design[[f"z{j}" for j in range(m)]].to_numpy()
+    rng = np.random.default_rng(1)
+    y = (rng.random(len(design)) < 0.3 + 0.5 * z[:, 0] - 0.2 * z[:, 2]).astype(float)
+    scores = pd.DataFrame({"episode": design["episode"], "score": y})
+    later = scores.copy()
+    later.loc[later["episode"] >= 50, "score"] = 1 - later.loc[later["episode"] >= 50, "score"]
+    tok = np.array([10, 10, 10])
+    a, b = dg.subsampled(design, scores, tok, budget=0.4), dg.subsampled(design, later, tok, budget=0.4)
+    assert a.iloc[0]["blocks"] == b.iloc[0]["blocks"] and a.iloc[0]["episode_ids"] == list(range(50))
+    assert a.iloc[-1]["blocks"] != b.iloc[-1]["blocks"]  # the check can fail: the full round did read them
+    same = pd.read_csv(_write(tmp_path / "a") / "tables/table17_subsampled.csv")
+    flipped = pd.read_csv(_write(tmp_path / "b", flip_eval=True) / "tables/table17_subsampled.csv")
+    assert same["blocks"].astype(str).tolist() == flipped["blocks"].astype(str).tolist()
+    assert same["blocks"].notna().any()
+    played = same["value_source"] == "evaluated"
+    assert played.sum() == 4 and (flipped.loc[played, "value"] == 100 - same.loc[played, "value"]).all()
+    assert not same["value"].equals(flipped["value"])

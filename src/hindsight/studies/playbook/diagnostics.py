@@ -16,7 +16,7 @@ effects, the harmful blocks, subsampled practice rounds, and the split-half chec
   is *evaluated* where the ``subsampled`` baseline played it on the evaluation tasks (its
   episodes, ``baseline/subsampled.parquet``; the default runs it on one ALFWorld setting's
   first run), and *predicted* elsewhere: No playbook's evaluation score plus 100 x the sum of
-  the full round's estimates over the set's blocks (the additive model).  The column
+  the full round's estimates over the set's blocks (the additive model), clipped to 0-100.  The column
   ``value_source`` says which, per row; ``overlap`` is the set's Jaccard overlap with the
   full round's set.
 - :func:`split_half` (Table 14 analogue): the evaluation tasks split in half at random, a
@@ -141,7 +141,7 @@ def table17_values(sub: pd.DataFrame, run: str, evaluated: pd.DataFrame | None, 
     names = [candidate_name("subsampled", f"f{int(round(100 * f))}", run) for f in out["fraction"]]
     ev = evaluated if evaluated is not None else pd.DataFrame(columns=["candidate", "task_id", "won"])
     out["evaluated"] = [method_score(ev[ev["candidate"].astype(str) == c]) for c in names]
-    out["predicted_score"] = float(none_score) + 100.0 * out["predicted"].astype(float)
+    out["predicted_score"] = (float(none_score) + 100.0 * out["predicted"].astype(float)).clip(0.0, 100.0)
     played = out["evaluated"].notna()
     out["value"] = out["evaluated"].where(played, out["predicted_score"])
     out["value_source"] = np.where(played, "evaluated", "predicted")
@@ -270,7 +270,8 @@ def write_diagnostics(*, playbooks: Sequence[str], practice: Sequence[str], choi
                                "practice round (practice episodes only choose) and its value on the evaluation "
                                "tasks (0-100): value_source 'evaluated' where the subsampled baseline played it, "
                                "'predicted' elsewhere (No playbook's score + 100 x the full round's estimates "
-                               "summed over the set's blocks); overlap (Jaccard) with the full round's set."),
+                               "summed over the set's blocks, clipped to 0-100); overlap (Jaccard) with the "
+                               "full round's set."),
         "table14_split_half": (pd.DataFrame(halves), "Table 14 analogue: choosing on half of the evaluation tasks "
                                "and scoring on the other half (both ways, mean over random halvings) against "
                                "choosing on practice tasks; evaluation episodes inform this choice by design."),
