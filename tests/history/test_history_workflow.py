@@ -76,6 +76,7 @@ def test_history_workflow_end_to_end(tmp_path):
                 # the full game, as the scripted policy's repeated pairs were written for (the default
                 # config plays ScienceWorld with the `easy` simplification)
                 "env_options": {"scienceworld": {"simplification": ""}},
+                "task_types": {"scienceworld": None},  # every type of the test's own table
                 "tasks_per_cell": 1, "in_flight": 1, "conditions": ["raw", "shuffle_all"],
                 "chat_conditions": [],
                 "actor": {"mode": "choice", "max_actions": 4, "max_output_tokens": 32, "max_listed_actions": 10},

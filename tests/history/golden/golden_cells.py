@@ -37,7 +37,8 @@ def golden_config(tmp: Path, cache_path: Path, max_retries: int = 0) -> dict[str
     cfg["history"] = copy.deepcopy(cfg["history"])
     cfg["history"].update({"tasks_per_cell": 3, "in_flight": 2, "envs": ["scienceworld"],
                            # the default's task seed and options when the golden data was made
-                           "seed": 20261130, "env_options": {}})
+                           "seed": 20261130, "env_options": {},
+                           "task_types": {"alfworld": None, "scienceworld": None, "appworld": None}})
     cfg["history"]["continuation"]["sources_per_cell"] = 2
     return cfg
 

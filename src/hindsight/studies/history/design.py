@@ -109,6 +109,104 @@ def too_few_tasks_fix(env: str | None) -> str:
     return f"set history.tasks_per_cell to at most that, {extra}"
 
 
-def read_tasks(path: str | Path, n: int, split: str | None, seed: int, env: str | None = None) -> list[str]:
-    """The task list of a history cell (:func:`hindsight.envs.tasks.select_tasks`)."""
-    return select_tasks(pd.read_parquet(path), n, split, seed, str(path), fix=too_few_tasks_fix(env))
+def filter_types(tasks: pd.DataFrame, types: Sequence[str] | None, source: str,
+                 key: str = "history.task_types") -> pd.DataFrame:
+    """The rows of ``tasks`` whose type is one of ``types`` (``None``: every row).
+
+    Applied before :func:`hindsight.envs.tasks.select_tasks`, so the seed orders the chosen
+    types' tasks as it would the whole table's.  A type the table does not hold is an error
+    naming ``key`` (the config key, e.g. ``history.task_types.alfworld``), the table's types
+    and the fix.
+    """
+    if types is None:
+        return tasks
+    if isinstance(types, str) or not all(isinstance(t, str) for t in types) or not types:
+        raise ValueError(f"config key {key}: {types!r} is not a non-empty list of task types; "
+                         "give a list such as [pick_and_place_simple] or null (every type)")
+    present = sorted(tasks["type"].astype(str).unique())
+    unknown = [t for t in types if t not in present]
+    if unknown:
+        raise ValueError(f"config key {key}: unknown task type(s) {unknown} in {source}; allowed: "
+                         f"{', '.join(present)}; remove them or set {key}: null (every type)")
+    return tasks[tasks["type"].astype(str).isin(list(types))]
+
+
+def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Path = "results/tasks"
+                     ) -> tuple[tuple[str, ...], str] | None:
+    """``(the task types env's table holds, where that list comes from)`` before any job, or
+    ``None`` while unknown (official AppWorld data before its task table is built)."""
+    table = Path(tasks_dir) / f"{env}.parquet"
+    if table.is_file():
+        col = pd.read_parquet(table, columns=["type"])["type"].astype(str)
+        return tuple(sorted(col.unique())), str(table)
+    if env == "scienceworld":
+        from scienceworld.constants import ID2TASK
+
+        return tuple(sorted(ID2TASK.values())), "ScienceWorld's task list (scienceworld.constants)"
+    if env == "alfworld":
+        from hindsight.envs.alfworld_scenes import TASK_TYPES
+
+        return tuple(sorted(TASK_TYPES)), "ALFWorld's six task types"
+    if env == "appworld" and str(envs_cfg["appworld"]["source"]) == "generated":
+        from hindsight.envs.appworld_tasks import task_specs
+
+        families = {s.family for s in task_specs(int(envs_cfg["seed"]))}
+        return tuple(sorted(families)), "the project-authored AppWorld task set"
+    return None
+
+
+def check_task_types(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
+                     tasks_dir: str | Path = "results/tasks") -> None:
+    """Refuse, before any job, a ``history.task_types`` entry for an unknown environment, a
+    value that is neither null nor a list of type names, a type the environment's table does
+    not hold, or a filtered split smaller than ``history.tasks_per_cell`` (when the table is
+    built).  Raises :class:`hindsight.config.ConfigError` naming the key, the allowed values
+    and the fix; a type list that cannot be known yet is checked by the cell
+    (:func:`read_tasks`)."""
+    from hindsight.config import ConfigError
+    from hindsight.envs.tasks import ENV_NAMES
+
+    chosen = h["task_types"] or {}
+    if not isinstance(chosen, Mapping):
+        raise ConfigError(f"config key history.task_types: {chosen!r} is not a mapping; give "
+                          "{<env>: [task types] | null} (null: every type)")
+    unknown_envs = sorted(set(chosen) - set(ENV_NAMES))
+    if unknown_envs:
+        raise ConfigError(f"config key history.task_types: unknown environment(s) {unknown_envs}; "
+                          f"allowed: {', '.join(ENV_NAMES)}; remove or rename the entry")
+    for env in h["envs"]:
+        types = chosen.get(env)
+        if types is None:
+            continue
+        key = f"history.task_types.{env}"
+        known = known_task_types(env, envs_cfg, tasks_dir)
+        if known is None:
+            continue
+        allowed, where = known
+        table = pd.DataFrame({"type": list(allowed)})
+        try:
+            filter_types(table, types, where, key)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        path = Path(tasks_dir) / f"{env}.parquet"
+        n, split = h["tasks_per_cell"], h["splits"][env]
+        if path.is_file() and isinstance(n, int):
+            df = pd.read_parquet(path, columns=["split", "type"])
+            df = df[df["type"].astype(str).isin(list(types))]
+            size = int(len(df) if split is None else (df["split"].astype(str) == str(split)).sum())
+            if n > size:
+                raise ConfigError(
+                    f"config key history.tasks_per_cell: {n} tasks per cell, but the {env} split {split!r} holds "
+                    f"{size} tasks of the types in {key} ({path}); list more types in {key} (or null), "
+                    f"{too_few_tasks_fix(env)}")
+
+
+def read_tasks(path: str | Path, n: int, split: str | None, seed: int, env: str | None = None,
+               types: Sequence[str] | None = None) -> list[str]:
+    """The task list of a history cell: the table's rows of ``types`` (``history.task_types``
+    of ``env``; ``None``: every type, :func:`filter_types`), then
+    :func:`hindsight.envs.tasks.select_tasks`."""
+    key = f"history.task_types.{env}" if env else "history.task_types"
+    tasks = filter_types(pd.read_parquet(path), types, str(path), key)
+    fix = too_few_tasks_fix(env) if types is None else f"list more types in {key} (or null), {too_few_tasks_fix(env)}"
+    return select_tasks(tasks, n, split, seed, str(path), fix=fix)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from hindsight.config import ConfigError
-from hindsight.studies.history.design import rollout_conditions
+from hindsight.studies.history.design import check_task_types, rollout_conditions
 from hindsight.studies.history.preflight import check_history_envs
 
 PARTS = ("rollouts", "continuation", "probe", "report")
@@ -67,6 +67,7 @@ class HistoryWorkflow:
             if role in self.roles and self.roles[role] not in self.models_registry:
                 raise ConfigError(f"config key roles.{role}: endpoint '{self.roles[role]}' is not in the registry")
         check_history_envs(self.h, self.config["envs"])
+        check_task_types(self.h, self.config["envs"])
 
     def prompt_files(self) -> list[str]:
         from hindsight.agent.prompts import PROMPT_FILES
@@ -99,6 +100,7 @@ class HistoryWorkflow:
             "seed": self.h["seed"], "tasks_per_cell": self.h["tasks_per_cell"],
             "chat_tasks_per_cell": self.h["chat_tasks_per_cell"],
             "split": self.h["splits"][env],
+            "task_types": (self.h["task_types"] or {}).get(env),  # null / absent: every type
             "env_options": self.h["env_options"].get(env) or {},  # per environment, optional
             "actor": self.h["actor"], "in_flight": self.h["in_flight"],
             "endpoint": self.endpoint(model),

@@ -1,0 +1,96 @@
+"""``history.task_types``: the task-type filter applied before the seeded task draw, and its
+check before the first job (unknown environment or type, too few tasks of the chosen types)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from hindsight.config import ConfigError, load_models
+from hindsight.envs.tasks import make_table, select_tasks
+from hindsight.studies.history.design import check_task_types, filter_types, read_tasks
+from hindsight.studies.history.workflow import HistoryWorkflow
+
+from tests.conftest import REPO, base_config
+
+TYPES = {"short": 3, "long": 4, "middle": 2}
+
+
+def tiny_table(tmp_path, env: str = "alfworld"):
+    rows = [{"task_id": f"{typ}-{i}", "split": "eval" if i % 2 == 0 else "train", "type": typ, "source": "generated"}
+            for typ, n in TYPES.items() for i in range(2 * n)]
+    (tmp_path / "tasks").mkdir(exist_ok=True)
+    path = tmp_path / "tasks" / f"{env}.parquet"
+    make_table(env, rows).to_parquet(path, index=False)
+    return path
+
+
+def test_the_filter_keeps_only_the_listed_types_and_null_keeps_all(tmp_path):
+    path = tiny_table(tmp_path)
+    table = pd.read_parquet(path)
+    assert filter_types(table, None, "t").equals(table)
+    kept = filter_types(table, ["short", "middle"], "t")
+    assert set(kept["type"]) == {"short", "middle"} and len(kept) == 2 * (3 + 2)
+    got = read_tasks(path, 5, "eval", 7, "alfworld", ["short", "middle"])
+    assert len(got) == 5 and {t.split("-")[0] for t in got} == {"short", "middle"}
+    # the seed orders the kept tasks as select_tasks orders the filtered table
+    assert got == select_tasks(kept, 5, "eval", 7)
+    assert read_tasks(path, 9, "eval", 7, "alfworld") == select_tasks(table, 9, "eval", 7)
+    # asking for more tasks than the chosen types hold names the key
+    with pytest.raises(ValueError, match=r"list more types in history.task_types.alfworld"):
+        read_tasks(path, 6, "eval", 7, "alfworld", ["short", "middle"])
+
+
+@pytest.mark.parametrize("types, message", [
+    (["short", "tall"], r"history.task_types.alfworld: unknown task type\(s\) \['tall'\] in .*allowed: long, "
+                        r"middle, short; remove them or set history.task_types.alfworld: null"),
+    ("short", r"history.task_types.alfworld: 'short' is not a non-empty list"),
+    ([], r"history.task_types.alfworld: \[\] is not a non-empty list"),
+])
+def test_a_bad_type_list_is_refused_with_the_key_the_allowed_types_and_the_fix(tmp_path, types, message):
+    path = tiny_table(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        read_tasks(path, 1, "eval", 0, "alfworld", types)
+    h = {**base_config()["history"], "envs": ["alfworld"], "tasks_per_cell": 1, "task_types": {"alfworld": types}}
+    with pytest.raises(ConfigError, match=message):
+        check_task_types(h, base_config()["envs"], tmp_path / "tasks")
+
+
+def test_the_check_before_the_first_job(tmp_path):
+    envs = base_config()["envs"]
+    tiny_table(tmp_path)
+    base = {**base_config()["history"], "envs": ["alfworld"], "tasks_per_cell": 5}
+    check_task_types({**base, "task_types": {"alfworld": None}}, envs, tmp_path / "tasks")
+    check_task_types({**base, "task_types": None}, envs, tmp_path / "tasks")
+    check_task_types({**base, "task_types": {"alfworld": ["short", "middle"]}}, envs, tmp_path / "tasks")
+    with pytest.raises(ConfigError, match=r"tasks_per_cell: 6 tasks per cell, but the alfworld split 'eval' "
+                                          r"holds 5 tasks of the types in history.task_types.alfworld"):
+        check_task_types({**base, "tasks_per_cell": 6, "task_types": {"alfworld": ["short", "middle"]}},
+                         envs, tmp_path / "tasks")
+    with pytest.raises(ConfigError, match=r"history.task_types: unknown environment\(s\) \['sciworld'\]"):
+        check_task_types({**base, "task_types": {"sciworld": ["boil"]}}, envs, tmp_path / "tasks")
+    # before any task table exists, the environments' own type lists
+    empty = tmp_path / "none"
+    check_task_types({**base, "envs": ["scienceworld", "alfworld"],
+                      "task_types": {"scienceworld": ["lifespan-longest-lived"], "alfworld": ["look_at_obj_in_light"]}},
+                     envs, empty)
+    with pytest.raises(ConfigError, match=r"task_types.scienceworld: unknown task type\(s\) \['lifespan'\] "
+                                          r"in ScienceWorld's task list.*allowed: boil, "):
+        check_task_types({**base, "envs": ["scienceworld"], "task_types": {"scienceworld": ["lifespan"]}}, envs, empty)
+    with pytest.raises(ConfigError, match=r"alfworld: unknown task type\(s\) \['pick_and_place'\] in ALFWorld's"):
+        check_task_types({**base, "task_types": {"alfworld": ["pick_and_place"]}}, envs, empty)
+
+
+def test_the_workflow_refuses_an_unknown_default_type_when_parsed():
+    cfg = base_config()
+    cfg["history"] = {**cfg["history"], "task_types": {**(cfg["history"]["task_types"] or {}),
+                                                       "scienceworld": ["find-nonliving-thing"]}}
+    models = load_models(REPO / cfg["models_file"])
+    with pytest.raises(ConfigError, match=r"config key history.task_types.scienceworld: unknown task type\(s\) "
+                                          r"\['find-nonliving-thing'\].*allowed: .*find-non-living-thing"):
+        HistoryWorkflow(cfg, models, lambda m: {"identity": m})
+    # the cell carries its environment's types (its output depends on them)
+    cfg["history"]["task_types"] = {"scienceworld": ["find-non-living-thing"]}
+    hw = HistoryWorkflow(cfg, models, lambda m: {"identity": m})
+    assert hw.cell("smollm2", "scienceworld")["task_types"] == ["find-non-living-thing"]
+    assert hw.cell("smollm2", "alfworld")["task_types"] is None
