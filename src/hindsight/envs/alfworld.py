@@ -90,6 +90,9 @@ class AlfworldEnv(Env):
         from textworld.envs import PddlEnv
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
 
+        from hindsight.envs import textworld_speed
+
+        textworld_speed.install()  # memoized parsing in TextWorld's PDDL backend (same results, less CPU)
         if root is None:
             if official:
                 off = official_root()

@@ -25,6 +25,9 @@ def planner_walkthrough(gamefile: str) -> list[str] | None:
     from textworld.envs import PddlEnv
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos
 
+    from hindsight.envs import textworld_speed
+
+    textworld_speed.install()  # memoized parsing in TextWorld's PDDL backend (same results, less CPU)
     inner = AlfredInfos(AlfredDemangler(PddlEnv(textworld.EnvInfos(admissible_commands=True, won=True,
                                                                   extras=["gamefile"])), shuffle=False))
     env = AlfredExpert(inner, expert_type="planner")

@@ -1,0 +1,159 @@
+"""Memoization of the pure parsing steps in TextWorld's PDDL backend (ALFWorld's engine).
+
+ALFWorld runs on ``textworld.envs.PddlEnv`` (``textworld==1.7.0``).  Most of its time goes to
+re-parsing the same texts: every game load parses the game's grammar (``alfred.twl2`` with
+the goal filled in) with tatsu and then every production rule's right-hand side again; every
+step parses each admissible action's command template (``grammar.derive``) and each rule
+condition (``Rule.parse_conjunctive_query``) again; and every load and reset translates the
+same PDDL domain and problem to SAS with fast-downward's translator, four times per game.
+:func:`install` memoizes exactly these four steps, each keyed by its full input text and
+options, in bounded LRU caches (:data:`CAPS`):
+
+- ``textgen._parse_and_convert`` (a context-sensitive-grammar text, ``rule_name``): the
+  tatsu *model* is cached and ``textgen._Converter().walk(model)`` is re-run on every call,
+  so callers get fresh ``Symbol`` objects as before (``derive`` and ``replace`` set
+  ``symbol.context`` on them);
+- ``logic._parse_and_convert`` (a game's whole ``.twl2`` grammar document): the tatsu model
+  is cached and ``logic._ModelConverter().walk(model)`` re-run, so every ``GameLogic`` gets
+  fresh ``Action`` objects and a fresh grammar (whose rules come through the memo above);
+- ``fast_downward.pddl2sas`` (domain, problem, ``optimize``): the ``(task, sas)`` pair is
+  cached and shared; ``PddlState`` only reads the task (actions, types, objects, init);
+- ``Rule.parse_conjunctive_query`` as ``textgen`` calls it (a condition such as
+  ``r :: in(o, r)``): the ``Rule`` is cached and shared; ``State.all_assignments`` only
+  reads it.
+
+Why it is safe: tatsu's parse of a text is a function of the text and the parse options
+(the parser holds no state between parses that changes its result; no RNG); the SAS
+translator reads nothing but its arguments and the ``options`` module, which ``pddl2sas``
+sets in full on every call (its other globals are statistics counters that only print, and
+its output is captured and dropped unless ``verbose``).  Calls with tracing or verbose
+output (``trace=True``, ``verbose=True``) bypass the memo.  Not reproduced on a hit:
+``pddl2sas`` overwriting ``sys.argv`` (done on the first, missed call anyway).
+
+Pinned to the versions in ``envs/constraints.txt`` (:data:`PINNED`): on any other version
+:func:`install` logs a warning and installs nothing.  ``HINDSIGHT_TEXTWORLD_MEMO=0`` in the
+environment switches it off (read at install time).  Installing twice is a no-op.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+from importlib import metadata
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+SWITCH = "HINDSIGHT_TEXTWORLD_MEMO"
+PINNED: dict[str, str] = {"textworld": "1.7.0", "TatSu": "5.8.3", "fast-downward-textworld": "20.6.4"}
+CAPS: dict[str, int] = {"csg_parse": 8192, "logic_parse": 64, "pddl2sas": 32, "query": 4096}
+
+_lock = threading.Lock()
+_originals: dict[str, Any] = {}
+_caches: dict[str, Callable] = {}
+_warned: list[bool] = []
+
+
+def enabled_by_env() -> bool:
+    """False when ``HINDSIGHT_TEXTWORLD_MEMO`` is ``0``/``false``/``no``/``off``."""
+    return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def version_mismatch() -> dict[str, tuple[str, str | None]]:
+    """``{distribution: (pinned, installed)}`` for every pinned distribution not at its pin."""
+    out = {}
+    for dist, pin in PINNED.items():
+        try:
+            have: str | None = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            have = None
+        if have != pin:
+            out[dist] = (pin, have)
+    return out
+
+
+def installed() -> bool:
+    """Whether the memo is in place in this process."""
+    return bool(_originals)
+
+
+def install() -> bool:
+    """Install the memo (idempotent); returns whether it is in place afterwards."""
+    with _lock:
+        if _originals:
+            return True
+        if not enabled_by_env():
+            return False
+        bad = version_mismatch()
+        if bad:
+            if not _warned:
+                _warned.append(True)
+                log.warning("hindsight.envs.textworld_speed: not installed, versions differ from the pins "
+                            "it was checked against: %s", {k: f"pinned {p}, installed {h}" for k, (p, h) in bad.items()})
+            return False
+        import fast_downward
+        from textworld.envs.pddl import logic as pddl_logic
+        from textworld.envs.pddl import textgen
+
+        _originals.update(csg=textgen._parse_and_convert, logic=pddl_logic._parse_and_convert,
+                          pddl2sas=fast_downward.pddl2sas, rule=textgen.Rule)
+        csg_model = functools.lru_cache(CAPS["csg_parse"])(
+            lambda text, rule_name: textgen._PARSER.parse(text, rule_name=rule_name))
+        logic_model = functools.lru_cache(CAPS["logic_parse"])(
+            lambda text, rule_name: pddl_logic._PARSER.parse(text, rule_name=rule_name))
+        sas = functools.lru_cache(CAPS["pddl2sas"])(
+            lambda domain, problem, optimize: _originals["pddl2sas"](domain, problem, optimize=optimize))
+        rule_cls = _originals["rule"]
+        query = functools.lru_cache(CAPS["query"])(rule_cls.parse_conjunctive_query)
+        _caches.update(csg_parse=csg_model, logic_parse=logic_model, pddl2sas=sas, query=query)
+
+        def csg_parse_and_convert(text, rule_name=None, trace=False, **kw):
+            if trace or kw or not isinstance(text, str):
+                return _originals["csg"](text, rule_name=rule_name, trace=trace, **kw)
+            return textgen._Converter().walk(csg_model(text, rule_name))
+
+        def logic_parse_and_convert(text, rule_name=None, **kw):
+            if kw or not isinstance(text, str):
+                return _originals["logic"](text, rule_name=rule_name, **kw)
+            return pddl_logic._ModelConverter().walk(logic_model(text, rule_name))
+
+        def pddl2sas(domain, problem, verbose=False, optimize=False):
+            if verbose:
+                return _originals["pddl2sas"](domain, problem, verbose=verbose, optimize=optimize)
+            return sas(domain, problem, bool(optimize))
+
+        class Rule(rule_cls):  # textgen's name for textworld.logic.Rule; only this classmethod differs
+            @classmethod
+            def parse_conjunctive_query(cls, expr):
+                return query(expr)
+
+        textgen._parse_and_convert = csg_parse_and_convert
+        pddl_logic._parse_and_convert = logic_parse_and_convert
+        fast_downward.pddl2sas = pddl2sas
+        textgen.Rule = Rule
+        return True
+
+
+def uninstall() -> None:
+    """Put TextWorld's own functions back and drop the caches (for comparisons in one process)."""
+    with _lock:
+        if not _originals:
+            return
+        import fast_downward
+        from textworld.envs.pddl import logic as pddl_logic
+        from textworld.envs.pddl import textgen
+
+        textgen._parse_and_convert = _originals["csg"]
+        pddl_logic._parse_and_convert = _originals["logic"]
+        fast_downward.pddl2sas = _originals["pddl2sas"]
+        textgen.Rule = _originals["rule"]
+        _originals.clear()
+        _caches.clear()
+
+
+def stats() -> dict[str, dict[str, int]]:
+    """Per memo: ``hits``, ``misses``, ``size`` (entries) and ``cap``; empty when not installed."""
+    return {name: {"hits": c.cache_info().hits, "misses": c.cache_info().misses,
+                   "size": c.cache_info().currsize, "cap": CAPS[name]} for name, c in _caches.items()}

@@ -1,0 +1,117 @@
+"""The TextWorld memo (hindsight.envs.textworld_speed) changes no result: same games, same episodes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hindsight.envs import textworld_speed as tws
+from hindsight.envs.alfworld import AlfworldEnv
+from tests.envs.conftest import REPO, SMALL_SIZES
+
+pytestmark = pytest.mark.slow
+
+GENERATE = (
+    "import json,sys\n"
+    "from hindsight.envs import alfworld_gen, textworld_speed\n"
+    "alfworld_gen.generate(sys.argv[1], seed=0, sizes=json.loads(sys.argv[2]), workers=1)\n"
+    "print('STATS:'+json.dumps({'installed': textworld_speed.installed(), 'stats': textworld_speed.stats()}))\n"
+)
+
+
+def _generate(root: Path, memo: str) -> subprocess.Popen:
+    """Generate the small game set in a fresh process with the memo switched on (1) or off (0)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env[tws.SWITCH] = memo
+    return subprocess.Popen([sys.executable, "-c", GENERATE, str(root), json.dumps(SMALL_SIZES)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+
+
+def _stats(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate(timeout=400)
+    assert proc.returncode == 0, err[-3000:]
+    line = [ln for ln in out.splitlines() if ln.startswith("STATS:")][-1]
+    return json.loads(line[len("STATS:"):])
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_generated_games_are_byte_identical_with_and_without_the_memo(tmp_path):
+    procs = [_generate(tmp_path / "on", "1"), _generate(tmp_path / "off", "0")]  # side by side
+    on, off = (_stats(p) for p in procs)
+    assert on["installed"] and not off["installed"] and off["stats"] == {}
+    assert all(on["stats"][k]["hits"] > 0 for k in ("csg_parse", "pddl2sas", "query")), on["stats"]
+    a, b = _tree(tmp_path / "on"), _tree(tmp_path / "off")
+    assert len(a) == 2 * sum(SMALL_SIZES.values())  # traj_data.json and game.tw-pddl of every game
+    assert a.keys() == b.keys()
+    assert [k for k in a if a[k] != b[k]] == []
+
+
+def _play(env: AlfworldEnv, task_id: str, walkthrough: list[str]) -> list[tuple]:
+    """Observations step by step: a few non-gold actions, then a fresh reset and the gold walkthrough."""
+    seen = []
+    obs = env.reset(task_id)
+    seen.append((obs.text, obs.admissible, obs.score, obs.won, obs.done))
+    extra = ["fly to the moon", "look", "inventory"] + [a for a in obs.admissible if a.startswith("go to")][:2]
+    for action in extra + [next((a for a in env.admissible_actions() if a.startswith("examine")), "look")]:
+        obs = env.step(action)
+        seen.append((action, obs.text, obs.admissible, obs.score, obs.won, obs.done))
+    obs = env.reset(task_id)
+    seen.append((obs.text, obs.admissible))
+    for action in walkthrough:
+        obs = env.step(action)
+        seen.append((action, obs.text, obs.admissible, obs.score, obs.won, obs.done))
+    assert obs.won
+    return seen
+
+
+def test_episodes_identical_step_by_step_with_and_without_the_memo(alf_games, monkeypatch):
+    root, records = alf_games
+    # a planner-solved game and the oracle-solved two-object game
+    picks = [r for r in records if r["spec"].task_type in ("pick_heat_then_place_in_recep", "pick_two_obj_and_place")]
+    assert len(picks) == 2
+    env = AlfworldEnv(root=root)
+    assert tws.installed()
+    before = {k: v["hits"] for k, v in tws.stats().items()}
+    with_memo = [_play(env, r["spec"].task_id, r["walkthrough"]) for r in picks]
+    AlfworldEnv(root=root).reset(picks[0]["spec"].task_id)  # a second engine loads the same game again
+    after = tws.stats()
+    assert all(after[k]["hits"] > before[k] for k in ("csg_parse", "logic_parse", "pddl2sas", "query")), after
+    try:
+        tws.uninstall()
+        monkeypatch.setenv(tws.SWITCH, "0")
+        plain = AlfworldEnv(root=root)
+        assert not tws.installed() and tws.stats() == {}
+        without = [_play(plain, r["spec"].task_id, r["walkthrough"]) for r in picks]
+    finally:
+        monkeypatch.delenv(tws.SWITCH)
+        tws.install()
+    assert with_memo == without
+
+
+def test_install_is_idempotent_and_pinned(monkeypatch, caplog):
+    from textworld.envs.pddl import textgen
+
+    assert tws.install() and tws.installed()
+    patched = textgen._parse_and_convert
+    assert tws.install() and textgen._parse_and_convert is patched
+    try:
+        tws.uninstall()
+        assert not tws.installed() and textgen._parse_and_convert is not patched
+        monkeypatch.setitem(tws.PINNED, "textworld", "0.0.0")
+        monkeypatch.setattr(tws, "_warned", [])
+        with caplog.at_level(logging.WARNING, logger=tws.__name__):
+            assert tws.install() is False
+        assert "pinned 0.0.0, installed 1.7.0" in caplog.text and not tws.installed()
+    finally:
+        monkeypatch.undo()
+        tws.install()
+    assert tws.installed()
