@@ -25,6 +25,26 @@ from tests.playbook.helpers import HARMFUL, HELPFUL, config, make_policy, paths,
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # one AppWorld engine for the module
 
 
+def _run_baseline(cfg, base, tasks, method, make_env):
+    """Rule playbook_baseline's job for ``method`` on the shared run (what its script calls)."""
+    import asyncio
+
+    from hindsight.studies.playbook.baseline_eval import baseline_run
+    from tests.conftest import REPO
+
+    pb, wf = cfg["playbook"], workflow(cfg)
+    runs = range(1, int(pb["growth"]["runs"]) + 1)
+    stem = str(base / f"baseline/{method}")
+    return asyncio.run(baseline_run(
+        cfg, model="loop", env="appworld", variant="ace-passfail", growth="std", method=method,
+        cell=wf.cell("baseline", "loop", "appworld"), actor_prompts_dir=str(REPO / pb["actor_prompts_dir"]),
+        prompts_dir=str(REPO / pb["baselines"]["prompts_dir"]), tasks_path=str(tasks),
+        playbooks=[paths(base, "growth", k)["playbooks"] for k in runs],
+        practice_records=[paths(base, "practice", k)["record"] for k in runs], choice_path=str(base / "choice.json"),
+        pooled_record=None, out_episodes=stem + ".parquet", out_steps=stem + ".steps.parquet",
+        out_calls=stem + ".calls.parquet", out_record=stem + ".json", make_env=make_env))
+
+
 @pytest.fixture(scope="module")
 def run(aw_root, aw_env, tmp_path_factory):
     """Two growth runs, their practice rounds, the choice and every candidate's evaluation."""
@@ -41,6 +61,7 @@ def run(aw_root, aw_env, tmp_path_factory):
         cands = workflow(cfg).candidates()
         for c in cands:
             run_part(cfg, "eval", base, tasks, candidate=c, make_env=aw_env)
+        _run_baseline(cfg, base, tasks, "own", aw_env)  # the cheapest baseline: no call beyond the actor's
     finally:
         srv.stop()
     pb = pd.read_parquet(paths(base, "growth", 1)["playbooks"])
@@ -139,3 +160,37 @@ def test_report_tables_figures_and_records(run):
     assert record["rbc"]["chosen"] == choice["rbc"]["chosen"]
     blocks = record["runs"][0]["blocks"]
     assert {b["example"] for b in blocks} <= set(HELPFUL + HARMFUL) and len(record["runs"][0]["estimates"]) == 2
+
+
+
+def test_a_baseline_plays_the_evaluation_plan_within_budget_and_table1_lists_it(run):
+    from hindsight.studies.playbook import baselines as bl
+    from hindsight.studies.playbook.report import write_report
+
+    base, evals = run.base, run.evals
+    rec = json.loads((base / "baseline/own.json").read_text())
+    eps = pd.read_parquet(base / "baseline/own.parquet")
+    assert rec["method"] == "own" and rec["result"]["sees"] == bl.PRACTICE == "practice only"
+    assert set(eps["candidate"]) == {"own:own:run1"} and set(eps["split"]) == {"eval"}  # baselines.runs: 1
+    # the same evaluation tasks and seeds as every candidate; successes in [0, 1]
+    assert sorted(zip(eps["task_id"], eps["seed"])) == sorted(zip(*[evals[evals["candidate"] == "none"][c]
+                                                                    for c in ("task_id", "seed")]))
+    assert eps["won"].astype(float).between(0, 1).all() and 0 <= rec["result"]["score"] <= 100
+    whole = run.pb
+    served = rec["served"]["own:run1"]
+    assert served == [x for x in whole["lesson_id"] if x in set(bl.budget_set(whole, bl.own_rank(whole), 0.4))]
+    budget = 0.4 * int(whole["tokens"].sum())
+    assert set(eps["served_tokens"]) == {int(whole.set_index("lesson_id").loc[served, "tokens"].sum())}
+    assert 0 < eps["served_tokens"].iloc[0] <= budget
+    steps = pd.read_parquet(base / "baseline/own.steps.parquet")
+    assert all(set(json.loads(x)) == set(served) for x in steps.groupby("episode_id")["memory_ids"].first())
+    tdir = run.tmp / "results/playbook/tables-baseline"
+    w = workflow(run.cfg)
+    inputs = {k: [str(run.tmp / p) for p in v if "/ace-passfail/" in p] for k, v in w.report_inputs().items()}
+    write_report(growth=inputs["growth"], playbooks=inputs["playbooks"], practice=inputs["practice"],
+                 choice=inputs["choice"], evals=inputs["eval"], calls=inputs["calls"], tables_dir=str(tdir),
+                 figures_dir=str(run.tmp / "results/playbook/figures-baseline"), out_index=str(tdir / "index.md"),
+                 baselines=[str(base / "baseline/own.json")])
+    t1 = pd.read_csv(tdir / "table1_every_method.csv").set_index("method")
+    assert t1.loc["Own", "allowed to see"] == "practice only" and t1.loc["RBC", "allowed to see"] == "practice only"
+    assert t1.loc["Own", "ace-passfail · loop · appworld"] == rec["result"]["score"]
