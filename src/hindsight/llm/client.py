@@ -21,9 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
-
-import openai
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 from hindsight.config import Endpoint
 from hindsight.llm.cache import Cache, cache_key, canonical_json
@@ -32,18 +30,23 @@ from hindsight.llm.embedder_server import server_for
 from hindsight.llm.limits import EndpointLimits
 from hindsight.llm.progress import Progress
 from hindsight.llm.records import Recorder
-from hindsight.llm.retry import Malformed, now, send_with_retries
 from hindsight.llm.serving import MismatchWarnings, mismatch, reported
 from hindsight.llm.shared import SharedServer
-from hindsight.llm.transport import ChatTransport, request_body
 from hindsight.llm.structured import choice_schema, gbnf_choice, json_instruction, parse_json_reply, response_format
 from hindsight.llm.types import BudgetExceeded, CallFailed, ChatResult, EmbedResult, JSONResult, Usage
+
+if TYPE_CHECKING:  # the SDK, aiohttp and the retry loop load on a cell's first fresh call only:
+    import openai  # a fully cached cell never imports them (about 1.5 CPU-s a job)
+
+    from hindsight.llm.transport import ChatTransport
 
 T = TypeVar("T")
 
 
 def _reply(data: Any) -> dict[str, Any]:
     """The fields of a chat-completion body that a record keeps."""
+    from hindsight.llm.retry import Malformed
+
     try:
         choice = data["choices"][0]
         message = choice["message"]
@@ -140,6 +143,10 @@ class Client:
     async def _openai(self, ep: Endpoint) -> openai.AsyncOpenAI:
         if ep.name in self._oai:
             return self._oai[ep.name]
+        import openai
+
+        from hindsight.llm.transport import ChatTransport
+
         lock = self._start_locks.setdefault(ep.name, asyncio.Lock())
         async with lock:
             if ep.name not in self._oai:
@@ -346,12 +353,17 @@ class Client:
         refuse: Callable[[openai.APIStatusError], Exception | None] | None = None,
     ) -> tuple[T, float, int, list[str], str]:
         """One request with limits, cost caps and retries (:func:`hindsight.llm.retry.send_with_retries`)."""
+        from hindsight.llm.retry import send_with_retries
+
         return await send_with_retries(self, ep, est_tokens, send, refuse)
 
     async def _fresh(
         self, ep: Endpoint, key: str, messages: list[dict[str, Any]], params: dict[str, Any],
         sample: int, purpose: str, constraint: str,
     ) -> dict[str, Any]:
+        from hindsight.llm.retry import now
+        from hindsight.llm.transport import request_body
+
         await self._openai(ep)
         transport = self._chat[ep.name]
         body: dict[str, Any] = {k: v for k, v in params.items() if k not in ("grammar", "extra_body")}
