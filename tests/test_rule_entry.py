@@ -112,3 +112,27 @@ def test_redact_keeps_ordinary_values(monkeypatch):
     data = {"max_tokens": 32, "review_max_tokens": 8, "api_key_env": "X_KEY", "token": "", "list": [SECRET, "ok"]}
     assert redact(data) == {"max_tokens": 32, "review_max_tokens": 8, "api_key_env": "X_KEY", "token": "",
                             "list": [REDACTED, "ok"]}
+
+
+def test_job_cost_line_logged_last_counts_the_work_and_its_children(tmp_path):
+    """The ``job cost:`` line (what bench_cached_rerun.py reads) ends the rule's log, and its
+    CPU figures grow with the work done in the job and in a child it waited for."""
+    import subprocess
+    import sys
+
+    smk = fake_snakemake(tmp_path)
+    before = rule_entry.job_cost()
+
+    def main():
+        sum(i * i for i in range(2_000_000))  # CPU in the job's own process
+        subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
+        Path(smk.output.episodes).parent.mkdir(parents=True, exist_ok=True)
+        Path(smk.output.episodes).write_text("done")
+
+    run_rule(smk, main)
+    last = Path(smk.log[0]).read_text().strip().splitlines()[-1]
+    found = rule_entry.COST_LINE.search(last)
+    assert found is not None, last
+    assert float(found["cpu"]) > before["cpu_s"] + 0.05
+    assert float(found["children"]) > before["children_cpu_s"] + 0.05
+    assert found["wall"] == "-" or float(found["wall"]) >= float(found["cpu"]) * 0.5

@@ -9,6 +9,11 @@ the outputs; endpoint params never hold a key, and anything that looks like one 
 redacted all the same), the digests of its prompt files (an input named ``prompts``),
 its input and output paths, the package version and the git revision of the code that ran.
 
+Each successful job also logs its own cost last (:func:`job_cost`, one ``job cost:`` line):
+wall seconds since its Python process started, the CPU seconds of that process and of the
+child processes it waited for (the environments' processes), so a fully cached rerun shows
+each job's fixed cost (``benchmarks/bench_cached_rerun.py`` reads these lines).
+
 (Named for what it is, the entry of a Snakemake rule into the package; it was
 ``hindsight/cells.py``, a word that also meant a study's design cell and a history rule's
 entry points.)
@@ -20,8 +25,10 @@ import asyncio
 import logging
 import os
 import re
+import resource
 import subprocess
 import sys
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, TypeVar
@@ -70,8 +77,40 @@ def run_rule(smk: Any, main: Callable[[], Awaitable[T]] | Callable[[], T]) -> T:
     the rule's spec (:func:`write_spec`); on a user-fixable error log it and exit 1."""
     result = run_cell(main, smk.log[0] if len(smk.log) else None)
     path = write_spec(smk)
-    logging.getLogger("hindsight.rule").info("spec: %s", path)
+    log = logging.getLogger("hindsight.rule")
+    log.info("spec: %s", path)
+    log.info("%s", format_cost(job_cost()))
     return result
+
+
+COST_LINE = re.compile(r"job cost: (?P<wall>[0-9.]+|-) s wall, (?P<cpu>[0-9.]+) CPU-s in the job's "
+                       r"process, (?P<children>[0-9.]+) CPU-s in its children")
+
+
+def job_cost() -> dict[str, float | None]:
+    """This process's cost so far: ``wall_s`` since it started (``None`` where ``/proc`` is
+    missing), ``cpu_s`` (user + system) and ``children_cpu_s`` (the children it waited for)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"wall_s": _process_age(), "cpu_s": own.ru_utime + own.ru_stime,
+            "children_cpu_s": kids.ru_utime + kids.ru_stime}
+
+
+def format_cost(cost: Mapping[str, float | None]) -> str:
+    """The ``job cost:`` log line of :func:`job_cost` (parsed back by :data:`COST_LINE`)."""
+    wall = "-" if cost["wall_s"] is None else f"{cost['wall_s']:.2f}"
+    return (f"job cost: {wall} s wall, {cost['cpu_s']:.2f} CPU-s in the job's process, "
+            f"{cost['children_cpu_s']:.2f} CPU-s in its children")
+
+
+def _process_age() -> float | None:
+    """Seconds since this process started (Linux ``/proc``), or ``None``."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def spec_path(first_output: str | os.PathLike[str]) -> Path:
