@@ -35,8 +35,15 @@ def test_default_resolves_to_one_job_per_stage_and_model():
                                for a in ("joint", "action_only")}
     inputs = w.report_inputs()
     assert inputs["ablation_screen_only"] and inputs["arm_joint"] and inputs["arm_action_only"]
-    assert w.joint_data_files()["raw"] == ["results/history/rollouts/smollm2/scienceworld/raw.parquet"]
-    assert w.joint_cell({"seed": 1})["max_output_tokens"] == w.c["joint"]["max_output_tokens"]
+    # the joint actor's SFT data: rollouts on the calibrator's training split, never history's tasks
+    assert w.joint_data_files() == {"calibrator": ["results/calibrator/joint/sources/smollm2/scienceworld.parquet"],
+                                    "raw": ["results/calibrator/sources/smollm2/scienceworld.parquet"]}
+    tc = w.training_cell({"seed": 1, "split": "test", "tasks_per_cell": 5, "actor": {}}, "scienceworld")
+    assert (tc["split"], tc["seed"], tc["tasks_per_cell"]) == ("train", w.c["seed"], w.c["sources"]["tasks_per_cell"])
+    assert (tc["eval_split"], tc["eval_seed"]) == (w.h["splits"]["scienceworld"], w.h["seed"])
+    jc = w.joint_cell({"seed": 1})
+    assert jc["max_output_tokens"] == w.c["joint"]["max_output_tokens"]
+    assert (jc["reply"], jc["max_experience_chars"]) == ("constrained", 160)
 
 
 def test_paper_preset_has_the_papers_roles_actors_and_recipe():
@@ -54,8 +61,9 @@ def test_paper_preset_has_the_papers_roles_actors_and_recipe():
     assert w.ablation_files()["screen_only"][0].startswith("results/calibrator/ablation/screen_only/")
     assert len(w.joint_actors["joint"]) == len(w.joint_actors["action_only"]) == 5
     assert w.joint_data_files() == {
-        "calibrator": [f"results/calibrator/rollouts/gpt-5.6-sol/{e}/calibrator.parquet" for e in w.rollout_envs],
-        "raw": [f"results/history/rollouts/gpt-5.6-sol/{e}/raw.parquet" for e in w.rollout_envs]}
+        "calibrator": [f"results/calibrator/joint/sources/gpt-5.6-sol/{e}.parquet" for e in w.rollout_envs],
+        "raw": [f"results/calibrator/sources/gpt-5.6-sol/{e}.parquet" for e in w.rollout_envs]}
+    assert w.c["joint"]["reply"] == "free"   # the trained joint actor writes its own block
     sft = w.report_inputs()["sft"]
     assert "results/calibrator/sft/joint-seed4/hindsight-sft.json" in sft and len(sft) == 2 + 10
     for arm in ("joint", "action_only"):   # every seed's endpoint is declared as its own seed's checkpoint
@@ -65,6 +73,9 @@ def test_paper_preset_has_the_papers_roles_actors_and_recipe():
 
 @pytest.mark.parametrize("edit, match", [
     (lambda c: c["calibrator"]["splits"].update(alfworld="eval"), r"calibrator.splits.alfworld: 'eval' is also"),
+    # the joint actor's environments need a training split too (its SFT data's source rollouts)
+    (lambda c: c["calibrator"]["splits"].update(scienceworld=c["history"]["splits"]["scienceworld"])
+     or c["calibrator"]["sources"].update(envs=["alfworld"]), r"calibrator.splits.scienceworld: .* is also"),
     (lambda c: c["roles"].pop("generator"), r"roles.generator: missing"),
     (lambda c: c["calibrator"].update(recipients=["nowhere"]), r"calibrator.recipients: endpoint 'nowhere'"),
     (lambda c: c["calibrator"]["train"].update(variants=["screen_only"]) or c["calibrator"].update(variants=["full"]),

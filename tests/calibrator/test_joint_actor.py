@@ -82,11 +82,13 @@ def engine():
     env.close()
 
 
-def run_arm(arm, policy, loopback, make_config, tmp_path, engine):
-    cfg = make_config(loopback(policy=policy))
+def run_arm(arm, policy, loopback, make_config, tmp_path, engine, reply="constrained", **endpoint):
+    cfg = make_config(loopback(policy=policy), **endpoint)
+    tmp_path.mkdir(parents=True, exist_ok=True)
     tasks = tmp_path / "tasks.parquet"
     pd.DataFrame({"task_id": [TASK], "split": ["test"], "type": ["find"]}).to_parquet(tasks)
-    cell = {"tasks_per_cell": 1, "split": "test", "seed": 0, "actor": ACTOR, "in_flight": 1, "env_options": {}}
+    cell = {"tasks_per_cell": 1, "split": "test", "seed": 0, "actor": ACTOR, "in_flight": 1, "env_options": {},
+            "reply": reply, "max_experience_chars": 40}   # the loopback takes no grammar unless told: free replies
     out = {k: str(tmp_path / f"{arm}{x}.parquet") for k, x in (("ep", ""), ("steps", ".steps"), ("calls", ".calls"))}
     asyncio.run(joint_rollouts(cfg, arm=arm, model="loop", env="scienceworld", cell=cell, max_output_tokens=64,
                                prompts_dir=HP, calibrator_prompts_dir=CP, tasks_path=str(tasks),
@@ -146,3 +148,48 @@ def test_action_only_rollout_keeps_the_raw_history(loopback, make_config, tmp_pa
     assert all(t.rstrip().endswith("inside <action> </action> tags, and nothing else.") for t in texts)
     assert prompts == rerender("action_only", steps, eps["task"].iloc[0])
     assert eps["condition"].iloc[0] == "action_only"
+
+
+def test_the_joint_grammar_admits_only_valid_blocks_and_listed_actions():
+    from hindsight.llm.structured import gbnf_joint
+
+    g = gbnf_joint(["look around", 'open door to "hall"'], 40)
+    assert not g.startswith("root ::=")             # never read as a plain choice list
+    assert '"look around" | "open door to \\"hall\\""' in g
+    assert '{\\"decision\\":\\"NOUPDATE\\",\\"experience\\":null}' in g and "{0,39}" in g
+    with pytest.raises(ValueError, match="choices"):
+        gbnf_joint([], 40)
+    with pytest.raises(ValueError, match="max_chars"):
+        gbnf_joint(["x"], 0)
+    with pytest.raises(ValueError, match="mode 'joint'"):
+        ActorSettings(model="m", mode="react", joint_grammar_chars=40)
+    assert arm_settings("m", "joint", ACTOR, 64, "constrained", 40).joint_grammar_chars == 40
+    assert arm_settings("m", "joint", ACTOR, 64, "free", 40).joint_grammar_chars is None
+    assert arm_settings("m", "action_only", ACTOR, 64, "constrained", 40).joint_grammar_chars is None
+    with pytest.raises(ValueError, match="calibrator.joint.reply"):
+        arm_settings("m", "joint", ACTOR, 64, "grammar", 40)
+
+
+@pytest.mark.slow
+def test_a_grammar_endpoint_gets_the_joint_grammar_and_a_bad_reply_is_still_invalid(
+        loopback, make_config, tmp_path, engine):
+    """On an endpoint that declares grammars the request carries the joint grammar (the listed
+    actions in it) and the step records it; the loopback ignores grammars, so its malformed
+    block at step 3 shows that a reply outside the grammar is still parsed and recorded
+    INVALID.  With ``reply: free`` the same endpoint gets no grammar."""
+    seen = []
+
+    def policy(body):
+        seen.append(body.get("grammar"))
+        return joint_policy(body)
+
+    eps, steps, prompts = run_arm("joint", policy, loopback, make_config, tmp_path, engine, grammar=True)
+    assert (steps["constraint"] == "grammar").all() and len(seen) == 5
+    for g, shown in zip(seen, steps["shown_actions"]):
+        assert g.startswith("# joint reply") and all(json.dumps(a) in g for a in json.loads(shown))
+    assert list(steps["review_decision"].fillna("none")) == ["CALIBRATE", "INVALID", "NOUPDATE", "NOUPDATE", "none"]
+    assert list(steps["parse_status"]) == ["ok", "ok", "ok", "unparsable", "ok"]
+    seen.clear()
+    eps, steps, _ = run_arm("joint", policy, loopback, make_config, tmp_path / "free", engine, reply="free",
+                            grammar=True)
+    assert seen == [None] * 5 and (steps["constraint"] == "none").all()

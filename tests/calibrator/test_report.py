@@ -43,7 +43,8 @@ def test_success_rows_pool_by_actor_environment_and_overall():
 
 
 def test_report_labels_the_calibrator_rows_and_counts_the_labels(tmp_path):
-    rows = [{"context_id": f"c{i}", "source_model": "a", "env": "x", "decision": d, "experience": e,
+    rows = [{"context_id": f"c{i}", "source_model": "a", "env": "x", "task_id": f"train-{i}", "decision": d,
+             "experience": e,
              "screened": s, "screen_passed": p, "n_actors": n, "n_up": u, "n_down": dn, "n_tie": n - u - dn,
              "n_tie_no_judge": 0, "q": q, "target_full": tf, "target_screen_only": ts}
             for i, (d, e, s, p, n, u, dn, q, tf, ts) in enumerate([
@@ -57,18 +58,22 @@ def test_report_labels_the_calibrator_rows_and_counts_the_labels(tmp_path):
         .to_parquet(tmp_path / "a.parquet")
     for v, ds in (("full", ["NOUPDATE", "NOUPDATE", "CALIBRATE", "NOUPDATE"]),
                   ("screen_only", ["NOUPDATE", "NOUPDATE", "CALIBRATE", "CALIBRATE"])):
-        write_parquet(table([{"context_id": f"c{i}", "variant": v, "decision": d, "target": "{}", "prompt": "[]"}
+        write_parquet(table([{"context_id": f"c{i}", "env": "x", "task_id": f"train-{i}", "variant": v,
+                              "decision": d, "target": "{}", "prompt": "[]"}
                              for i, d in enumerate(ds)], DATASET_SCHEMA), tmp_path / f"{v}.parquet")
     roll = {}
     for c, won in (("raw", [0, 1]), ("causal", [1, 1]), ("calibrator", [1, 0])):
         p = tmp_path / f"{c}.ep.parquet"
-        pd.DataFrame({"model": ["a", "a"], "env": ["x", "y"], "won": won}).to_parquet(p)
+        pd.DataFrame({"model": ["a", "a"], "env": ["x", "y"], "task_id": ["eval-0", "eval-1"], "won": won}) \
+            .to_parquet(p)
         roll[c] = [str(p)]
     kw = dict(labels=str(tmp_path / "labels.parquet"), compare=[str(tmp_path / "a.parquet")],
               datasets=[str(tmp_path / "full.parquet"), str(tmp_path / "screen_only.parquet")], sft=[],
               rollouts=roll, calibrator="smollm2", trained={}, tables_dir=str(tmp_path / "t"),
               figures_dir=str(tmp_path / "f"), index_path=str(tmp_path / "t/index.md"))
     write_report(**kw)
+    assert ("training and evaluation tasks disjoint: 5 training task(s) in 3 file(s), 2 evaluation task(s) in 3 "
+            "file(s)") in (tmp_path / "t/index.md").read_text()
     t8 = pd.read_csv(tmp_path / "t/table8_success.csv")
     assert set(t8["Condition"]) == {"Raw", "Causal Transition", "Calibrator (untrained stand-in: smollm2)"}
     assert "untrained stand-in: smollm2" in (tmp_path / "t/table8_success.md").read_text()

@@ -28,7 +28,7 @@ rule calibrator_sources:
     log:
         "logs/calibrator/sources/{model}/{env}.log",
     wildcard_constraints:
-        env=CAL.alternatives(CAL.envs),
+        env=CAL.alternatives(CAL.training_envs()),
     conda:
         CONDA_ENV
     resources:
@@ -299,6 +299,33 @@ rule calibrator_joint_rollouts:
         calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
     script:
         "../scripts/calibrator_joint_rollouts.py"
+
+
+rule calibrator_joint_sources:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        prompts=HISTORY.prompt_files(),
+        code=CAL.code("joint_sources"),
+    output:
+        episodes="results/calibrator/joint/sources/{model}/{env}.parquet",
+        steps="results/calibrator/joint/sources/{model}/{env}.steps.parquet",
+        calls="results/calibrator/joint/sources/{model}/{env}.calls.parquet",
+    log:
+        "logs/calibrator/joint/sources/{model}/{env}.log",
+    wildcard_constraints:
+        env=CAL.alternatives(CAL.rollout_envs),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: CAL.api(wc.model),
+    params:
+        cell=lambda wc: {
+            **CAL.training_cell(HISTORY.cell(wc.model, wc.env), wc.env),
+            "calibrator": CAL.role("calibrator"),
+        },
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+    script:
+        "../scripts/calibrator_joint_sources.py"
 
 
 rule calibrator_joint_data:

@@ -35,6 +35,7 @@ from hindsight.agent.review import ReviewHook, StepHook, Transition
 from hindsight.agent.render import Segment, approx_tokens, render_block, render_chat
 from hindsight.agent.views import SHUFFLE_MODES, Entry, apply_view, current_label, raw
 from hindsight.llm import CallFailed
+from hindsight.llm.structured import gbnf_joint
 from hindsight.memory.base import EpisodeMemory, StepContext
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ class ActorSettings:
     reminder: bool = False                 # Check (Appendix D.1)
     shuffle: str = "per_step"              # Shuffle-All/-Old: per_step | per_episode (views.SHUFFLE_MODES)
     sample: int = 0                        # sample index of the actor's calls (cache key; added to the endpoint's seed)
+    joint_grammar_chars: int | None = None  # joint mode: where the endpoint takes a grammar, constrain the reply
+                                           # to a valid block (experience <= this many characters) + a listed action
 
     def __post_init__(self) -> None:
         if self.max_actions < 1:
@@ -70,6 +73,8 @@ class ActorSettings:
             raise ValueError(f"sample must be >= 0, got {self.sample}")
         if self.shuffle not in SHUFFLE_MODES:
             raise ValueError(f"unknown shuffle mode {self.shuffle!r} ({' | '.join(SHUFFLE_MODES)})")
+        if self.joint_grammar_chars is not None and (self.mode != "joint" or self.joint_grammar_chars < 1):
+            raise ValueError(f"joint_grammar_chars needs mode 'joint' and a value >= 1, got {self.joint_grammar_chars}")
         if self.mode == "joint" and self.review:
             raise ValueError("a joint actor (mode 'joint') writes its own calibration: no separate review")
 
@@ -141,6 +146,15 @@ def default_hooks(prompts: Any, s: ActorSettings) -> list[StepHook]:
     return [ReviewHook(prompts, s.review_model or s.model, s.review_max_tokens or s.max_output_tokens)]
 
 
+def joint_grammar(client: Any, s: ActorSettings, shown: Sequence[str] | None) -> str | None:
+    """The grammar of a constrained joint reply (:func:`hindsight.llm.structured.gbnf_joint`):
+    only in joint mode with ``joint_grammar_chars`` set, listed actions, and an endpoint that
+    takes grammars; otherwise None (the free reply, parsed or recorded invalid)."""
+    if s.mode != "joint" or s.joint_grammar_chars is None or not shown or not client.supports_grammar(s.model):
+        return None
+    return gbnf_joint(list(shown), s.joint_grammar_chars)
+
+
 def attach_calibration(ep: Episode, decision: str, experience: str | None, call_id: str | None) -> None:
     """A joint actor's calibration of the latest completed transition: its experience (if
     CALIBRATE) beside that entry, and the review columns of that step's row (the call is
@@ -189,10 +203,12 @@ async def run_episode(
         hist_text = render_block(history) if s.fmt == "block" else "\n".join(
             m["content"] for m in render_chat(history))
         prompt_text = "\n".join(m["content"] for m in msgs)
+        grammar = joint_grammar(client, s, shown)
         try:
             r = await client.complete(
                 s.model, msgs, sample=s.sample, max_tokens=s.max_output_tokens, purpose="actor",
-                choices=list(shown) if (s.mode == "choice" and shown) else None)
+                choices=list(shown) if (s.mode == "choice" and shown) else None,
+                **({"grammar": grammar} if grammar is not None else {}))
         except CallFailed as exc:
             if not is_context_error(exc):
                 raise

@@ -122,6 +122,10 @@ class Client:
         except KeyError:
             raise KeyError(f"unknown model '{model}' (known: {', '.join(sorted(self.endpoints))})") from None
 
+    def supports_grammar(self, model: str) -> bool:
+        """Whether chat endpoint ``model`` takes a GBNF grammar (``grammar: true``, llama.cpp)."""
+        return bool(self.chat_endpoint(model).grammar)
+
     def chat_endpoint(self, model: str) -> Endpoint:
         """The entry of ``model``, refusing an embedding-only one (``task: embed``)."""
         ep = self.endpoint(model)
@@ -216,6 +220,7 @@ class Client:
         stop: Sequence[str] | None = None,
         choices: Sequence[str] | None = None,
         purpose: str = "",
+        grammar: str | None = None,
     ) -> ChatResult:
         """One chat completion.
 
@@ -223,9 +228,13 @@ class Client:
         endpoint's default seed).  ``choices`` constrains the reply to one of the given
         strings where the endpoint supports a grammar (llama.cpp) or JSON-schema enums;
         ``ChatResult.constraint`` says which was used (``grammar``, ``json_enum`` or
-        ``none``), so the study can record it.
+        ``none``), so the study can record it.  ``grammar`` is a GBNF grammar of the whole
+        reply, for endpoints that take one (:meth:`supports_grammar`; others raise
+        ``ValueError``); it excludes ``choices``.
         """
         ep = self.chat_endpoint(model)
+        if grammar is not None and (choices or not ep.grammar):
+            raise ValueError(f"endpoint {model!r}: a grammar needs an endpoint with `grammar: true` and no choices")
         overrides: dict[str, Any] = {
             "max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "seed": seed,
             "stop": list(stop) if stop else None,
@@ -238,6 +247,8 @@ class Client:
             elif ep.structured_output:
                 overrides["response_format"] = response_format(choice_schema(choices), "choice")
                 constraint = "json_enum"
+        if grammar is not None:
+            overrides["grammar"], constraint = grammar, "grammar"
         result = await self._call(ep, list(messages), self._params(ep, sample, overrides), sample, purpose, constraint)
         if constraint == "json_enum":
             value, _ = parse_json_reply(result.text, choice_schema(choices or []))

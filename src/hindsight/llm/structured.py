@@ -68,6 +68,29 @@ def gbnf_choice(choices: Sequence[str]) -> str:
     return "root ::= " + " | ".join(lit(c) for c in choices)
 
 
+def gbnf_joint(choices: Sequence[str], max_chars: int) -> str:
+    """A llama.cpp GBNF grammar for a joint actor's reply (section 6.4 / Appendix G.3): one
+    ``<calibration>`` block holding one of the two review outputs (``NOUPDATE``, or
+    ``CALIBRATE`` with an experience of 1 to ``max_chars`` characters, no ``<``, quote,
+    backslash or line break, not starting with a space), then ``<action>`` + exactly one of
+    ``choices`` + ``</action>``.  It starts with a comment line, so it is not read as a
+    choice list (:func:`gbnf_choice`'s form)."""
+    if not choices:
+        raise ValueError("choices must not be empty")
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    acts = gbnf_choice(choices)[len("root ::= "):]
+    head = '"{\\"decision\\":\\"'
+    return "\n".join([
+        "# joint reply: <calibration>{review output}</calibration><action>listed action</action>",
+        'root ::= "<calibration>" review "</calibration>" "<action>" act "</action>"',
+        f'review ::= {head}NOUPDATE\\",\\"experience\\":null}}" | '
+        f'{head}CALIBRATE\\",\\"experience\\":\\"" exp "\\"}}"',
+        f"exp ::= [^<\"\\\\\\n\\r\\t ] [^<\"\\\\\\n\\r\\t]{{0,{max_chars - 1}}}",
+        f"act ::= {acts}",
+    ])
+
+
 def choice_schema(choices: Sequence[str]) -> dict[str, Any]:
     return {
         "type": "object",

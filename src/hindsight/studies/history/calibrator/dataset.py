@@ -28,7 +28,8 @@ from hindsight.studies.history.calibrator.schemas import LABEL_SCHEMA
 
 VARIANTS = ("full", "screen_only")
 DATASET_SCHEMA = pa.schema([
-    ("context_id", pa.string()), ("variant", pa.string()), ("decision", pa.string()),
+    ("context_id", pa.string()), ("env", pa.string()), ("task_id", pa.string()),   # the source (training) task
+    ("variant", pa.string()), ("decision", pa.string()),
     ("target", pa.string()), ("prompt", pa.string()),   # JSON list of chat messages
 ])
 
@@ -71,7 +72,8 @@ def label_rows(contexts: Sequence[Context], generated: pd.DataFrame, screen: pd.
         else:
             full, screen_only = target(outs), screen_only_target(True)
         rows.append({
-            "context_id": c.context_id, "source_model": c.source_model, "env": c.env, "decision": decision,
+            "context_id": c.context_id, "source_model": c.source_model, "env": c.env, "task_id": c.task_id,
+            "decision": decision,
             "experience": exp, "screened": screened, "screen_passed": passed, "n_actors": len(ps),
             "n_up": up, "n_down": down, "n_tie": outs.count("tie"),
             "n_tie_no_judge": sum(bool(p["identical"]) for p in ps), "q": q if passed else None,
@@ -93,7 +95,8 @@ def examples(contexts: Sequence[Context], labels: pd.DataFrame, prompts: History
         c = by_id[r["context_id"]]
         msgs = prompts.review_messages(env=c.env, task=c.task, history=c.review_history(), action=c.action,
                                        observation=c.observation)
-        out.append({"context_id": c.context_id, "variant": variant, "decision": decision,
+        out.append({"context_id": c.context_id, "env": c.env, "task_id": c.task_id, "variant": variant,
+                    "decision": decision,
                     "target": target_text(decision, _str(r["experience"]) if decision == "CALIBRATE" else None),
                     "prompt": msgs})
     return out
@@ -109,11 +112,13 @@ def write_labels(*, contexts_path: str, generated_path: str, screen_path: str, c
 
 def write_dataset(*, contexts_path: str, labels_path: str, prompts_dir: str, variant: str, out_jsonl: str,
                   out_parquet: str) -> list[dict[str, Any]]:
-    """``out_jsonl``: one ``{"context_id", "prompt": [messages], "target", "messages": [... + assistant]}``
+    """``out_jsonl``: one ``{"context_id", "env", "task_id", "prompt": [messages], "target", "messages":
+    [... + assistant]}``
     line per example; ``out_parquet``: the same rows (``DATASET_SCHEMA``)."""
     exs = examples(read_contexts(contexts_path), pd.read_parquet(labels_path), HistoryPrompts.load(prompts_dir),
                    variant)
-    lines = [json.dumps({"context_id": e["context_id"], "prompt": e["prompt"], "target": e["target"],
+    lines = [json.dumps({"context_id": e["context_id"], "env": e["env"], "task_id": e["task_id"],
+                         "prompt": e["prompt"], "target": e["target"],
                          "messages": [*e["prompt"], {"role": "assistant", "content": e["target"]}]},
                         ensure_ascii=False) for e in exs]
     atomic_write_text(out_jsonl, "".join(line + "\n" for line in lines))

@@ -13,7 +13,8 @@ from hindsight.files import write_parquet
 from hindsight.studies.history.calibrator import compare, dataset, generate, screen
 from hindsight.studies.history.calibrator.contexts import eligible, sample_contexts
 from hindsight.studies.history.calibrator.schemas import CONTEXT_SCHEMA
-from hindsight.studies.history.design import actor_settings, episode_seed, read_tasks
+from hindsight.studies.history.calibrator.rollouts import training_tasks
+from hindsight.studies.history.design import actor_settings, episode_seed
 from hindsight.studies.history.rollouts import rollout_cell
 
 log = logging.getLogger(__name__)
@@ -23,14 +24,7 @@ async def sources(config: Mapping[str, Any], *, model: str, env: str, cell: Mapp
                   tasks_path: str, out_episodes: str, out_steps: str, out_calls: str) -> None:
     """Raw rollouts of one source actor on the calibrator's training split, after checking that
     none of its tasks is an evaluation task of the history study (section 6.1)."""
-    src = cell["sources"]
-    tasks = read_tasks(tasks_path, int(src["tasks_per_cell"]), cell["split"], int(cell["seed"]), env)
-    evaluation = set(read_tasks(tasks_path, int(cell["eval_tasks_per_cell"]), cell["eval_split"],
-                                int(cell["eval_seed"]), env))
-    shared = sorted(set(tasks) & evaluation)
-    if shared:
-        raise ValueError(f"calibrator sources on {env}: task(s) {shared[:5]} are also history evaluation tasks; set "
-                         f"calibrator.splits.{env} to a split disjoint from history.splits.{env}")
+    tasks = training_tasks(tasks_path, {**cell, "tasks_per_cell": cell["sources"]["tasks_per_cell"]}, env)
     seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
     settings = actor_settings(model, "raw", cell["actor"])
     await rollout_cell(config, model=model, env=env, condition="calibrator-source", tasks=tasks, seeds=seeds,

@@ -10,6 +10,11 @@ baseline, from successful rollouts.
   first step);
 - action-only: from successful Raw rollouts, the action-only prompt and the action alone.
 
+Both come from rollouts on the calibrator's training splits (``calibrator.splits``, the
+rules ``calibrator_joint_sources`` and ``calibrator_sources``), never from the evaluation
+tasks the joint rollouts are scored on; each line names its ``env`` and ``task_id``
+(:mod:`.leakage` checks them against the evaluation rollouts).
+
 The prompts are rendered again from the recorded steps with the arms' own reply
 instructions (the rollout condition of :mod:`.jointactor` sends exactly these prompts), not
 taken from the source actor's calls.  Both datasets are written as the same chat-format
@@ -67,7 +72,8 @@ def _examples(episodes: Sequence[str], arm: str, prompts: JointActorPrompts) -> 
                         entries[-1] = Entry(last.observation, last.action, prev[1] if prev[0] == "CALIBRATE" else None)
                     prev = (r["review_decision"], r["experience"])
                 entries.append(Entry(r["obs_before"], r["action"]))
-                out.append({"context_id": f"{eid}/{r['step']}", "prompt": prompt, "target": target})
+                out.append({"context_id": f"{eid}/{r['step']}", "env": env, "task_id": str(r["task_id"]),
+                            "prompt": prompt, "target": target})
     return out
 
 

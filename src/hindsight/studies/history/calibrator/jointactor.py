@@ -14,7 +14,9 @@ Both arms see the same actor prompt as the history study's block format except f
 instruction (ours, ``config/prompts/history/calibrator/respond_*.txt``), and
 :func:`actor_prompt` renders it both for the rollouts (through the actor loop) and for the
 SFT data (:mod:`.joint`), so a trained actor is evaluated on the prompts it was trained on.
-Each arm runs on the history study's task list and seeds of each environment.
+Each arm runs on the history study's task list and seeds of each environment.  The joint arm's
+reply is constrained by a grammar (``calibrator.joint.reply: constrained``) where the endpoint
+takes one and the actions are listed, else free text.
 """
 
 from __future__ import annotations
@@ -64,14 +66,29 @@ def load_prompts(prompts_dir: str, calibrator_prompts_dir: str, arm: str) -> Joi
                                      arm)
 
 
-def arm_settings(model: str, arm: str, actor: Mapping[str, Any], max_output_tokens: int | None) -> ActorSettings:
-    """The actor of one arm: history's actor settings, the arm's view and mode, no separate review."""
+REPLIES = ("constrained", "free")
+"""``calibrator.joint.reply``: constrained (a grammar where the endpoint takes one) | free."""
+
+
+def arm_settings(model: str, arm: str, actor: Mapping[str, Any], max_output_tokens: int | None,
+                 reply: str = "free", max_experience_chars: int | None = None) -> ActorSettings:
+    """The actor of one arm: history's actor settings, the arm's view and mode, no separate review.
+    The joint arm with ``reply == "constrained"`` asks for a grammar-constrained reply (a valid
+    calibration block with an experience of at most ``max_experience_chars`` characters, then
+    a listed action) wherever the endpoint takes a grammar and actions are listed; elsewhere,
+    and with ``free``, the reply is free text, parsed or recorded invalid."""
+    if reply not in REPLIES:
+        raise ValueError(f"calibrator.joint.reply: {reply!r}; allowed: {', '.join(REPLIES)}")
     unknown = sorted(set(actor) - set(ACTOR_KEYS))
     if unknown:
         raise ValueError(f"history.actor: unknown key(s) {unknown}; allowed: {', '.join(ACTOR_KEYS)}")
     view, mode = ARMS[arm]
     kw = {k: v for k, v in actor.items() if k not in ("mode", "review_max_tokens", "max_output_tokens")}
-    return ActorSettings(model=model, view=view, mode=mode, review=False, max_output_tokens=max_output_tokens, **kw)
+    chars = int(max_experience_chars or 0) if (arm == "joint" and reply == "constrained") else None
+    if chars is not None and chars < 1:
+        raise ValueError("calibrator.joint.max_experience_chars: must be >= 1 for a constrained joint reply")
+    return ActorSettings(model=model, view=view, mode=mode, review=False, max_output_tokens=max_output_tokens,
+                         joint_grammar_chars=chars, **kw)
 
 
 def actor_prompt(prompts: JointActorPrompts, *, env: str, task: str, entries: Sequence[Entry], observation: str,
@@ -90,7 +107,8 @@ async def joint_rollouts(config: Mapping[str, Any], *, arm: str, model: str, env
     """One arm's cell for endpoint ``model`` on the task list of the history study's (env) cells."""
     tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env)
     seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
-    settings = arm_settings(model, arm, cell["actor"], max_output_tokens)
+    settings = arm_settings(model, arm, cell["actor"], max_output_tokens, cell["reply"],
+                            cell["max_experience_chars"])
     prompts = load_prompts(prompts_dir, calibrator_prompts_dir, arm)
     name = f"calibrator/joint/{arm}/{model}/{env}"
     specs = [EpisodeSpec(env, t, f"{name}/{t}", s, settings) for t, s in zip(tasks, seeds)]

@@ -38,6 +38,7 @@ from hindsight.files import atomic_write_text, save_figure  # noqa: E402
 from hindsight.report import write_table  # noqa: E402
 from hindsight.stats.intervals import wilson_interval  # noqa: E402
 from hindsight.studies.history.calibrator.dataset import label_stats  # noqa: E402
+from hindsight.studies.history.calibrator.leakage import check_disjoint  # noqa: E402
 from hindsight.studies.history.calibrator.rollouts import calibrator_label, trained_endpoints  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,8 @@ def write_report(*, labels: str, compare: Sequence[str], datasets: Sequence[str]
                  ablation: Mapping[str, Sequence[str]] | None = None,
                  ablation_endpoints: Mapping[str, str] | None = None,
                  arms: Mapping[str, Sequence[str]] | None = None) -> list[str]:
-    """Write every table and figure; ``index_path`` lists them."""
+    """Write every table and figure; ``index_path`` lists them.  Refuses (``ValueError``) when a
+    training file (labels, datasets, joint-actor data) holds a task of an evaluation rollout."""
     td, fd = Path(tables_dir), Path(figures_dir)
     td.mkdir(parents=True, exist_ok=True)
     fd.mkdir(parents=True, exist_ok=True)
@@ -191,7 +193,11 @@ def write_report(*, labels: str, compare: Sequence[str], datasets: Sequence[str]
     for p in joint:
         n = sum(1 for line in Path(p).read_text(encoding="utf-8").splitlines() if line.strip())
         out.append(f"{p} ({n} examples)")
-    lines = ["# Calibrator (section 6): tables and figures", "", f"{len(lab)} contexts; label statistics:", "",
+    evaluation = [p for group in (rollouts, ablation or {}, arms or {}) for ps in group.values() for p in ps]
+    disjoint = check_disjoint(sorted(set(evaluation)), [labels, *datasets, *joint])
+    log.info("calibrator report: %s", disjoint)
+    lines = ["# Calibrator (section 6): tables and figures", "", disjoint + ".", "",
+             f"{len(lab)} contexts; label statistics:", "",
              "```json", json.dumps(stats, indent=1), "```", ""] + [f"- `{p}`" for p in out]
     atomic_write_text(index_path, "\n".join(lines) + "\n")
     log.info("calibrator report: %d files", len(out))

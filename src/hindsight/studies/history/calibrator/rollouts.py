@@ -45,6 +45,34 @@ async def calibrator_rollouts(config: Mapping[str, Any], *, model: str, env: str
                        env_options=cell["env_options"], make_env=make_env)
 
 
+def training_tasks(tasks_path: str, cell: Mapping[str, Any], env: str) -> list[str]:
+    """The tasks of a cell on the calibrator's training split, after checking that none is an
+    evaluation task of the history study (``eval_split``, ``eval_seed``, ``eval_tasks_per_cell``)."""
+    tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env)
+    evaluation = set(read_tasks(tasks_path, int(cell["eval_tasks_per_cell"]), cell["eval_split"],
+                                int(cell["eval_seed"]), env))
+    shared = sorted(set(tasks) & evaluation)
+    if shared:
+        raise ValueError(f"calibrator training rollouts on {env}: task(s) {shared[:5]} are also history evaluation "
+                         f"tasks; set calibrator.splits.{env} to a split disjoint from history.splits.{env}")
+    return tasks
+
+
+async def joint_source_rollouts(config: Mapping[str, Any], *, model: str, env: str, cell: Mapping[str, Any],
+                                calibrator: str, prompts_dir: str, tasks_path: str, out_episodes: str,
+                                out_steps: str, out_calls: str, make_env: Any = None) -> None:
+    """Calibrator rollouts of ``model`` on the calibrator's training split (the joint actor's SFT
+    data, section 6.4): the tasks and seeds of the Raw source cell of (model, env), so that the
+    joint and action-only datasets come from the same training tasks and never an evaluation one."""
+    tasks = training_tasks(tasks_path, cell, env)
+    seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
+    settings = calibrator_settings(model, calibrator, cell["actor"], cell["shuffle"])
+    await rollout_cell(config, model=model, env=env, condition="calibrator-joint-source", tasks=tasks, seeds=seeds,
+                       settings=settings, prompts_dir=prompts_dir, in_flight=int(cell["in_flight"]),
+                       out_episodes=out_episodes, out_steps=out_steps, out_calls=out_calls,
+                       env_options=cell["env_options"], make_env=make_env)
+
+
 def checkpoint_digest(folder: str | Path) -> str:
     """SHA-256 over the weight files of a checkpoint folder (name and bytes, sorted)."""
     h = hashlib.sha256()

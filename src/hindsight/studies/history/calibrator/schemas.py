@@ -38,6 +38,7 @@ COMPARE_SCHEMA = pa.schema([
 
 LABEL_SCHEMA = pa.schema([
     ("context_id", pa.string()), ("source_model", pa.string()), ("env", pa.string()),
+    ("task_id", pa.string()),             # the source (training) task of the context
     ("decision", pa.string()), ("experience", pa.string()),
     ("screened", pa.bool_()), ("screen_passed", pa.bool_()),
     ("n_actors", pa.int64()), ("n_up", pa.int64()), ("n_down", pa.int64()), ("n_tie", pa.int64()),

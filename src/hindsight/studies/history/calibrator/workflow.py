@@ -10,11 +10,11 @@ from typing import Any, Callable, Mapping
 from hindsight.config import ConfigError
 
 PARTS = ("sources", "contexts", "generate", "screen", "compare", "labels", "dataset", "rollouts", "joint",
-         "joint_rollouts", "report")
+         "joint_rollouts", "joint_sources", "report")
 NOT_CODE = ("hindsight.config", "hindsight.files", "hindsight.llm", "hindsight.rule_entry", "hindsight.testing")
 STAGE_MODULE = {"sources": "entry", "contexts": "contexts", "generate": "generate", "screen": "screen",
                 "compare": "compare", "labels": "dataset", "dataset": "dataset", "rollouts": "rollouts", "joint": "joint",
-                "joint_rollouts": "jointactor", "report": "report"}
+                "joint_rollouts": "jointactor", "joint_sources": "rollouts", "report": "report"}
 VARIANTS = ("full", "screen_only")
 ARMS = ("joint", "action_only")
 
@@ -67,7 +67,7 @@ class CalibratorWorkflow:
                 if m not in self.registry:
                     raise ConfigError(f"config key {key}: endpoint '{m}' is not in the registry; add an entry "
                                       f"to {self.config['models_file']} or remove the name")
-        for env in self.envs:
+        for env in self.training_envs():
             if env not in self.c["splits"]:
                 raise ConfigError(f"config key calibrator.splits: no entry for environment {env!r}; add "
                                   f"`{env}: <training split>`")
@@ -80,6 +80,12 @@ class CalibratorWorkflow:
         if bad:
             raise ConfigError(f"config key calibrator.variants / calibrator.train.variants: unknown or not built "
                               f"{bad}; allowed: {', '.join(VARIANTS)} (train.variants must be among variants)")
+
+    def training_envs(self) -> list[str]:
+        """Environments with rollouts on the calibrator's training splits: the label chain's
+        sources, and the joint actor's environments (its SFT data's source rollouts)."""
+        joint = [e for e in self.rollout_envs if e not in self.envs] if self.joint_enabled else []
+        return self.envs + joint
 
     def check_rollouts(self) -> None:
         """The rollout keys: environments among history's, every endpoint in the registry (the
@@ -142,9 +148,20 @@ class CalibratorWorkflow:
         who = self.ablation_endpoints[variant]
         return {"name": who, **self.endpoint(who)}
 
+    def training_cell(self, history_cell: Mapping[str, Any], env: str) -> dict[str, Any]:
+        """A Calibrator cell on the calibrator's training split of ``env`` (the joint actor's SFT
+        data): history's actor settings, the source cells' split, seed and task count, and the
+        evaluation task list it must not touch."""
+        return {**history_cell, "split": self.c["splits"][env], "seed": self.c["seed"],
+                "tasks_per_cell": self.c["sources"]["tasks_per_cell"], "eval_split": self.h["splits"][env],
+                "eval_seed": self.h["seed"], "eval_tasks_per_cell": self.h["tasks_per_cell"]}
+
     def joint_cell(self, history_cell: Mapping[str, Any]) -> dict[str, Any]:
-        """A joint-actor cell: history's cell (its tasks, seeds and actor) and the reply cap."""
-        return {**history_cell, "max_output_tokens": self.c["joint"]["max_output_tokens"]}
+        """A joint-actor cell: history's cell (its tasks, seeds and actor), the reply cap and the
+        reply's constraint (``calibrator.joint.reply``, ``max_experience_chars``)."""
+        j = self.c["joint"]
+        return {**history_cell, "max_output_tokens": j["max_output_tokens"], "reply": j["reply"],
+                "max_experience_chars": j["max_experience_chars"]}
 
     def recipe(self) -> dict[str, Any]:
         """The SFT recipe (``calibrator.train`` less the rule's plumbing)."""
@@ -171,11 +188,13 @@ class CalibratorWorkflow:
                 "calibrator": [f"results/calibrator/rollouts/{m}/{e}/calibrator.parquet" for m in ms for e in es]}
 
     def joint_data_files(self) -> dict[str, list[str]]:
-        """The rollouts both joint-actor datasets come from: the Calibrator (joint) and Raw
-        (action-only) cells of ``calibrator.joint.data_models`` on history's tasks."""
+        """The rollouts both joint-actor datasets come from, all on the calibrator's training
+        splits (``calibrator.splits``, disjoint from ``history.splits``): the Calibrator cells of
+        ``calibrator.joint.data_models`` (joint; rule ``calibrator_joint_sources``) and their Raw
+        source cells (action-only; rule ``calibrator_sources``), on the same tasks and seeds."""
         ms, es = self.joint_data_models, self.rollout_envs
-        return {"calibrator": [f"results/calibrator/rollouts/{m}/{e}/calibrator.parquet" for m in ms for e in es],
-                "raw": [f"results/history/rollouts/{m}/{e}/raw.parquet" for m in ms for e in es]}
+        return {"calibrator": [f"results/calibrator/joint/sources/{m}/{e}.parquet" for m in ms for e in es],
+                "raw": [f"results/calibrator/sources/{m}/{e}.parquet" for m in ms for e in es]}
 
     def ablation_files(self) -> dict[str, list[str]]:
         """Table 9's Calibrator cells per variant: for ``full``, the Table 8 cells when its endpoint

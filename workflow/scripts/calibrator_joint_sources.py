@@ -1,0 +1,11 @@
+"""Rule calibrator_joint_sources: Calibrator rollouts on the calibrator's training split, the joint
+actor's SFT data (section 6.4)."""
+
+from hindsight.rule_entry import run_rule
+from hindsight.studies.history.calibrator import rollouts
+
+s = snakemake  # noqa: F821
+run_rule(s, lambda: rollouts.joint_source_rollouts(
+    s.config, model=s.wildcards.model, env=s.wildcards.env, cell=s.params.cell,
+    calibrator=s.params.cell["calibrator"]["name"], prompts_dir=s.params.prompts_dir, tasks_path=s.input.tasks,
+    out_episodes=s.output.episodes, out_steps=s.output.steps, out_calls=s.output.calls))
