@@ -1,26 +1,27 @@
 """Memoization of the pure parsing steps in TextWorld's PDDL backend (ALFWorld's engine).
 
 ALFWorld runs on ``textworld.envs.PddlEnv`` (``textworld==1.7.0``).  Most of its time goes to
-re-parsing the same texts: every game load parses the game's grammar (``alfred.twl2`` with
-the goal filled in) with tatsu and then every production rule's right-hand side again; every
-step parses each admissible action's command template (``grammar.derive``) and each rule
-condition (``Rule.parse_conjunctive_query``) again; and every load and reset translates the
-same PDDL domain and problem to SAS with fast-downward's translator, four times per game.
-:func:`install` memoizes exactly these four steps, each keyed by its full input text and
+re-parsing the same texts: every game load parses every production rule's right-hand side
+of the game's grammar (``alfred.twl2``) with tatsu; every step parses each admissible
+action's command template (``grammar.derive``) and each rule condition
+(``Rule.parse_conjunctive_query``) again; and every load and reset translates the same PDDL
+domain and problem to SAS with fast-downward's translator, four times per game.
+:func:`install` memoizes exactly these three steps, each keyed by its full input text and
 options, in bounded LRU caches (:data:`CAPS`):
 
 - ``textgen._parse_and_convert`` (a context-sensitive-grammar text, ``rule_name``): the
   tatsu *model* is cached and ``textgen._Converter().walk(model)`` is re-run on every call,
   so callers get fresh ``Symbol`` objects as before (``derive`` and ``replace`` set
   ``symbol.context`` on them);
-- ``logic._parse_and_convert`` (a game's whole ``.twl2`` grammar document): the tatsu model
-  is cached and ``logic._ModelConverter().walk(model)`` re-run, so every ``GameLogic`` gets
-  fresh ``Action`` objects and a fresh grammar (whose rules come through the memo above);
 - ``fast_downward.pddl2sas`` (domain, problem, ``optimize``): the ``(task, sas)`` pair is
   cached and shared; ``PddlState`` only reads the task (actions, types, objects, init);
 - ``Rule.parse_conjunctive_query`` as ``textgen`` calls it (a condition such as
   ``r :: in(o, r)``): the ``Rule`` is cached and shared; ``State.all_assignments`` only
   reads it.
+
+Measured and left out: the tatsu parse of a game's whole grammar document (about 40 ms of a
+load; the rules inside it, parsed one by one afterwards, are the cost, and they hit the
+first memo).
 
 Why it is safe: tatsu's parse of a text is a function of the text and the parse options
 (the parser holds no state between parses that changes its result; no RNG); the SAS
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 
 SWITCH = "HINDSIGHT_TEXTWORLD_MEMO"
 PINNED: dict[str, str] = {"textworld": "1.7.0", "TatSu": "5.8.3", "fast-downward-textworld": "20.6.4"}
-CAPS: dict[str, int] = {"csg_parse": 8192, "logic_parse": 64, "pddl2sas": 32, "query": 4096}
+CAPS: dict[str, int] = {"csg_parse": 8192, "pddl2sas": 32, "query": 4096}
 
 _lock = threading.Lock()
 _originals: dict[str, Any] = {}
@@ -94,30 +95,21 @@ def install() -> bool:
                             "it was checked against: %s", {k: f"pinned {p}, installed {h}" for k, (p, h) in bad.items()})
             return False
         import fast_downward
-        from textworld.envs.pddl import logic as pddl_logic
         from textworld.envs.pddl import textgen
 
-        _originals.update(csg=textgen._parse_and_convert, logic=pddl_logic._parse_and_convert,
-                          pddl2sas=fast_downward.pddl2sas, rule=textgen.Rule)
+        _originals.update(csg=textgen._parse_and_convert, pddl2sas=fast_downward.pddl2sas, rule=textgen.Rule)
         csg_model = functools.lru_cache(CAPS["csg_parse"])(
             lambda text, rule_name: textgen._PARSER.parse(text, rule_name=rule_name))
-        logic_model = functools.lru_cache(CAPS["logic_parse"])(
-            lambda text, rule_name: pddl_logic._PARSER.parse(text, rule_name=rule_name))
         sas = functools.lru_cache(CAPS["pddl2sas"])(
             lambda domain, problem, optimize: _originals["pddl2sas"](domain, problem, optimize=optimize))
         rule_cls = _originals["rule"]
         query = functools.lru_cache(CAPS["query"])(rule_cls.parse_conjunctive_query)
-        _caches.update(csg_parse=csg_model, logic_parse=logic_model, pddl2sas=sas, query=query)
+        _caches.update(csg_parse=csg_model, pddl2sas=sas, query=query)
 
         def csg_parse_and_convert(text, rule_name=None, trace=False, **kw):
             if trace or kw or not isinstance(text, str):
                 return _originals["csg"](text, rule_name=rule_name, trace=trace, **kw)
             return textgen._Converter().walk(csg_model(text, rule_name))
-
-        def logic_parse_and_convert(text, rule_name=None, **kw):
-            if kw or not isinstance(text, str):
-                return _originals["logic"](text, rule_name=rule_name, **kw)
-            return pddl_logic._ModelConverter().walk(logic_model(text, rule_name))
 
         def pddl2sas(domain, problem, verbose=False, optimize=False):
             if verbose:
@@ -130,7 +122,6 @@ def install() -> bool:
                 return query(expr)
 
         textgen._parse_and_convert = csg_parse_and_convert
-        pddl_logic._parse_and_convert = logic_parse_and_convert
         fast_downward.pddl2sas = pddl2sas
         textgen.Rule = Rule
         return True
@@ -142,11 +133,9 @@ def uninstall() -> None:
         if not _originals:
             return
         import fast_downward
-        from textworld.envs.pddl import logic as pddl_logic
         from textworld.envs.pddl import textgen
 
         textgen._parse_and_convert = _originals["csg"]
-        pddl_logic._parse_and_convert = _originals["logic"]
         fast_downward.pddl2sas = _originals["pddl2sas"]
         textgen.Rule = _originals["rule"]
         _originals.clear()
