@@ -25,6 +25,8 @@ def test_default_resolves_to_one_job_per_stage_and_model():
     assert w.train_variants == [] and w.variants == ["full", "screen_only"] and w.joint_sft_files() == []
     assert w.final_targets() == ["results/calibrator/tables/index.md"]
     assert w.source_cell("smollm2", "alfworld")["split"] == "train"
+    # training tasks are drawn from the evaluation's task types (history.task_types)
+    assert w.source_cell("smollm2", "scienceworld")["task_types"] == w.h["task_types"]["scienceworld"]
     # Table 9: the full variant is Table 8's Calibrator cells (its endpoint is roles.calibrator), the
     # screen-only variant its own cells; the joint actor and the baseline on the same environments
     cal = w.rollout_files()["calibrator"]
@@ -43,7 +45,7 @@ def test_default_resolves_to_one_job_per_stage_and_model():
     assert (tc["eval_split"], tc["eval_seed"]) == (w.h["splits"]["scienceworld"], w.h["seed"])
     jc = w.joint_cell({"seed": 1})
     assert jc["max_output_tokens"] == w.c["joint"]["max_output_tokens"]
-    assert (jc["reply"], jc["max_experience_chars"]) == ("constrained", 160)
+    assert (jc["reply"], jc["max_experience_chars"]) == ("constrained", 80)
 
 
 def test_paper_preset_has_the_papers_roles_actors_and_recipe():

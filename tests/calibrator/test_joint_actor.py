@@ -156,7 +156,7 @@ def test_the_joint_grammar_admits_only_valid_blocks_and_listed_actions():
     g = gbnf_joint(["look around", 'open door to "hall"'], 40)
     assert not g.startswith("root ::=")             # never read as a plain choice list
     assert '"look around" | "open door to \\"hall\\""' in g
-    assert '{\\"decision\\":\\"NOUPDATE\\",\\"experience\\":null}' in g and "{0,39}" in g
+    assert '{\\"decision\\":\\"NOUPDATE\\",\\"experience\\":null}' in g and "[A-Za-z]" in g and "{7,39}" in g
     with pytest.raises(ValueError, match="choices"):
         gbnf_joint([], 40)
     with pytest.raises(ValueError, match="max_chars"):

@@ -47,3 +47,17 @@ def test_a_training_file_without_task_ids_is_refused(tmp_path):
     pd.DataFrame({"context_id": ["c"]}).to_parquet(table)
     with pytest.raises(ValueError, match=r"old.parquet: no column\(s\) \['env', 'task_id'\]"):
         leaks([ev], [table])
+
+
+def test_training_tasks_are_of_the_evaluation_types_and_never_an_evaluation_task(tmp_path):
+    from hindsight.studies.history.calibrator.rollouts import training_tasks
+
+    rows = [(f"{t}:{v}", split, t) for t in ("a", "b", "c") for v, split in ((0, "test"), (1, "train"), (2, "train"))]
+    path = tmp_path / "tasks.parquet"
+    pd.DataFrame(rows, columns=["task_id", "split", "type"]).to_parquet(path)
+    cell = {"tasks_per_cell": 4, "split": "train", "seed": 3, "eval_split": "test", "eval_seed": 1,
+            "eval_tasks_per_cell": 2, "task_types": ["a", "b"]}
+    got = training_tasks(str(path), cell, "x")
+    assert sorted(got) == ["a:1", "a:2", "b:1", "b:2"]
+    with pytest.raises(ValueError, match="also history evaluation tasks; set calibrator.splits.x"):
+        training_tasks(str(path), {**cell, "split": "test", "tasks_per_cell": 1}, "x")

@@ -71,8 +71,8 @@ def gbnf_choice(choices: Sequence[str]) -> str:
 def gbnf_joint(choices: Sequence[str], max_chars: int) -> str:
     """A llama.cpp GBNF grammar for a joint actor's reply (section 6.4 / Appendix G.3): one
     ``<calibration>`` block holding one of the two review outputs (``NOUPDATE``, or
-    ``CALIBRATE`` with an experience of 1 to ``max_chars`` characters, no ``<``, quote,
-    backslash or line break, not starting with a space), then ``<action>`` + exactly one of
+    ``CALIBRATE`` with an experience of 8 (or ``max_chars``, if fewer) to ``max_chars``
+    characters, starting with a letter, with no ``<``, quote, backslash or line break), then ``<action>`` + exactly one of
     ``choices`` + ``</action>``.  It starts with a comment line, so it is not read as a
     choice list (:func:`gbnf_choice`'s form)."""
     if not choices:
@@ -86,7 +86,7 @@ def gbnf_joint(choices: Sequence[str], max_chars: int) -> str:
         'root ::= "<calibration>" review "</calibration>" "<action>" act "</action>"',
         f'review ::= {head}NOUPDATE\\",\\"experience\\":null}}" | '
         f'{head}CALIBRATE\\",\\"experience\\":\\"" exp "\\"}}"',
-        f"exp ::= [^<\"\\\\\\n\\r\\t ] [^<\"\\\\\\n\\r\\t]{{0,{max_chars - 1}}}",
+        f"exp ::= [A-Za-z] [^<\"\\\\\\n\\r\\t]{{{min(7, max_chars - 1)},{max_chars - 1}}}",
         f"act ::= {acts}",
     ])
 

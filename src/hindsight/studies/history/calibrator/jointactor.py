@@ -105,7 +105,8 @@ async def joint_rollouts(config: Mapping[str, Any], *, arm: str, model: str, env
                          tasks_path: str, out_episodes: str, out_steps: str, out_calls: str,
                          make_env: Any = None) -> None:
     """One arm's cell for endpoint ``model`` on the task list of the history study's (env) cells."""
-    tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env)
+    tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env,
+                       cell.get("task_types"))
     seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
     settings = arm_settings(model, arm, cell["actor"], max_output_tokens, cell["reply"],
                             cell["max_experience_chars"])

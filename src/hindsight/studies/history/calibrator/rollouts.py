@@ -36,7 +36,8 @@ async def calibrator_rollouts(config: Mapping[str, Any], *, model: str, env: str
                               out_calls: str, make_env: Any = None, condition: str = "calibrator") -> None:
     """One Calibrator cell on the task list of the history study's (model, env) cells
     (``condition``: ``calibrator``, or ``calibrator-<variant>`` for Table 9's cells)."""
-    tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env)
+    tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env,
+                       cell.get("task_types"))
     seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
     settings = calibrator_settings(model, calibrator, cell["actor"], cell["shuffle"])
     await rollout_cell(config, model=model, env=env, condition=condition, tasks=tasks, seeds=seeds,
@@ -47,10 +48,13 @@ async def calibrator_rollouts(config: Mapping[str, Any], *, model: str, env: str
 
 def training_tasks(tasks_path: str, cell: Mapping[str, Any], env: str) -> list[str]:
     """The tasks of a cell on the calibrator's training split, after checking that none is an
-    evaluation task of the history study (``eval_split``, ``eval_seed``, ``eval_tasks_per_cell``)."""
-    tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env)
+    evaluation task of the history study (``eval_split``, ``eval_seed``, ``eval_tasks_per_cell``).
+    Both lists are drawn from ``task_types`` (``history.task_types`` of ``env``; absent or
+    None: every type), so training tasks are of the evaluation's task types."""
+    types = cell.get("task_types")
+    tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env, types)
     evaluation = set(read_tasks(tasks_path, int(cell["eval_tasks_per_cell"]), cell["eval_split"],
-                                int(cell["eval_seed"]), env))
+                                int(cell["eval_seed"]), env, types))
     shared = sorted(set(tasks) & evaluation)
     if shared:
         raise ValueError(f"calibrator training rollouts on {env}: task(s) {shared[:5]} are also history evaluation "

@@ -131,6 +131,7 @@ class CalibratorWorkflow:
         return {"seed": self.c["seed"], "split": self.c["splits"][env], "sources": dict(self.c["sources"]),
                 "eval_split": self.h["splits"][env], "eval_seed": self.h["seed"],
                 "eval_tasks_per_cell": self.h["tasks_per_cell"], "actor": self.h["actor"],
+                "task_types": (self.h["task_types"] or {}).get(env),
                 "in_flight": self.h["in_flight"], "env_options": self.h["env_options"].get(env) or {},
                 "endpoint": self.endpoint(model)}
 
