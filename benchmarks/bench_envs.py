@@ -10,6 +10,11 @@ Rounds of the same action sequence from a fresh reset, raw and interface in alte
 order, on one engine per environment.  The last
 line is the smallest interface/raw ratio over the environments (target >= 0.9).
 
+ALFWorld also prints the CPU cost of its engine with and without Hindsight's memo of
+TextWorld's parsing (:mod:`hindsight.envs.textworld_speed`), each in a fresh process (the
+kill switch ``HINDSIGHT_TEXTWORLD_MEMO=0`` for "without"): the first game load + reset, a
+second game's, a reset of a loaded game, and CPU ms per step, with the before/after ratios.
+
     python benchmarks/bench_envs.py [--steps 200] [--envs scienceworld alfworld appworld]
         [--alfworld-root resources/alfworld/games] [--appworld-root resources/appworld]
 """
@@ -82,7 +87,7 @@ def bench_alfworld(steps: int, root: str | None) -> float:
 
         tmp = tempfile.TemporaryDirectory()
         root = str(Path(tmp.name) / "games")
-        generate(root, seed=0, sizes={"eval": 1})
+        generate(root, seed=0, sizes={"eval": 2})
     task_id = str(game_dirs(root)[0].relative_to(root))
     env = AlfworldEnv(root=root)
     obs = env.reset(task_id)
@@ -91,7 +96,53 @@ def bench_alfworld(steps: int, root: str | None) -> float:
     actions = [cycle[i % len(cycle)] for i in range(steps)]
     ratio = compare("alfworld", env.engine.step, env.step, actions, lambda: env.reset(task_id))
     env.close()
+    memo_report(root, steps)
     return ratio
+
+
+def memo_probe(root: str, steps: int) -> dict:
+    """CPU seconds of ALFWorld engine work in this process (a fresh one: caches start empty)."""
+    import time
+
+    from hindsight.envs import textworld_speed
+    from hindsight.envs.alfworld import AlfworldEnv, game_dirs
+
+    tasks = [str(d.relative_to(root)) for d in game_dirs(root)[:2]]
+    env = AlfworldEnv(root=root)
+    out: dict = {"memo": textworld_speed.installed()}
+    for key, task in zip(("first_load", "second_load"), tasks * 2):
+        t0 = time.process_time()
+        obs = env.reset(task)
+        out[key] = time.process_time() - t0
+    t0 = time.process_time()
+    obs = env.reset(tasks[-1])
+    out["reset"] = time.process_time() - t0
+    cycle = ["look", "inventory", *[a for a in obs.admissible if a.startswith("go to")][:3]]
+    t0 = time.process_time()
+    for i in range(steps):
+        env.step(cycle[i % len(cycle)])
+    out["step_ms"] = (time.process_time() - t0) / steps * 1000
+    env.close()
+    return out
+
+
+def memo_report(root: str, steps: int) -> None:
+    """Print the memo's before/after CPU figures (each side measured in its own fresh process)."""
+    import json
+    import subprocess
+
+    res = {}
+    for flag in ("0", "1"):
+        env = dict(os.environ, HINDSIGHT_TEXTWORLD_MEMO=flag)
+        proc = subprocess.run([sys.executable, __file__, "--memo-probe", str(root), "--steps", str(steps)],
+                              capture_output=True, text=True, env=env, check=True)
+        res[flag] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not res["0"]["memo"] and res["1"]["memo"], res
+    load = os.getloadavg()[0]
+    for key, unit in (("first_load", "s"), ("second_load", "s"), ("reset", "s"), ("step_ms", "ms")):
+        before, after = res["0"][key], res["1"][key]
+        print(f"alfworld memo: {key} CPU {before:.3f} -> {after:.3f} {unit}, before/after {before / max(after, 1e-9):.2f}x"
+              f" (load {load:.1f})")
 
 
 def bench_appworld(steps: int, root: str | None) -> float:
@@ -121,7 +172,13 @@ def main() -> None:
     ap.add_argument("--envs", nargs="+", default=["scienceworld", "alfworld", "appworld"])
     ap.add_argument("--alfworld-root", default="resources/alfworld/games")
     ap.add_argument("--appworld-root", default="resources/appworld")
+    ap.add_argument("--memo-probe", metavar="ROOT", help=argparse.SUPPRESS)  # internal: one side of memo_report
     args = ap.parse_args()
+    if args.memo_probe:
+        import json
+
+        print(json.dumps(memo_probe(args.memo_probe, args.steps)))
+        return
     ratios = {}
     for name in args.envs:
         if name == "scienceworld":
