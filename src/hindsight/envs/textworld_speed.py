@@ -31,6 +31,9 @@ its output is captured and dropped unless ``verbose``).  Calls with tracing or v
 output (``trace=True``, ``verbose=True``) bypass the memo.  Not reproduced on a hit:
 ``pddl2sas`` overwriting ``sys.argv`` (done on the first, missed call anyway).
 
+Memory: a game's two translations hold about 1.3 MB (so :data:`CAPS` keeps at most ~21 MB of
+them); the grammar entries are small parse trees of short texts.
+
 Pinned to the versions in ``envs/constraints.txt`` (:data:`PINNED`): on any other version
 :func:`install` logs a warning and installs nothing.  ``HINDSIGHT_TEXTWORLD_MEMO=0`` in the
 environment switches it off (read at install time).  Installing twice is a no-op.
