@@ -98,7 +98,7 @@ def test_history_workflow_end_to_end(tmp_path):
         time.sleep(0.5)
         served, done = srv.stats.completions, cached_ids(wf)
         assert done, "nothing completed before the kill"
-        assert snakemake(wf, "--unlock").returncode == 0
+        assert snakemake(wf, "--configfile", "overlay.yaml", "--unlock", "--", "results/history/tables/index.md").returncode == 0
         out = snakemake(wf, "--configfile", "overlay.yaml", "--", "results/history/tables/index.md", cores="1")
         assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
         res = wf / "results" / "history"
