@@ -13,11 +13,12 @@ from hindsight.studies.history.workflow import HistoryWorkflow
 
 from tests.conftest import REPO, base_config
 
-TYPES = {"short": 3, "long": 4, "middle": 2}
+TYPES = {"pick_and_place_simple": 3, "look_at_obj_in_light": 4, "pick_two_obj_and_place": 2}
+SHORT, LONG, MIDDLE = TYPES
 
 
 def tiny_table(tmp_path, env: str = "alfworld"):
-    rows = [{"task_id": f"{typ}-{i}", "split": "eval" if i % 2 == 0 else "train", "type": typ, "source": "generated"}
+    rows = [{"task_id": f"{typ}/{i}", "split": "eval" if i % 2 == 0 else "train", "type": typ, "source": "generated"}
             for typ, n in TYPES.items() for i in range(2 * n)]
     (tmp_path / "tasks").mkdir(exist_ok=True)
     path = tmp_path / "tasks" / f"{env}.parquet"
@@ -29,28 +30,33 @@ def test_the_filter_keeps_only_the_listed_types_and_null_keeps_all(tmp_path):
     path = tiny_table(tmp_path)
     table = pd.read_parquet(path)
     assert filter_types(table, None, "t").equals(table)
-    kept = filter_types(table, ["short", "middle"], "t")
-    assert set(kept["type"]) == {"short", "middle"} and len(kept) == 2 * (3 + 2)
-    got = read_tasks(path, 5, "eval", 7, "alfworld", ["short", "middle"])
-    assert len(got) == 5 and {t.split("-")[0] for t in got} == {"short", "middle"}
+    kept = filter_types(table, [SHORT, MIDDLE], "t")
+    assert set(kept["type"]) == {SHORT, MIDDLE} and len(kept) == 2 * (3 + 2)
+    got = read_tasks(path, 5, "eval", 7, "alfworld", [SHORT, MIDDLE])
+    assert len(got) == 5 and {t.split("/")[0] for t in got} == {SHORT, MIDDLE}
     # the seed orders the kept tasks as select_tasks orders the filtered table
     assert got == select_tasks(kept, 5, "eval", 7)
     assert read_tasks(path, 9, "eval", 7, "alfworld") == select_tasks(table, 9, "eval", 7)
+    # a type of the environment that this table lacks adds no task
+    assert read_tasks(path, 3, "eval", 7, "alfworld", [SHORT, "pick_heat_then_place_in_recep"]) == \
+        select_tasks(filter_types(table, [SHORT], "t"), 3, "eval", 7)
     # asking for more tasks than the chosen types hold names the key
     with pytest.raises(ValueError, match=r"list more types in history.task_types.alfworld"):
-        read_tasks(path, 6, "eval", 7, "alfworld", ["short", "middle"])
+        read_tasks(path, 6, "eval", 7, "alfworld", [SHORT, MIDDLE])
+    with pytest.raises(ValueError, match=r"task_types.alfworld: unknown task type\(s\) \['pick_heat_then_place_in_recep'\] "
+                                         r"in .*alfworld.parquet; allowed: look_at_obj_in_light, pick_and_place_simple, "
+                                         r"pick_two_obj_and_place"):
+        read_tasks(path, 1, "eval", 7, "alfworld", ["pick_heat_then_place_in_recep"])
 
 
 @pytest.mark.parametrize("types, message", [
-    (["short", "tall"], r"history.task_types.alfworld: unknown task type\(s\) \['tall'\] in .*allowed: long, "
-                        r"middle, short; remove them or set history.task_types.alfworld: null"),
-    ("short", r"history.task_types.alfworld: 'short' is not a non-empty list"),
+    ([SHORT, "tall"], r"history.task_types.alfworld: unknown task type\(s\) \['tall'\] in ALFWorld's six task types; "
+                      r"allowed: look_at_obj_in_light, .*; remove them or set history.task_types.alfworld: null"),
+    (SHORT, r"history.task_types.alfworld: 'pick_and_place_simple' is not a non-empty list"),
     ([], r"history.task_types.alfworld: \[\] is not a non-empty list"),
 ])
 def test_a_bad_type_list_is_refused_with_the_key_the_allowed_types_and_the_fix(tmp_path, types, message):
-    path = tiny_table(tmp_path)
-    with pytest.raises(ValueError, match=message):
-        read_tasks(path, 1, "eval", 0, "alfworld", types)
+    tiny_table(tmp_path)
     h = {**base_config()["history"], "envs": ["alfworld"], "tasks_per_cell": 1, "task_types": {"alfworld": types}}
     with pytest.raises(ConfigError, match=message):
         check_task_types(h, base_config()["envs"], tmp_path / "tasks")
@@ -62,10 +68,10 @@ def test_the_check_before_the_first_job(tmp_path):
     base = {**base_config()["history"], "envs": ["alfworld"], "tasks_per_cell": 5}
     check_task_types({**base, "task_types": {"alfworld": None}}, envs, tmp_path / "tasks")
     check_task_types({**base, "task_types": None}, envs, tmp_path / "tasks")
-    check_task_types({**base, "task_types": {"alfworld": ["short", "middle"]}}, envs, tmp_path / "tasks")
+    check_task_types({**base, "task_types": {"alfworld": [SHORT, MIDDLE]}}, envs, tmp_path / "tasks")
     with pytest.raises(ConfigError, match=r"tasks_per_cell: 6 tasks per cell, but the alfworld split 'eval' "
                                           r"holds 5 tasks of the types in history.task_types.alfworld"):
-        check_task_types({**base, "tasks_per_cell": 6, "task_types": {"alfworld": ["short", "middle"]}},
+        check_task_types({**base, "tasks_per_cell": 6, "task_types": {"alfworld": [SHORT, MIDDLE]}},
                          envs, tmp_path / "tasks")
     with pytest.raises(ConfigError, match=r"history.task_types: unknown environment\(s\) \['sciworld'\]"):
         check_task_types({**base, "task_types": {"sciworld": ["boil"]}}, envs, tmp_path / "tasks")

@@ -114,9 +114,10 @@ def filter_types(tasks: pd.DataFrame, types: Sequence[str] | None, source: str,
     """The rows of ``tasks`` whose type is one of ``types`` (``None``: every row).
 
     Applied before :func:`hindsight.envs.tasks.select_tasks`, so the seed orders the chosen
-    types' tasks as it would the whole table's.  A type the table does not hold is an error
-    naming ``key`` (the config key, e.g. ``history.task_types.alfworld``), the table's types
-    and the fix.
+    types' tasks as it would the whole table's.  A listed type the table lacks contributes
+    no task (the types an environment has are checked before the first job,
+    :func:`check_task_types`); a list none of whose types the table holds is an error naming
+    ``key`` (e.g. ``history.task_types.alfworld``), the table's types and the fix.
     """
     if types is None:
         return tasks
@@ -124,21 +125,27 @@ def filter_types(tasks: pd.DataFrame, types: Sequence[str] | None, source: str,
         raise ValueError(f"config key {key}: {types!r} is not a non-empty list of task types; "
                          "give a list such as [pick_and_place_simple] or null (every type)")
     present = sorted(tasks["type"].astype(str).unique())
-    unknown = [t for t in types if t not in present]
-    if unknown:
-        raise ValueError(f"config key {key}: unknown task type(s) {unknown} in {source}; allowed: "
+    if not set(types) & set(present):
+        raise ValueError(f"config key {key}: unknown task type(s) {list(types)} in {source}; allowed: "
                          f"{', '.join(present)}; remove them or set {key}: null (every type)")
     return tasks[tasks["type"].astype(str).isin(list(types))]
 
 
+def _check_listed(types: Sequence[str] | None, allowed: Sequence[str], where: str, key: str) -> None:
+    """Every listed type is one of ``allowed`` (the environment's types, from ``where``)."""
+    filter_types(pd.DataFrame({"type": list(allowed)}), types, where, key)  # the list's shape
+    unknown = [t for t in types or () if t not in set(allowed)]
+    if unknown:
+        raise ValueError(f"config key {key}: unknown task type(s) {unknown} in {where}; allowed: "
+                         f"{', '.join(allowed)}; remove them or set {key}: null (every type)")
+
+
 def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Path = "results/tasks"
                      ) -> tuple[tuple[str, ...], str] | None:
-    """``(the task types env's table holds, where that list comes from)`` before any job, or
-    ``None`` while unknown (official AppWorld data before its task table is built)."""
-    table = Path(tasks_dir) / f"{env}.parquet"
-    if table.is_file():
-        col = pd.read_parquet(table, columns=["type"])["type"].astype(str)
-        return tuple(sorted(col.unique())), str(table)
+    """``(the task types env has, where that list comes from)`` before any job: the
+    environment's own list (ScienceWorld's tasks, ALFWorld's six types, the authored AppWorld
+    families), else its built task table; ``None`` while unknown (official AppWorld data
+    before its task table is built)."""
     if env == "scienceworld":
         from scienceworld.constants import ID2TASK
 
@@ -152,6 +159,10 @@ def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Pat
 
         families = {s.family for s in task_specs(int(envs_cfg["seed"]))}
         return tuple(sorted(families)), "the project-authored AppWorld task set"
+    table = Path(tasks_dir) / f"{env}.parquet"
+    if table.is_file():
+        col = pd.read_parquet(table, columns=["type"])["type"].astype(str)
+        return tuple(sorted(col.unique())), str(table)
     return None
 
 
@@ -183,9 +194,8 @@ def check_task_types(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
         if known is None:
             continue
         allowed, where = known
-        table = pd.DataFrame({"type": list(allowed)})
         try:
-            filter_types(table, types, where, key)
+            _check_listed(types, allowed, where, key)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         path = Path(tasks_dir) / f"{env}.parquet"
