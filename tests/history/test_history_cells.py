@@ -166,3 +166,20 @@ def test_select_pairs_skips_terminal_and_budget_end_pairs():
     assert select_pairs(eps, steps(["a", "b", "b", "a"]))[0].step == 2
     assert select_pairs(eps, steps(["a", "b", "b"])) == []          # no next step: budget end
     assert select_pairs(eps, steps(["b", "b", "c"], done_at=2)) == []  # the repeat ended the episode
+
+
+def test_select_pairs_on_a_code_environments_steps_read_back_from_parquet(tmp_path):
+    """AppWorld lists no actions: shown_actions is null, which Parquet gives back as NaN
+    (pandas' string dtype), not None; the pair still counts, with no listing."""
+    import pyarrow as pa
+
+    from hindsight.agent.records import STEP_SCHEMA
+    from hindsight.files import write_parquet
+
+    eps = pd.DataFrame([{"episode_id": "e", "task_id": "t", "task": "x", "task_index": 0}])
+    rows = [{"episode_id": "e", "task_id": "t", "step": i + 1, "action": a, "obs_before": f"O{i + 1}",
+             "done": False, "shown_actions": None, "n_admissible": -1} for i, a in enumerate(["a", "a", "b"])]
+    table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in STEP_SCHEMA} for r in rows], schema=STEP_SCHEMA)
+    write_parquet(table, tmp_path / "s.parquet")
+    pairs = select_pairs(eps, pd.read_parquet(tmp_path / "s.parquet"))
+    assert [(p.step, p.shown_actions, p.admissible_count) for p in pairs] == [(1, None, -1)]

@@ -77,7 +77,9 @@ def select_pairs(episodes: pd.DataFrame, steps: pd.DataFrame) -> list[RepeatPair
             if normalize(acts[i]) == normalize(acts[i + 1]) and not bool(st.loc[i + 1, "done"]):
                 entries = tuple(Entry(st.loc[j, "obs_before"], acts[j]) for j in range(i + 2))
                 nxt = st.loc[i + 2]
-                shown = json.loads(nxt["shown_actions"]) if nxt["shown_actions"] else None
+                # a code environment lists no actions: a missing value reads back as NaN, not None
+                listed = nxt["shown_actions"]
+                shown = json.loads(listed) if isinstance(listed, str) and listed else None
                 out.append(RepeatPair(str(ep["episode_id"]), str(ep["task_id"]), str(ep["task"]), i + 1, entries,
                                       str(nxt["obs_before"]), tuple(shown) if shown is not None else None,
                                       int(nxt["n_admissible"])))
