@@ -13,6 +13,9 @@ rule env_alfworld_games:
         manifest="resources/alfworld/games.parquet",
     log:
         "logs/envs/alfworld_games.log",
+    # every ALFWorld cell waits for the games: start them first, while both cores are free
+    # (a job of 2 threads never starts once 1-thread jobs keep one core busy)
+    priority: 100
     conda:
         CONDA_ENV
     threads: lambda wc: int(ENVS_CFG["alfworld"]["workers"])
@@ -31,6 +34,7 @@ rule env_appworld_data:
         manifest="resources/appworld/tasks.parquet",
     log:
         "logs/envs/appworld_data.log",
+    priority: 90  # every AppWorld cell waits for it (see env_alfworld_games)
     conda:
         CONDA_ENV
     threads: 2  # saving and verifying tasks by AppWorld's evaluator, in this many processes
