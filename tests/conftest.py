@@ -33,6 +33,21 @@ def base_config() -> dict[str, Any]:
         return yaml.safe_load(fh)
 
 
+PER_CELL_SERVER = {"shared": False, "idle_s": 30}
+
+
+def embedded_config(tmp_path: Path, servers: dict[str, Any] | None = PER_CELL_SERVER) -> dict[str, Any]:
+    """The default config on the repository's models file (the embedded models), with its
+    response cache under ``tmp_path``; ``servers`` replaces the config's section (default:
+    a per-cell server; ``None`` keeps the config's own)."""
+    cfg = base_config()
+    cfg["models_file"] = str(REPO / "config" / "models.yaml")
+    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
+    if servers is not None:
+        cfg["servers"] = dict(servers)
+    return cfg
+
+
 def run_snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """``python -m snakemake --cores 2 ARGS`` in ``workdir``, output captured."""
     return subprocess.run(

@@ -13,16 +13,13 @@ from hindsight.config import ConfigError, EmbeddedWeights
 from hindsight.llm import open_client
 from hindsight.llm.embedded import weights_path
 from hindsight.testing import loopback_endpoint
-from tests.conftest import REPO, base_config
+from tests.conftest import REPO, embedded_config
 
 
 @pytest.mark.slow
 @pytest.mark.embedded
 def test_embedded_model_answers_a_real_prompt(tmp_path):
-    cfg = base_config()
-    cfg["models_file"] = str(REPO / "config" / "models.yaml")
-    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
-    cfg["servers"] = {"shared": False, "idle_s": 30}  # the per-cell server (shared: tests/test_llm_shared.py)
+    cfg = embedded_config(tmp_path)  # the per-cell server (shared: tests/test_llm_shared.py)
     schema = {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome", "Berlin"]}},
               "required": ["city"], "additionalProperties": False}
 

@@ -101,12 +101,9 @@ def test_embedded_server_fills_cached_tokens_in_the_records(tmp_path):
     import pandas as pd
 
     from hindsight.llm import open_client
-    from tests.conftest import base_config
+    from tests.conftest import embedded_config
 
-    cfg = base_config()
-    cfg["models_file"] = str(REPO / "config" / "models.yaml")
-    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
-    cfg["servers"] = {"shared": False, "idle_s": 30}
+    cfg = embedded_config(tmp_path)
     prefix = "You are in a kitchen. " + " ".join(f"There is a cupboard {i} here." for i in range(40))
 
     async def run():

@@ -17,7 +17,7 @@ import yaml
 
 from hindsight.llm.leases import alive
 from hindsight.llm.shared import server_dir, stop_all
-from tests.conftest import REPO, base_config
+from tests.conftest import REPO, embedded_config
 
 CELL = r"""
 import asyncio, json, sys, time
@@ -42,10 +42,7 @@ asyncio.run(main())
 
 
 def _config(tmp_path: Path, idle_s: float) -> Path:
-    cfg = base_config()
-    cfg["models_file"] = str(REPO / "config" / "models.yaml")
-    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
-    cfg["servers"] = {"shared": True, "idle_s": idle_s}
+    cfg = embedded_config(tmp_path, servers={"shared": True, "idle_s": idle_s})
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

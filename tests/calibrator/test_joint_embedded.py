@@ -14,16 +14,13 @@ import pytest
 from hindsight.agent.parse import parse_joint
 from hindsight.studies.history.calibrator.jointactor import joint_rollouts
 from tests.calibrator.test_joint_actor import CP, HP, TASK
-from tests.conftest import REPO, base_config
+from tests.conftest import embedded_config
 
 
 @pytest.mark.slow
 @pytest.mark.embedded
 def test_embedded_joint_replies_are_valid_blocks_and_listed_actions(tmp_path):
-    cfg = base_config()
-    cfg["models_file"] = str(REPO / "config" / "models.yaml")
-    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
-    cfg["servers"] = {"shared": False, "idle_s": 30}
+    cfg = embedded_config(tmp_path)
     j = cfg["calibrator"]["joint"]
     actor = {**cfg["history"]["actor"], "max_actions": 3}
     tasks = tmp_path / "tasks.parquet"

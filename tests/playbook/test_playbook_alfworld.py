@@ -11,7 +11,6 @@ playbook artifact of the declared schema, and a practice record.
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pandas as pd
@@ -20,7 +19,7 @@ import pytest
 
 from hindsight.llm import read_records
 from hindsight.studies.playbook.records import PLAYBOOK_SCHEMA
-from tests.conftest import REPO, base_config
+from tests.conftest import embedded_config
 from tests.playbook.helpers import HARMFUL, HELPFUL, alf_policy, config, paths, run_part, task_table
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -62,9 +61,7 @@ def test_dc_growth_and_practice_on_alfworld(alf_root, loopback, tmp_path):
 
 @pytest.mark.embedded
 def test_embedded_model_grows_and_practices_the_default_alfworld_setting(alf_root, tmp_path):
-    cfg = copy.deepcopy(base_config())
-    cfg["models_file"] = str(REPO / "config" / "models.yaml")
-    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
+    cfg = embedded_config(tmp_path, servers=None)
     pb = cfg["playbook"]
     pb.update(envs=["alfworld"], env_options={"alfworld": {"root": str(alf_root)}}, in_flight=1)
     pb["actor"]["max_actions"] = 1

@@ -4,14 +4,13 @@ the declared ``pieces`` counter as the fallback of an endpoint that has none."""
 from __future__ import annotations
 
 import asyncio
-import copy
 
 import pytest
 
 from hindsight.llm import open_client, read_records
 from hindsight.memory.ace import piece_tokens
 from hindsight.studies.playbook.design import lesson_tokens
-from tests.conftest import REPO, base_config
+from tests.conftest import embedded_config
 
 TEXTS = ["Read the app's API documentation first.", "Check names, then call: apis.x.y(z=1).",
          "Read the app's API documentation first.", "antidisestablishmentarianism"]
@@ -49,10 +48,7 @@ def test_an_endpoint_without_a_tokenizer_falls_back_to_pieces(loopback, make_con
 @pytest.mark.slow
 @pytest.mark.embedded
 def test_the_embedded_models_own_tokenizer(tmp_path):
-    cfg = copy.deepcopy(base_config())
-    cfg["models_file"] = str(REPO / "config" / "models.yaml")
-    cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
-    cfg["servers"] = {"shared": False, "idle_s": 30}
+    cfg = embedded_config(tmp_path)
     counts, by = _count(cfg, "t/a", tmp_path / "a.parquet", model="smollm2")
     assert by == "endpoint:smollm2" and all(isinstance(n, int) and n > 0 for n in counts.values())
     assert counts["antidisestablishmentarianism"] > piece_tokens("antidisestablishmentarianism")  # sub-word pieces
