@@ -8,7 +8,8 @@ import pytest
 
 from hindsight.config import ConfigError, load_models
 from hindsight.envs.tasks import make_table, select_tasks
-from hindsight.studies.history.design import check_task_types, filter_types, read_tasks
+from hindsight.studies.history.design import filter_types, read_tasks
+from hindsight.studies.history.preflight import check_task_types
 from hindsight.studies.history.workflow import HistoryWorkflow
 
 from tests.conftest import REPO, base_config

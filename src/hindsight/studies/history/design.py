@@ -116,7 +116,7 @@ def filter_types(tasks: pd.DataFrame, types: Sequence[str] | None, source: str,
     Applied before :func:`hindsight.envs.tasks.select_tasks`, so the seed orders the chosen
     types' tasks as it would the whole table's.  A listed type the table lacks contributes
     no task (the types an environment has are checked before the first job,
-    :func:`check_task_types`); a list none of whose types the table holds is an error naming
+    :func:`hindsight.studies.history.preflight.check_task_types`); a list none of whose types the table holds is an error naming
     ``key`` (e.g. ``history.task_types.alfworld``), the table's types and the fix.
     """
     if types is None:
@@ -129,86 +129,6 @@ def filter_types(tasks: pd.DataFrame, types: Sequence[str] | None, source: str,
         raise ValueError(f"config key {key}: unknown task type(s) {list(types)} in {source}; allowed: "
                          f"{', '.join(present)}; remove them or set {key}: null (every type)")
     return tasks[tasks["type"].astype(str).isin(list(types))]
-
-
-def _check_listed(types: Sequence[str] | None, allowed: Sequence[str], where: str, key: str) -> None:
-    """Every listed type is one of ``allowed`` (the environment's types, from ``where``)."""
-    filter_types(pd.DataFrame({"type": list(allowed)}), types, where, key)  # the list's shape
-    unknown = [t for t in types or () if t not in set(allowed)]
-    if unknown:
-        raise ValueError(f"config key {key}: unknown task type(s) {unknown} in {where}; allowed: "
-                         f"{', '.join(allowed)}; remove them or set {key}: null (every type)")
-
-
-def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Path = "results/tasks"
-                     ) -> tuple[tuple[str, ...], str] | None:
-    """``(the task types env has, where that list comes from)`` before any job: the
-    environment's own list (ScienceWorld's tasks, ALFWorld's six types, the authored AppWorld
-    families), else its built task table; ``None`` while unknown (official AppWorld data
-    before its task table is built)."""
-    if env == "scienceworld":
-        from scienceworld.constants import ID2TASK
-
-        return tuple(sorted(ID2TASK.values())), "ScienceWorld's task list (scienceworld.constants)"
-    if env == "alfworld":
-        from hindsight.envs.alfworld_scenes import TASK_TYPES
-
-        return tuple(sorted(TASK_TYPES)), "ALFWorld's six task types"
-    if env == "appworld" and str(envs_cfg["appworld"]["source"]) == "generated":
-        from hindsight.envs.appworld_tasks import task_specs
-
-        families = {s.family for s in task_specs(int(envs_cfg["seed"]))}
-        return tuple(sorted(families)), "the project-authored AppWorld task set"
-    table = Path(tasks_dir) / f"{env}.parquet"
-    if table.is_file():
-        col = pd.read_parquet(table, columns=["type"])["type"].astype(str)
-        return tuple(sorted(col.unique())), str(table)
-    return None
-
-
-def check_task_types(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
-                     tasks_dir: str | Path = "results/tasks") -> None:
-    """Refuse, before any job, a ``history.task_types`` entry for an unknown environment, a
-    value that is neither null nor a list of type names, a type the environment's table does
-    not hold, or a filtered split smaller than ``history.tasks_per_cell`` (when the table is
-    built).  Raises :class:`hindsight.config.ConfigError` naming the key, the allowed values
-    and the fix; a type list that cannot be known yet is checked by the cell
-    (:func:`read_tasks`)."""
-    from hindsight.config import ConfigError
-    from hindsight.envs.tasks import ENV_NAMES
-
-    chosen = h["task_types"] or {}
-    if not isinstance(chosen, Mapping):
-        raise ConfigError(f"config key history.task_types: {chosen!r} is not a mapping; give "
-                          "{<env>: [task types] | null} (null: every type)")
-    unknown_envs = sorted(set(chosen) - set(ENV_NAMES))
-    if unknown_envs:
-        raise ConfigError(f"config key history.task_types: unknown environment(s) {unknown_envs}; "
-                          f"allowed: {', '.join(ENV_NAMES)}; remove or rename the entry")
-    for env in h["envs"]:
-        types = chosen.get(env)
-        if types is None:
-            continue
-        key = f"history.task_types.{env}"
-        known = known_task_types(env, envs_cfg, tasks_dir)
-        if known is None:
-            continue
-        allowed, where = known
-        try:
-            _check_listed(types, allowed, where, key)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        path = Path(tasks_dir) / f"{env}.parquet"
-        n, split = h["tasks_per_cell"], h["splits"][env]
-        if path.is_file() and isinstance(n, int):
-            df = pd.read_parquet(path, columns=["split", "type"])
-            df = df[df["type"].astype(str).isin(list(types))]
-            size = int(len(df) if split is None else (df["split"].astype(str) == str(split)).sum())
-            if n > size:
-                raise ConfigError(
-                    f"config key history.tasks_per_cell: {n} tasks per cell, but the {env} split {split!r} holds "
-                    f"{size} tasks of the types in {key} ({path}); list more types in {key} (or null), "
-                    f"{too_few_tasks_fix(env)}")
 
 
 def read_tasks(path: str | Path, n: int, split: str | None, seed: int, env: str | None = None,

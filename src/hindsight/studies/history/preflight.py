@@ -2,7 +2,7 @@
 
 ``history.splits`` and ``history.env_options`` name things of the environments (a split of
 a task table, a keyword of an environment's constructor); ``history.tasks_per_cell`` asks a
-split for that many tasks.  A mistake in any of them would otherwise surface inside a job,
+split for that many tasks; ``history.task_types`` names task types of the environments.  A mistake in any of them would otherwise surface inside a job,
 after other cells had spent calls.  Here each is checked when the workflow is parsed, with
 a message naming the key, the allowed values and the fix.
 
@@ -17,11 +17,11 @@ from __future__ import annotations
 import inspect
 from collections import Counter
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from hindsight.config import ConfigError
 from hindsight.envs.tasks import ENV_NAMES
-from hindsight.studies.history.design import too_few_tasks_fix
+from hindsight.studies.history.design import filter_types, too_few_tasks_fix
 
 SCIENCEWORLD_SPLITS: tuple[str, ...] = ("train", "dev", "test")
 MAKE_ENV_OPTIONS: tuple[str, ...] = ("process",)
@@ -115,3 +115,86 @@ def check_history_envs(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
             raise ConfigError(
                 f"config key history.tasks_per_cell: {n} tasks per cell, but the {env} split {label} holds "
                 f"{size} tasks ({where}); {too_few_tasks_fix(env)}")
+
+
+def _check_listed(types: Sequence[str] | None, allowed: Sequence[str], where: str, key: str) -> None:
+    """Every listed type is one of ``allowed`` (the environment's types, from ``where``)."""
+    import pandas as pd
+
+    filter_types(pd.DataFrame({"type": list(allowed)}), types, where, key)  # the list's shape
+    unknown = [t for t in types or () if t not in set(allowed)]
+    if unknown:
+        raise ValueError(f"config key {key}: unknown task type(s) {unknown} in {where}; allowed: "
+                         f"{', '.join(allowed)}; remove them or set {key}: null (every type)")
+
+
+def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Path = "results/tasks"
+                     ) -> tuple[tuple[str, ...], str] | None:
+    """``(the task types env has, where that list comes from)`` before any job: the
+    environment's own list (ScienceWorld's tasks, ALFWorld's six types, the authored AppWorld
+    families), else its built task table; ``None`` while unknown (official AppWorld data
+    before its task table is built)."""
+    if env == "scienceworld":
+        from scienceworld.constants import ID2TASK
+
+        return tuple(sorted(ID2TASK.values())), "ScienceWorld's task list (scienceworld.constants)"
+    if env == "alfworld":
+        from hindsight.envs.alfworld_scenes import TASK_TYPES
+
+        return tuple(sorted(TASK_TYPES)), "ALFWorld's six task types"
+    if env == "appworld" and str(envs_cfg["appworld"]["source"]) == "generated":
+        from hindsight.envs.appworld_tasks import task_specs
+
+        families = {s.family for s in task_specs(int(envs_cfg["seed"]))}
+        return tuple(sorted(families)), "the project-authored AppWorld task set"
+    table = Path(tasks_dir) / f"{env}.parquet"
+    if table.is_file():
+        import pandas as pd
+
+        col = pd.read_parquet(table, columns=["type"])["type"].astype(str)
+        return tuple(sorted(col.unique())), str(table)
+    return None
+
+
+def check_task_types(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
+                     tasks_dir: str | Path = "results/tasks") -> None:
+    """Refuse, before any job, a ``history.task_types`` entry for an unknown environment, a
+    value that is neither null nor a list of type names, a type the environment's table does
+    not hold, or a filtered split smaller than ``history.tasks_per_cell`` (when the table is
+    built).  Raises :class:`hindsight.config.ConfigError` naming the key, the allowed values
+    and the fix; a type list that cannot be known yet is checked by the cell
+    (:func:`read_tasks`)."""
+    chosen = h["task_types"] or {}
+    if not isinstance(chosen, Mapping):
+        raise ConfigError(f"config key history.task_types: {chosen!r} is not a mapping; give "
+                          "{<env>: [task types] | null} (null: every type)")
+    unknown_envs = sorted(set(chosen) - set(ENV_NAMES))
+    if unknown_envs:
+        raise ConfigError(f"config key history.task_types: unknown environment(s) {unknown_envs}; "
+                          f"allowed: {', '.join(ENV_NAMES)}; remove or rename the entry")
+    for env in h["envs"]:
+        types = chosen.get(env)
+        if types is None:
+            continue
+        key = f"history.task_types.{env}"
+        known = known_task_types(env, envs_cfg, tasks_dir)
+        if known is None:
+            continue
+        allowed, where = known
+        try:
+            _check_listed(types, allowed, where, key)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        path = Path(tasks_dir) / f"{env}.parquet"
+        n, split = h["tasks_per_cell"], h["splits"][env]
+        if path.is_file() and isinstance(n, int):
+            import pandas as pd
+
+            df = pd.read_parquet(path, columns=["split", "type"])
+            df = df[df["type"].astype(str).isin(list(types))]
+            size = int(len(df) if split is None else (df["split"].astype(str) == str(split)).sum())
+            if n > size:
+                raise ConfigError(
+                    f"config key history.tasks_per_cell: {n} tasks per cell, but the {env} split {split!r} holds "
+                    f"{size} tasks of the types in {key} ({path}); list more types in {key} (or null), "
+                    f"{too_few_tasks_fix(env)}")

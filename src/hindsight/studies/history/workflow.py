@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from hindsight.config import ConfigError
-from hindsight.studies.history.design import check_task_types, rollout_conditions
-from hindsight.studies.history.preflight import check_history_envs
+from hindsight.studies.history.design import rollout_conditions
+from hindsight.studies.history.preflight import check_history_envs, check_task_types
 
 PARTS = ("rollouts", "continuation", "probe", "report")
 NOT_CODE = ("hindsight.config", "hindsight.files", "hindsight.llm", "hindsight.rule_entry", "hindsight.testing")
