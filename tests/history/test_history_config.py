@@ -137,10 +137,15 @@ def test_split_sizes_come_from_a_built_task_table(tmp_path):
 
     rows = [{"task_id": f"t{i}", "split": "test", "type": "x", "source": "official"} for i in range(4)]
     make_table("scienceworld", rows).to_parquet(tmp_path / "scienceworld.parquet")
-    h = {**base_config()["history"], "envs": ["scienceworld"], "tasks_per_cell": 5}
+    h = {**base_config()["history"], "envs": ["scienceworld"], "tasks_per_cell": 5, "task_types": None}
     with pytest.raises(ConfigError, match=r"scienceworld split 'test' holds 4 tasks .*scienceworld.parquet"):
         check_history_envs(h, base_config()["envs"], tmp_path)
     check_history_envs({**h, "tasks_per_cell": 4}, base_config()["envs"], tmp_path)
+    # with a type filter the count is of those types only: the default's types are not in this table
+    with pytest.raises(ConfigError, match=r"split 'test' holds 0 tasks of the types in history.task_types"
+                                          r".scienceworld .*; list more types in history.task_types"):
+        check_history_envs({**h, "tasks_per_cell": 1, "task_types": base_config()["history"]["task_types"]},
+                           base_config()["envs"], tmp_path)
 
 
 @pytest.mark.parametrize("patch, message", [

@@ -9,7 +9,7 @@ import pytest
 from hindsight.config import ConfigError, load_models
 from hindsight.envs.tasks import make_table, select_tasks
 from hindsight.studies.history.design import filter_types, read_tasks
-from hindsight.studies.history.preflight import check_task_types
+from hindsight.studies.history.preflight import check_history_envs, check_task_types
 from hindsight.studies.history.workflow import HistoryWorkflow
 
 from tests.conftest import REPO, base_config
@@ -72,8 +72,8 @@ def test_the_check_before_the_first_job(tmp_path):
     check_task_types({**base, "task_types": {"alfworld": [SHORT, MIDDLE]}}, envs, tmp_path / "tasks")
     with pytest.raises(ConfigError, match=r"tasks_per_cell: 6 tasks per cell, but the alfworld split 'eval' "
                                           r"holds 5 tasks of the types in history.task_types.alfworld"):
-        check_task_types({**base, "tasks_per_cell": 6, "task_types": {"alfworld": [SHORT, MIDDLE]}},
-                         envs, tmp_path / "tasks")
+        check_history_envs({**base, "tasks_per_cell": 6, "task_types": {"alfworld": [SHORT, MIDDLE]}},
+                           envs, tmp_path / "tasks")
     with pytest.raises(ConfigError, match=r"history.task_types: unknown environment\(s\) \['sciworld'\]"):
         check_task_types({**base, "task_types": {"sciworld": ["boil"]}}, envs, tmp_path / "tasks")
     # before any task table exists, the environments' own type lists

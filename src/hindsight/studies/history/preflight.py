@@ -61,15 +61,19 @@ def env_option_names(env: str) -> tuple[str, ...]:
 
 
 def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
-               tasks_dir: str | Path = "results/tasks") -> tuple[int, str] | None:
-    """``(tasks in split, where that count comes from)``, or ``None`` when not known yet."""
+               tasks_dir: str | Path = "results/tasks", types: Sequence[str] | None = None
+               ) -> tuple[int, str] | None:
+    """``(tasks in split, where that count comes from)``, or ``None`` when not known yet;
+    with ``types``, only the tasks of those types (known once the task table is built)."""
     table = Path(tasks_dir) / f"{env}.parquet"
     if table.is_file():
         import pandas as pd
 
-        splits = pd.read_parquet(table, columns=["split"])["split"].astype(str)
-        return int(len(splits) if split is None else (splits == split).sum()), str(table)
-    if split is None or source(env, envs_cfg) != "generated":
+        df = pd.read_parquet(table, columns=["split", "type"] if types is not None else ["split"])
+        if types is not None:
+            df = df[df["type"].astype(str).isin([str(t) for t in types])]
+        return int(len(df) if split is None else (df["split"].astype(str) == str(split)).sum()), str(table)
+    if split is None or types is not None or source(env, envs_cfg) != "generated":
         return None
     if env == "alfworld":
         sizes = envs_cfg["alfworld"]["sizes"]
@@ -85,7 +89,9 @@ def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
 def check_history_envs(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
                        tasks_dir: str | Path = "results/tasks") -> None:
     """Raise :class:`ConfigError` for an unknown split, an unknown environment option, or a
-    split smaller than ``history.tasks_per_cell`` (module docstring)."""
+    split (of the ``history.task_types`` listed, once the table is built) smaller than
+    ``history.tasks_per_cell`` (module docstring).  Run after :func:`check_task_types`, which
+    checks the type lists this counts with."""
     for key in ("splits", "env_options"):
         unknown = sorted(set(h[key] or {}) - set(ENV_NAMES))
         if unknown:
@@ -105,16 +111,19 @@ def check_history_envs(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
             raise ConfigError(
                 f"config key history.env_options.{env}: unknown option(s) {unknown}; allowed: {', '.join(names)} "
                 f"(keyword options of hindsight.envs.make_env('{env}', ...)); remove or rename them")
-    n = h["tasks_per_cell"]
+    n, chosen = h["tasks_per_cell"], h["task_types"] or {}
     for env in h["envs"]:
-        split = h["splits"][env]
-        known = split_size(env, split, envs_cfg, tasks_dir)
+        split, types = h["splits"][env], chosen.get(env)
+        known = split_size(env, split, envs_cfg, tasks_dir, types)
         if known is not None and isinstance(n, int) and n > known[0]:
             size, where = known
             label = repr(split) if split is not None else "(all splits)"
+            key = f"history.task_types.{env}"
+            of_types, more = ((f" of the types in {key}", f"list more types in {key} (or null), ")
+                              if types is not None else ("", ""))
             raise ConfigError(
                 f"config key history.tasks_per_cell: {n} tasks per cell, but the {env} split {label} holds "
-                f"{size} tasks ({where}); {too_few_tasks_fix(env)}")
+                f"{size} tasks{of_types} ({where}); {more}{too_few_tasks_fix(env)}")
 
 
 def _check_listed(types: Sequence[str] | None, allowed: Sequence[str], where: str, key: str) -> None:
@@ -159,9 +168,9 @@ def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Pat
 def check_task_types(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
                      tasks_dir: str | Path = "results/tasks") -> None:
     """Refuse, before any job, a ``history.task_types`` entry for an unknown environment, a
-    value that is neither null nor a list of type names, a type the environment's table does
-    not hold, or a filtered split smaller than ``history.tasks_per_cell`` (when the table is
-    built).  Raises :class:`hindsight.config.ConfigError` naming the key, the allowed values
+    value that is neither null nor a list of type names, or a type the environment's table
+    does not hold (the filtered split's size is :func:`check_history_envs`'s, which runs
+    after this check).  Raises :class:`hindsight.config.ConfigError` naming the key, the allowed values
     and the fix; a type list that cannot be known yet is checked by the cell
     (:func:`read_tasks`)."""
     chosen = h["task_types"] or {}
@@ -185,16 +194,3 @@ def check_task_types(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
             _check_listed(types, allowed, where, key)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        path = Path(tasks_dir) / f"{env}.parquet"
-        n, split = h["tasks_per_cell"], h["splits"][env]
-        if path.is_file() and isinstance(n, int):
-            import pandas as pd
-
-            df = pd.read_parquet(path, columns=["split", "type"])
-            df = df[df["type"].astype(str).isin(list(types))]
-            size = int(len(df) if split is None else (df["split"].astype(str) == str(split)).sum())
-            if n > size:
-                raise ConfigError(
-                    f"config key history.tasks_per_cell: {n} tasks per cell, but the {env} split {split!r} holds "
-                    f"{size} tasks of the types in {key} ({path}); list more types in {key} (or null), "
-                    f"{too_few_tasks_fix(env)}")

@@ -66,8 +66,8 @@ class HistoryWorkflow:
         for role in ("judge", "calibrator"):
             if role in self.roles and self.roles[role] not in self.models_registry:
                 raise ConfigError(f"config key roles.{role}: endpoint '{self.roles[role]}' is not in the registry")
+        check_task_types(self.h, self.config["envs"])  # the type lists first: the split sizes count with them
         check_history_envs(self.h, self.config["envs"])
-        check_task_types(self.h, self.config["envs"])
 
     def prompt_files(self) -> list[str]:
         from hindsight.agent.prompts import PROMPT_FILES
