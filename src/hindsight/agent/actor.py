@@ -25,10 +25,10 @@ import asyncio
 import hashlib
 import json
 import logging
-import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
+from hindsight.agent.listing import LISTINGS, list_actions
 from hindsight.agent.parse import parse_action, parse_joint
 from hindsight.agent.records import dumps
 from hindsight.agent.review import ReviewHook, StepHook, Transition
@@ -53,6 +53,7 @@ class ActorSettings:
     max_actions: int = 30
     max_output_tokens: int | None = 8192
     max_listed_actions: int | None = None  # list at most this many admissible actions (None: all)
+    listing: str = "sample"                # which ones when capped: sample | ranked (hindsight.agent.listing)
     review: bool = False                   # Experience reviews after non-terminal transitions
     review_model: str | None = None        # None: the actor itself (C_actor); else e.g. a calibrator
     review_max_tokens: int | None = None
@@ -71,6 +72,8 @@ class ActorSettings:
             raise ValueError(f"unknown action mode {self.mode!r} (choice | react | joint)")
         if self.sample < 0:
             raise ValueError(f"sample must be >= 0, got {self.sample}")
+        if self.listing not in LISTINGS:
+            raise ValueError(f"unknown action listing {self.listing!r} ({' | '.join(LISTINGS)})")
         if self.shuffle not in SHUFFLE_MODES:
             raise ValueError(f"unknown shuffle mode {self.shuffle!r} ({' | '.join(SHUFFLE_MODES)})")
         if self.joint_grammar_chars is not None and (self.mode != "joint" or self.joint_grammar_chars < 1):
@@ -106,16 +109,11 @@ class ViewComposer:
         return [Segment.of(raw(entries, self.start))]
 
 
-def listed_actions(admissible: Sequence[str] | None, cap: int | None, seed: str) -> tuple[str, ...] | None:
-    """The admissible actions shown in the prompt: all, or a seeded sample of ``cap`` in listed order."""
-    if admissible is None:
-        return None
-    acts = tuple(admissible)
-    if cap is None or len(acts) <= cap:
-        return acts
-    rng = random.Random(int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big"))
-    keep = sorted(rng.sample(range(len(acts)), cap))
-    return tuple(acts[i] for i in keep)
+def listed_actions(admissible: Sequence[str] | None, cap: int | None, seed: str, listing: str = "sample",
+                   task: str = "", observation: str = "") -> tuple[str, ...] | None:
+    """The admissible actions shown in the prompt: all, or ``cap`` of them in listed order, a
+    seeded sample or the ones ranked by the task and observation (:mod:`hindsight.agent.listing`)."""
+    return list_actions(admissible, cap, seed, listing, task, observation)
 
 
 def digest_messages(messages: Sequence[dict[str, str]]) -> str:
@@ -193,7 +191,7 @@ async def run_episode(
     for i in range(s.max_actions):
         t = composer.start + i  # step number of this action in the task
         admissible = obs.admissible if obs.admissible is not None else await call(env.admissible_actions)
-        shown = listed_actions(admissible, s.max_listed_actions, f"{seed}:{t}")
+        shown = listed_actions(admissible, s.max_listed_actions, f"{seed}:{t}", s.listing, task, obs.text)
         history, label, perm = composer.actor(entries)
         served = memory.at_step(StepContext(env_name, task_id, task, t, obs.text, tuple(entries))) if memory else None
         block = served.block if served is not None else None
