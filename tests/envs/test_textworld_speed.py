@@ -115,3 +115,72 @@ def test_install_is_idempotent_and_pinned(monkeypatch, caplog):
         monkeypatch.undo()
         tws.install()
     assert tws.installed()
+
+
+def _reinstall(monkeypatch, **switches: str) -> None:
+    tws.uninstall()
+    for part, value in switches.items():
+        monkeypatch.setenv(tws.PART_SWITCHES[part], value)
+    assert tws.install()
+
+
+@pytest.mark.parametrize("part", sorted(tws.PART_SWITCHES))
+def test_each_part_changes_no_episode_and_has_its_switch(alf_games, monkeypatch, part):
+    """Episodes (texts, admissible lists in order, scores) with the part on equal those with it off."""
+    from textworld.envs.pddl import logic as pddl_logic
+    from textworld.envs.pddl import textgen
+
+    root, records = alf_games
+    picks = [r for r in records if r["spec"].task_type in ("pick_clean_then_place_in_recep", "pick_two_obj_and_place")]
+    try:
+        _reinstall(monkeypatch, **{part: "1"})
+        assert part in tws.parts()
+        on = [_play(AlfworldEnv(root=root), r["spec"].task_id, r["walkthrough"]) for r in picks]
+        _reinstall(monkeypatch, **{part: "0"})
+        assert part not in tws.parts() and tws.installed()
+        if part == "shallow_copy":
+            assert textgen.copy_context is tws._originals.get("copy_context", textgen.copy_context)
+            assert textgen.copy_context.__module__ == textgen.__name__
+        else:
+            assert pddl_logic.PddlState.__module__ == pddl_logic.__name__
+        off = [_play(AlfworldEnv(root=root), r["spec"].task_id, r["walkthrough"]) for r in picks]
+    finally:
+        monkeypatch.undo()
+        tws.uninstall()
+        tws.install()
+    assert on == off
+    assert tws.parts() == frozenset(tws.PART_SWITCHES)
+
+
+def test_lazy_replan_defers_the_optimized_translation_and_the_planner_still_plans_the_same(alf_games, monkeypatch):
+    """Episodes make no optimized (replan) translation; the planner expert's plans are unchanged."""
+    from hindsight.envs import alfworld_planner
+
+    root, records = alf_games
+    planned = [r for r in records if r["spec"].task_type != "pick_two_obj_and_place"][:3]
+    files = [str(root / r["spec"].task_id / "game.tw-pddl") for r in planned]
+    calls: list[bool] = []
+    try:
+        tws.uninstall()
+        assert tws.install() and "lazy_replan" in tws.parts()
+        inner = tws._originals["pddl2sas"]
+        monkeypatch.setitem(tws._originals, "pddl2sas",
+                            lambda d, p, verbose=False, optimize=False: calls.append(optimize) or inner(d, p, optimize=optimize))
+        env = AlfworldEnv(root=root)
+        for r in planned:
+            env.reset(r["spec"].task_id)
+            env.step("look")
+        assert calls and not any(calls)  # only the plain translation of each new game
+        monkeypatch.setattr(alfworld_planner, "_engines", __import__("threading").local())
+        lazy = [alfworld_planner.planner_walkthrough(f) for f in files]
+        assert any(calls)  # the planner needed the optimized one: made on its replan
+        monkeypatch.setenv(tws.PART_SWITCHES["lazy_replan"], "0")
+        tws.uninstall()
+        assert tws.install() and "lazy_replan" not in tws.parts()
+        monkeypatch.setattr(alfworld_planner, "_engines", __import__("threading").local())
+        eager = [alfworld_planner.planner_walkthrough(f) for f in files]
+    finally:
+        monkeypatch.undo()
+        tws.uninstall()
+        tws.install()
+    assert lazy == eager == [r["walkthrough"] for r in planned]

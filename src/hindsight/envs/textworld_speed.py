@@ -19,6 +19,32 @@ options, in bounded LRU caches (:data:`CAPS`):
   ``r :: in(o, r)``): the ``Rule`` is cached and shared; ``State.all_assignments`` only
   reads it.
 
+Two further parts, each with its own switch (:data:`PART_SWITCHES`, on by default):
+
+- ``shallow_copy`` (``HINDSIGHT_TEXTWORLD_SHALLOW_COPY``): ``textgen.copy_context``, called
+  ~400 times a step, deep-copies the context's ``variables`` (placeholder name ->
+  ``EntityInfo``) and ``mapping`` (``Placeholder`` -> ``Variable``) dicts, about 80 object
+  copies each; the replacement copies the two dicts and shares their values.  Proof that
+  sharing is safe: in ``textgen`` the only writes through a context are
+  ``context_["variables"].update`` and ``context_["mapping"].update`` in ``query``, on the
+  dicts ``copy_context`` just made (still fresh dicts); ``EvalSymbol`` only reads attributes
+  (the grammar's expressions are ``{o.name}``, ``{r.name or r.id}``, ``{o.indefinite}``,
+  ``{o}``...); ``State.all_assignments`` copies the mapping it is given; ``Variable``,
+  ``Placeholder`` and ``EntityInfo`` compare by value, and nothing there compares identity.
+  The ``variables`` values are the engine's own ``_entity_infos`` objects in any case (the
+  contexts ``PddlEnv`` builds hold them, and ``query`` adds them uncopied).  A value that is
+  not a plain ``dict`` is deep-copied as before.
+- ``lazy_replan`` (``HINDSIGHT_TEXTWORLD_LAZY_REPLAN``): every new ``PddlState`` (a game
+  load, and every reset) translates the problem a second time with ``optimize=True`` for
+  ``downward_lib.load_sas_replan``, which in fast-downward-textworld's ``libdownward`` only
+  stores the string (``sas_replan = string(input)``); only ``replan`` reads it (the planner
+  expert, ``policy_commands``, a missing walkthrough).  Episodes never replan, so the
+  translation (~0.1-0.2 s of a new game's load) is deferred: inside ``PddlState.__init__``
+  the memo hands back a pending translation and the state's library handle is a proxy that
+  keeps the latest pending one per library and translates and loads it right before the
+  library's next ``replan`` (a later ``load_sas_replan`` replaces it, as the library's own
+  global does).  The deferred translation is the same memoized call as before.
+
 Measured and left out: the tatsu parse of a game's whole grammar document (about 40 ms of a
 load; the rules inside it, parsed one by one afterwards, are the cost, and they hit the
 first memo).
@@ -36,7 +62,8 @@ them); the grammar entries are small parse trees of short texts.
 
 Pinned to the versions in ``envs/constraints.txt`` (:data:`PINNED`): on any other version
 :func:`install` logs a warning and installs nothing.  ``HINDSIGHT_TEXTWORLD_MEMO=0`` in the
-environment switches it off (read at install time).  Installing twice is a no-op.
+environment switches all of it off (read at install time); the per-part switches turn one part
+off.  Installing twice is a no-op.
 """
 
 from __future__ import annotations
@@ -45,6 +72,8 @@ import functools
 import logging
 import os
 import threading
+import weakref
+from copy import deepcopy
 from importlib import metadata
 from typing import Any, Callable
 
@@ -52,17 +81,32 @@ log = logging.getLogger(__name__)
 
 SWITCH = "HINDSIGHT_TEXTWORLD_MEMO"
 PINNED: dict[str, str] = {"textworld": "1.7.0", "TatSu": "5.8.3", "fast-downward-textworld": "20.6.4"}
+PART_SWITCHES: dict[str, str] = {"shallow_copy": "HINDSIGHT_TEXTWORLD_SHALLOW_COPY",
+                                 "lazy_replan": "HINDSIGHT_TEXTWORLD_LAZY_REPLAN"}
 CAPS: dict[str, int] = {"csg_parse": 8192, "pddl2sas": 32, "query": 4096}
 
 _lock = threading.Lock()
 _originals: dict[str, Any] = {}
 _caches: dict[str, Callable] = {}
 _warned: list[bool] = []
+_parts: set[str] = set()
+_lazy = threading.local()  # .on: inside our PddlState.__init__ (pending optimized translations)
+_OFF = ("0", "false", "no", "off")
 
 
 def enabled_by_env() -> bool:
     """False when ``HINDSIGHT_TEXTWORLD_MEMO`` is ``0``/``false``/``no``/``off``."""
-    return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+    return os.environ.get(SWITCH, "1").strip().lower() not in _OFF
+
+
+def part_enabled(part: str) -> bool:
+    """False when the part's switch (:data:`PART_SWITCHES`) is ``0``/``false``/``no``/``off``."""
+    return os.environ.get(PART_SWITCHES[part], "1").strip().lower() not in _OFF
+
+
+def parts() -> frozenset[str]:
+    """The optional parts in place in this process (subset of :data:`PART_SWITCHES`)."""
+    return frozenset(_parts)
 
 
 def version_mismatch() -> dict[str, tuple[str, str | None]]:
@@ -117,6 +161,8 @@ def install() -> bool:
         def pddl2sas(domain, problem, verbose=False, optimize=False):
             if verbose:
                 return _originals["pddl2sas"](domain, problem, verbose=verbose, optimize=optimize)
+            if optimize and getattr(_lazy, "on", False):  # PddlState discards the task of this one
+                return None, _PendingSas(domain, problem)
             return sas(domain, problem, bool(optimize))
 
         class Rule(rule_cls):  # textgen's name for textworld.logic.Rule; only this classmethod differs
@@ -127,7 +173,105 @@ def install() -> bool:
         textgen._parse_and_convert = csg_parse_and_convert
         fast_downward.pddl2sas = pddl2sas
         textgen.Rule = Rule
+        _install_parts({p for p in PART_SWITCHES if part_enabled(p)})
         return True
+
+
+def _shallow_copy_context(context):
+    """``textgen.copy_context`` with the two dicts copied and their values shared (module docstring)."""
+    variables, mapping = context["variables"], context["mapping"]
+    return {
+        "state": context["state"],
+        "facts": context["facts"],
+        "variables": dict(variables) if type(variables) is dict else deepcopy(variables),
+        "mapping": dict(mapping) if type(mapping) is dict else deepcopy(mapping),
+        "entity_infos": context["entity_infos"],
+    }
+
+
+class _PendingSas:
+    """The optimized SAS translation of (domain, problem), made only when ``replan`` needs it."""
+
+    __slots__ = ("domain", "problem")
+
+    def __init__(self, domain: str, problem: str) -> None:
+        self.domain, self.problem = domain, problem
+
+    def text(self) -> str:
+        import fast_downward
+
+        return fast_downward.pddl2sas(self.domain, self.problem, optimize=True)[1]  # the memo when installed
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def encode(self, encoding: str = "utf-8") -> "_PendingBytes":  # PddlState encodes it for the library
+        return _PendingBytes(self, encoding)
+
+
+class _PendingBytes:
+    __slots__ = ("sas", "encoding")
+
+    def __init__(self, sas: _PendingSas, encoding: str) -> None:
+        self.sas, self.encoding = sas, encoding
+
+    def value(self) -> bytes:
+        return self.sas.text().encode(self.encoding)
+
+
+_pending: "weakref.WeakKeyDictionary[Any, _PendingBytes]" = weakref.WeakKeyDictionary()
+_pending_lock = threading.Lock()
+
+
+class _LibProxy:
+    """A ``libdownward`` handle that defers a pending ``load_sas_replan`` to the next ``replan``."""
+
+    __slots__ = ("_lib",)
+
+    def __init__(self, lib: Any) -> None:
+        self._lib = lib
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lib, name)
+
+    def load_sas_replan(self, data: Any) -> None:
+        with _pending_lock:
+            if isinstance(data, _PendingBytes):
+                _pending[self._lib] = data  # the library only stores the string; a later load replaces it
+                return None
+            _pending.pop(self._lib, None)
+        return self._lib.load_sas_replan(data)
+
+    def replan(self, *args: Any) -> Any:
+        with _pending_lock:
+            data = _pending.pop(self._lib, None)
+        if data is not None:
+            self._lib.load_sas_replan(data.value())
+        return self._lib.replan(*args)
+
+
+def _install_parts(want: set[str]) -> None:
+    from textworld.envs.pddl import logic as pddl_logic
+    from textworld.envs.pddl import textgen
+
+    if "shallow_copy" in want:
+        _originals["copy_context"] = textgen.copy_context
+        textgen.copy_context = _shallow_copy_context
+        _parts.add("shallow_copy")
+    if "lazy_replan" in want:
+        state_cls = _originals["pddl_state"] = pddl_logic.PddlState
+
+        class PddlState(state_cls):  # pddl.py's name for it; only the library handle and laziness differ
+            def __init__(self, downward_lib, pddl_problem, logic):
+                lib = downward_lib if isinstance(downward_lib, _LibProxy) else _LibProxy(downward_lib)
+                _lazy.on = True
+                try:
+                    super().__init__(lib, pddl_problem, logic)
+                finally:
+                    _lazy.on = False
+
+        pddl_logic.PddlState = PddlState
+        _parts.add("lazy_replan")
 
 
 def uninstall() -> None:
@@ -141,7 +285,14 @@ def uninstall() -> None:
         textgen._parse_and_convert = _originals["csg"]
         fast_downward.pddl2sas = _originals["pddl2sas"]
         textgen.Rule = _originals["rule"]
+        if "copy_context" in _originals:
+            textgen.copy_context = _originals["copy_context"]
+        if "pddl_state" in _originals:
+            from textworld.envs.pddl import logic as pddl_logic
+
+            pddl_logic.PddlState = _originals["pddl_state"]
         _originals.clear()
+        _parts.clear()
         _caches.clear()
 
 
