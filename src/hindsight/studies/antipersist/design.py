@@ -39,7 +39,7 @@ ABLATIONS = tuple(f"fixed-{m}" for m in MODES) + ("random",)
 BASELINES = ("react", "reflexion", "expel", "autorefine")
 DESIGNS = MEMORY_DESIGNS + ABLATIONS + BASELINES
 ENVS = ("alfworld", "scienceworld")
-ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions")
+ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions", "listing")
 LABELS = {
     "react": "ReAct", "reflexion": "Reflexion", "expel": "ExpeL", "autorefine": "AutoRefine",
     "trajectory": "Trajectory", "abstraction": "Abstraction", "joint": "Joint",

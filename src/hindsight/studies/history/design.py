@@ -37,7 +37,7 @@ TRAINED_CALIBRATORS: frozenset[str] = frozenset()
 exists yet: every endpoint in the calibrator role is an untrained stand-in, and tables and
 figures say so (:func:`calibrator_label`)."""
 PROBE_CONDITIONS: tuple[str, ...] = ("raw", "causal", "experience")
-ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions", "review_max_tokens")
+ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions", "listing", "review_max_tokens")
 
 
 def calibrator_label(endpoints: Sequence[str], trained: Collection[str] = TRAINED_CALIBRATORS) -> str:

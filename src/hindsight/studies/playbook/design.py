@@ -42,7 +42,7 @@ with the word-level counter that ACE's Curator is shown its playbook's size in.
 rule as the actor's approximate prompt tokens).  ``endpoint``: the setting's model's own
 tokenizer (``POST /tokenize``: llama.cpp's server, vLLM; :mod:`hindsight.llm.tokenize`,
 cached), falling back to ``pieces`` where the endpoint exposes none (recorded)."""
-ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions")
+ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions", "listing")
 SAMPLE_MOD = 2**30
 
 
