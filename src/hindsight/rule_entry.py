@@ -75,6 +75,9 @@ def run_cell(main: Callable[[], Awaitable[T]] | Callable[[], T], log_path: Any =
 def run_rule(smk: Any, main: Callable[[], Awaitable[T]] | Callable[[], T]) -> T:
     """Run a rule's ``main`` (sync or async) with logging to ``smk.log[0]``; on success write
     the rule's spec (:func:`write_spec`); on a user-fixable error log it and exit 1."""
+    from hindsight.envs.forkserver import configure
+
+    configure(getattr(smk, "config", None))  # envs.fork_server: environments forked from a warm process
     result = run_cell(main, smk.log[0] if len(smk.log) else None)
     path = write_spec(smk)
     log = logging.getLogger("hindsight.rule")
@@ -89,11 +92,14 @@ COST_LINE = re.compile(r"job cost: (?P<wall>[0-9.]+|-) s wall, (?P<cpu>[0-9.]+) 
 
 def job_cost() -> dict[str, float | None]:
     """This process's cost so far: ``wall_s`` since it started (``None`` where ``/proc`` is
-    missing), ``cpu_s`` (user + system) and ``children_cpu_s`` (the children it waited for)."""
+    missing), ``cpu_s`` (user + system) and ``children_cpu_s`` (the children it waited for, and
+    the environments forked for it by a fork server, which report their CPU when they close)."""
+    from hindsight.envs.forkserver import FORKED_CPU_S  # environments forked for this job count as its children
+
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"wall_s": _process_age(), "cpu_s": own.ru_utime + own.ru_stime,
-            "children_cpu_s": kids.ru_utime + kids.ru_stime}
+            "children_cpu_s": kids.ru_utime + kids.ru_stime + FORKED_CPU_S[0]}
 
 
 def format_cost(cost: Mapping[str, float | None]) -> str:

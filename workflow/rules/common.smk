@@ -95,12 +95,13 @@ def preflight_check():
 
 
 def stop_shared_servers():
-    """Stop the embedded servers the run's cells shared (``servers.shared``)."""
+    """Stop the embedded servers the run's cells shared (``servers.shared``) and the
+    environment fork servers (``envs.fork_server``): both register in one folder."""
     from hindsight.llm.shared import server_dir, stop_all
 
     stopped = stop_all(server_dir(config))
     if stopped:
-        logger.info(f"stopped shared embedded servers: {', '.join(stopped)}")
+        logger.info(f"stopped shared servers: {', '.join(stopped)}")
 
 
 CONDA_ENV = "../../envs/hindsight.yaml"

@@ -5,59 +5,24 @@ runs the actor's asyncio loop that stops every timer (the loop hangs).  AppWorld
 its data root per process.  :class:`ProcessEnv` runs the environment in a spawned child
 and forwards the interface calls over a pipe, so the actor's process never imports it.
 ``make_env("appworld")`` returns one by default (:data:`hindsight.envs.PROCESS_ENVS`).
+
+With ``envs.fork_server`` the child is instead forked from a warm per-machine process that
+has imported the engine already (:mod:`hindsight.envs.forkserver`) and the calls go over a
+Unix socket; the protocol (:func:`hindsight.envs.protocol.serve`) and this interface are the same either way.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import subprocess
 import sys
 from typing import Any, Mapping, Sequence
 
+from hindsight.envs.protocol import send, serve
 
-def _send(fh: Any, value: Any) -> None:
-    pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    fh.flush()
-
-
-def _serve(rfd: int, wfd: int, name: str, options: dict[str, Any]) -> None:
-    """The child: build the environment, then answer (method, args) requests until close."""
-    rd, wr = os.fdopen(rfd, "rb"), os.fdopen(wfd, "wb")
-    try:
-        from hindsight.envs.engines import build_engine
-
-        env = build_engine(name, **options)
-    except BaseException as exc:  # report construction errors to the parent
-        _send(wr, (False, exc))
-        return
-    _send(wr, (True, None))
-    while True:
-        try:
-            method, args = pickle.load(rd)
-        except EOFError:
-            break
-        if method == "close":
-            env.close()
-            _send(wr, (True, None))
-            # the environment is closed and the reply sent: leave without the interpreter's
-            # teardown, which for AppWorld (thousands of modules and FastAPI routes) cost
-            # 5.5 of an AppWorld child's 15 CPU-s and 11 s of wall at load 13 (its one
-            # atexit handler, appworld.common.utils.clean_temp_directories, removes nothing)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
-        try:
-            if method == "_random_action_with_state":
-                import random
-
-                rng = random.Random()
-                rng.setstate(args[0])
-                _send(wr, (True, (env.random_action(rng), rng.getstate())))
-                continue
-            _send(wr, (True, getattr(env, method)(*args)))
-        except BaseException as exc:
-            _send(wr, (False, exc))
+log = logging.getLogger(__name__)
 
 
 class ProcessEnv:
@@ -72,23 +37,66 @@ class ProcessEnv:
 
     def __init__(self, name: str, options: Mapping[str, Any] | None = None) -> None:
         self.name = name
+        self._closed = False
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._sock: Any = None
+        self.forked = False  # whether the child came from a fork server
+        opts = dict(options or {})
+        from hindsight.envs import forkserver
+
+        if forkserver.settings() is not None and name in forkserver.FORK_ENVS:
+            try:
+                self._sock = forkserver.open_child(name, opts)
+                self._rd, self._wr = self._sock.makefile("rb"), self._sock.makefile("wb")
+                self.pid = self._first_reply()
+                self.forked = True
+                return
+            except forkserver.Unavailable as exc:
+                log.warning("%s environment: no fork server (%s); spawning a child instead", name, exc)
+                self._drop_socket()
+        self._spawn(opts)
+
+    def _spawn(self, opts: dict[str, Any]) -> None:
         c_read, p_write = os.pipe()
         p_read, c_write = os.pipe()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "hindsight.envs.procenv", str(c_read), str(c_write), name,
-             pickle.dumps(dict(options or {})).hex()],
+            [sys.executable, "-m", "hindsight.envs.procenv", str(c_read), str(c_write), self.name,
+             pickle.dumps(opts).hex()],
             pass_fds=(c_read, c_write), stdin=subprocess.DEVNULL)
         os.close(c_read)
         os.close(c_write)
         self._rd, self._wr = os.fdopen(p_read, "rb"), os.fdopen(p_write, "wb")
-        self._closed = False
-        self._result()
+        self.pid = self._result()
+
+    def _first_reply(self) -> int:
+        """The forked child's build outcome; its death before replying means no fork server."""
+        from hindsight.envs.forkserver import Unavailable
+
+        try:
+            ok, value = pickle.load(self._rd)
+        except (EOFError, OSError, pickle.UnpicklingError) as exc:
+            raise Unavailable(f"the forked child closed before its first reply ({exc!r})") from None
+        if not ok:
+            self._drop_socket()
+            self._closed = True
+            raise value
+        return int(value)
+
+    def _drop_socket(self) -> None:
+        for fh in (getattr(self, "_rd", None), getattr(self, "_wr", None), self._sock):
+            if fh is not None:
+                try:
+                    fh.close()
+                except OSError:
+                    pass
+        self._sock = None
 
     def _result(self) -> Any:
         try:
             ok, value = pickle.load(self._rd)
         except EOFError:
-            raise RuntimeError(f"{self.name} environment process exited (code {self._proc.poll()})") from None
+            code = self._proc.poll() if self._proc is not None else "unknown: forked"
+            raise RuntimeError(f"{self.name} environment process exited (code {code})") from None
         if not ok:
             raise value
         return value
@@ -96,7 +104,7 @@ class ProcessEnv:
     def _call(self, method: str, *args: Any) -> Any:
         if self._closed:
             raise RuntimeError(f"{self.name} environment process is closed")
-        _send(self._wr, (method, args))
+        send(self._wr, (method, args))
         return self._result()
 
     def reset(self, task_id: str) -> Any:
@@ -127,11 +135,18 @@ class ProcessEnv:
         if self._closed:
             return
         try:
-            self._call("close")
+            reply = self._call("close")
+            if self.forked and isinstance(reply, dict):
+                from hindsight.envs.forkserver import FORKED_CPU_S
+
+                FORKED_CPU_S[0] += float(reply.get("cpu_s", 0.0))
         except (RuntimeError, OSError, EOFError, BrokenPipeError):
             pass
         finally:
             self._closed = True
+            if self._proc is None:  # a forked child: EOF on its socket ends it, its server reaps it
+                self._drop_socket()
+                return
             for fh in (self._rd, self._wr):
                 try:
                     fh.close()
@@ -145,4 +160,5 @@ class ProcessEnv:
 
 
 if __name__ == "__main__":
-    _serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], pickle.loads(bytes.fromhex(sys.argv[4])))
+    serve(os.fdopen(int(sys.argv[1]), "rb"), os.fdopen(int(sys.argv[2]), "wb"), sys.argv[3],
+          pickle.loads(bytes.fromhex(sys.argv[4])))

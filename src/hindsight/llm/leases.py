@@ -4,62 +4,22 @@ A shared embedded server (:mod:`hindsight.llm.shared`) is held by one lease file
 client process; its child runs :func:`watch_in_thread`, which ends it when its parent is
 gone (a per-cell server) or when no live lease has existed for ``idle`` seconds (a shared
 one).  This module imports nothing of the model layer, so the servers and the sharing
-logic can both use it.
+logic can both use it; the lock, info-file and lease helpers themselves live in
+:mod:`hindsight.leases` (shared with the environment fork servers) and are re-exported here.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
+from hindsight.leases import IdleClock, alive, live_leases, locked, read_info
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@contextmanager
-def locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def read_info(info: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(info.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
-def live_leases(leases: Path) -> int:
-    """Count the leases whose process is alive; drop the others."""
-    n = 0
-    for f in leases.glob("*"):
-        try:
-            pid = int(f.name.split("-", 1)[0])
-        except ValueError:
-            continue
-        if alive(pid):
-            n += 1
-        else:
-            f.unlink(missing_ok=True)
-    return n
+__all__ = ["alive", "locked", "read_info", "live_leases", "watch_leases", "watch_in_thread",
+           "add_watch_arguments"]
 
 
 def watch_leases(leases: str, lock: str, info: str, idle_s: float, poll_s: float = 0.5) -> None:
@@ -69,18 +29,14 @@ def watch_leases(leases: str, lock: str, info: str, idle_s: float, poll_s: float
     lock is released, so a cell either joins before (its lease then keeps the server) or
     finds no server and starts a new one.
     """
-    folder, idle_since = Path(leases), None
+    folder, clock = Path(leases), IdleClock(idle_s)
     while True:
         time.sleep(poll_s)
-        if live_leases(folder) > 0:
-            idle_since = None
-            continue
-        idle_since = idle_since or time.monotonic()
-        if time.monotonic() - idle_since < idle_s:
+        if not clock.expired(live_leases(folder) > 0):
             continue
         with locked(Path(lock)):
             if live_leases(folder) > 0:
-                idle_since = None
+                clock.reset()
                 continue
             current = read_info(Path(info))
             if current is not None and int(current.get("pid", -1)) == os.getpid():

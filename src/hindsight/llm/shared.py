@@ -103,7 +103,8 @@ class SharedServer:
 
 
 def stop_all(folder: str | os.PathLike[str]) -> list[str]:
-    """Stop every shared server this host registered in ``folder`` (the end of a run)."""
+    """Stop every shared server this host registered in ``folder`` (the end of a run): the
+    embedded model servers and the environment fork servers (:mod:`hindsight.envs.forkserver`)."""
     stopped = []
     host = socket.gethostname()
     for info_path in Path(folder).glob(f"*-{host}.json"):
@@ -119,5 +120,5 @@ def stop_all(folder: str | os.PathLike[str]) -> list[str]:
                 except ProcessLookupError:
                     pass
             info_path.unlink(missing_ok=True)
-            stopped.append(str(info.get("endpoint")))
+            stopped.append(str(info.get("endpoint", info.get("name"))))  # name: an environment fork server
     return stopped

@@ -1,0 +1,86 @@
+"""Per-machine bookkeeping of shared helper processes: locks, info files, leases, idle clocks.
+
+Two kinds of long-lived process are shared by the cells of a run on one machine: the
+embedded model servers (:mod:`hindsight.llm.shared`, :mod:`hindsight.llm.leases`) and the
+environment fork servers (:mod:`hindsight.envs.forkserver`).  Both keep one ``.json`` info
+file per process under an ``fcntl`` lock and stop once idle; the pieces they share live
+here, below both layers (this module imports nothing of the package).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (on this machine)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``fcntl`` lock on ``path`` (created, with its folder, if missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def read_info(info: Path) -> dict[str, Any] | None:
+    """The JSON of an info file, or ``None`` when it is missing or half-written."""
+    try:
+        return json.loads(info.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def live_leases(leases: Path) -> int:
+    """Count the leases whose process is alive; drop the others."""
+    n = 0
+    for f in leases.glob("*"):
+        try:
+            pid = int(f.name.split("-", 1)[0])
+        except ValueError:
+            continue
+        if alive(pid):
+            n += 1
+        else:
+            f.unlink(missing_ok=True)
+    return n
+
+
+class IdleClock:
+    """How long a shared process has been without a client.
+
+    ``expired(busy)`` is called on every poll with whether anything holds the process now;
+    it is ``True`` once nothing has for ``idle_s`` seconds (monotonic clock).
+    """
+
+    def __init__(self, idle_s: float) -> None:
+        self.idle_s = float(idle_s)
+        self.since: float | None = None
+
+    def expired(self, busy: bool) -> bool:
+        if busy:
+            self.since = None
+            return False
+        self.since = self.since or time.monotonic()
+        return time.monotonic() - self.since >= self.idle_s
+
+    def reset(self) -> None:
+        self.since = None
