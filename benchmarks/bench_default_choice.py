@@ -94,6 +94,8 @@ async def run_cell(config: dict, model: str, env: str, typ: str, tasks: list[str
 
     h = config["history"]
     actor = dict(h["actor"], max_actions=args.max_actions, max_listed_actions=args.listed)
+    if getattr(args, "listing", None):
+        actor["listing"] = args.listing
     settings = actor_settings(model, args.condition, actor, shuffle=h["shuffle"])
     options = {"simplification": args.simplification} if env == "scienceworld" and args.simplification else {}
     if env == "alfworld":

@@ -17,12 +17,13 @@ Printed per (model, env, type, listed, budget): episodes, wins, mean final score
 score at step ``b``), minutes, wins per minute, episodes with a probe-eligible repeated
 pair (:func:`hindsight.studies.history.probe.select_pairs`) and, with ``--gold-check``
 (no model), the share of the gold path's steps whose gold action is among the listed
-actions that step shows (the actor's own seeded sample, :func:`hindsight.agent.actor.
-listed_actions`, at the same episode seeds): a listing that truncates the gold action away
+actions that step shows (the actor's own listing function, :func:`hindsight.agent.actor.
+listed_actions`, per ``--listing``, at the same episode seeds, on the task text and the
+observation the actor would see there): a listing that truncates the gold action away
 leaves a grammar-constrained actor no way to take it.  ``uptime`` is printed first and last.
 
     python benchmarks/bench_default_tasks.py --models smollm2 --episodes 4 --budgets 6 10 15 \
-        --listed 10 20 --cells scienceworld:lifespan-shortest-lived alfworld:pick_and_place_simple \
+        --listed 10 20 --listing sample ranked --cells scienceworld:lifespan-shortest-lived alfworld:pick_and_place_simple \
         [--simplification easy] [--gold-check] [--tasks-dir results/tasks] [--alfworld-root ...]
 """
 
@@ -61,8 +62,10 @@ def env_options(env: str, args) -> dict:
     return {}
 
 
-def gold_listed_share(env: str, tasks: list[str], seeds: list[int], cap: int | None, args) -> tuple[int, int, int]:
-    """(gold steps whose action is listed, gold steps, first steps listed) over ``tasks``."""
+def gold_listed_share(env: str, tasks: list[str], seeds: list[int], cap: int | None, args,
+                      listing: str = "sample") -> tuple[int, int, int]:
+    """(gold steps whose action is listed, gold steps, first steps listed) over ``tasks``, with the
+    actor's own listing function on what the actor would see (the task text, the observation)."""
     from hindsight.agent.actor import listed_actions
     from hindsight.envs.make import make_env
 
@@ -72,9 +75,10 @@ def gold_listed_share(env: str, tasks: list[str], seeds: list[int], cap: int | N
         for task, seed in zip(tasks, seeds):
             gold = e.gold_actions(task)
             obs = e.reset(task)
+            text = e.task_description()
             for t, action in enumerate(gold, start=1):
                 admissible = obs.admissible if obs.admissible is not None else e.admissible_actions()
-                shown = listed_actions(admissible, cap, f"{seed}:{t}") or ()
+                shown = listed_actions(admissible, cap, f"{seed}:{t}", listing, text, obs.text) or ()
                 ok = action in shown
                 hit += ok
                 total += 1
@@ -87,7 +91,8 @@ def gold_listed_share(env: str, tasks: list[str], seeds: list[int], cap: int | N
     return hit, total, first
 
 
-def budget_rows(model: str, env: str, typ: str, listed, stem: Path, wall: float, budgets: list[int]) -> list[dict]:
+def budget_rows(model: str, env: str, typ: str, listed, stem: Path, wall: float, budgets: list[int],
+                listing: str = "sample") -> list[dict]:
     import pandas as pd
 
     from hindsight.studies.history.probe import select_pairs
@@ -101,7 +106,7 @@ def budget_rows(model: str, env: str, typ: str, listed, stem: Path, wall: float,
         last = st.sort_values("step").groupby("episode_id")["score"].last()
         pairs = select_pairs(episodes, st)
         share = len(st) / max(1, len(steps))
-        rows.append({"model": model, "env": env, "type": typ, "listed": listed, "budget": b,
+        rows.append({"model": model, "env": env, "type": typ, "listed": listed, "listing": listing, "budget": b,
                      "episodes": len(episodes), "won": int(won.sum()), "score": float(last.mean()),
                      "minutes": wall * share / 60, "pairs": len(pairs), "steps": len(st)})
     return rows
@@ -128,20 +133,20 @@ async def main_async(args) -> None:
                 env, _, typ = cell.partition(":")
                 tasks = base.pick_tasks(args.tasks_dir, env, typ, h["splits"][env], args.episodes, seed)
                 seeds = [episode_seed(seed, env, t) for t in tasks]
-                for listed in args.listed:
+                for listed, listing in [(c, m) for c in args.listed for m in args.listing]:
                     if args.gold_check and model == args.models[0]:
-                        hit, total, first = gold_listed_share(env, tasks, seeds, listed, args)
-                        gold.append(f"{env} {typ} listed {listed}: gold action listed at {hit}/{total} gold steps, "
-                                    f"at step 1 in {first}/{len(tasks)} tasks")
+                        hit, total, first = gold_listed_share(env, tasks, seeds, listed, args, listing)
+                        gold.append(f"{env} {typ} listed {listed} {listing}: gold action listed at {hit}/{total} "
+                                    f"gold steps, at step 1 in {first}/{len(tasks)} tasks")
                         print(gold[-1], flush=True)
                     if args.gold_only:
                         continue
                     run = argparse.Namespace(max_actions=max(args.budgets), listed=listed, condition="raw",
                                              simplification=args.simplification, alfworld_root=args.alfworld_root,
-                                             in_flight=args.in_flight)
+                                             in_flight=args.in_flight, listing=listing)
                     r = await base.run_cell(base.bench_config(cfg_args, work), model, env, typ, tasks, run, work)
                     stem = work / f"{model}-{env}-{typ}"
-                    new = budget_rows(model, env, typ, listed, stem, r["wall_s"], sorted(args.budgets))
+                    new = budget_rows(model, env, typ, listed, stem, r["wall_s"], sorted(args.budgets), listing)
                     for row in new:
                         row["load"] = r["load"]
                         print(fmt(row), flush=True)
@@ -152,10 +157,11 @@ async def main_async(args) -> None:
         stop_all(server_dir(config))
     print(f"\nsettings: seed {seed}, {args.episodes} episodes per cell, ScienceWorld simplification "
           f"{args.simplification!r}, work folder {work}")
-    print("| model | env | type | listed | budget | episodes | wins | mean score | minutes | wins/min | pairs |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | env | type | listed | listing | budget | episodes | wins | mean score | minutes | wins/min | pairs |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['model']} | {r['env']} | {r['type']} | {r['listed']} | {r['budget']} | {r['episodes']} | "
+        print(f"| {r['model']} | {r['env']} | {r['type']} | {r['listed']} | {r['listing']} | {r['budget']} | "
+              f"{r['episodes']} | "
               f"{r['won']} | {r['score']:.2f} | {r['minutes']:.1f} | {r['won'] / max(1e-9, r['minutes']):.2f} | "
               f"{r['pairs']} |")
     for line in gold:
@@ -164,7 +170,8 @@ async def main_async(args) -> None:
 
 
 def fmt(r: dict) -> str:
-    return (f"{r['model']:10s} {r['env']:12s} {r['type']:44s} listed {r['listed']} budget {r['budget']:2d}: "
+    return (f"{r['model']:10s} {r['env']:12s} {r['type']:44s} listed {r['listed']} {r['listing']} "
+            f"budget {r['budget']:2d}: "
             f"{r['won']}/{r['episodes']} won, score {r['score']:.2f}, {r['minutes']:.1f} min, "
             f"{r['won'] / max(1e-9, r['minutes']):.2f} wins/min, {r['pairs']} with a repeated pair, "
             f"{r['steps']} steps; load {r['load']}")
@@ -177,6 +184,8 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=4)
     p.add_argument("--budgets", nargs="+", type=int, default=[6, 10, 15])
     p.add_argument("--listed", nargs="+", type=lambda s: None if s == "all" else int(s), default=[10, 20])
+    p.add_argument("--listing", nargs="+", choices=["sample", "ranked"], default=["sample"],
+                   help="action listings compared (hindsight.agent.listing)")
     p.add_argument("--simplification", default="easy", help="ScienceWorld simplifications ('' for none)")
     p.add_argument("--in-flight", type=int, default=2)
     p.add_argument("--seed", type=int, default=None, help="task selection seed (default: history.seed)")
