@@ -114,3 +114,29 @@ def test_two_envs_run_concurrently_in_threads(sw_env, sw_other):
     with ThreadPoolExecutor(2) as pool:
         eps = list(pool.map(lambda e: run_episode(e, GoldAgent(), "boil:0", max_steps=300), [sw_env, sw_other]))
     assert all(ep.won for ep in eps) and eps[0].observations == eps[1].observations
+
+
+def test_joined_admissible_list_equals_the_item_by_item_list(sw_env, monkeypatch):
+    """One joined py4j string gives the same actions in the same order as iterating the Java list,
+    on random walks of two tasks; cached per state; the separator fallback and the switch work."""
+    import random
+
+    from hindsight.envs import scienceworld as swmod
+
+    assert sw_env._join is not None  # on by default
+    rng, checked = random.Random(3), 0
+    for task in ("boil:0", "find-living-thing:2"):
+        sw_env.reset(task)
+        for _ in range(6):
+            got = sw_env.admissible_actions()
+            if parse_options(sw_env._last_text) is None:
+                items = tuple(str(a) for a in sw_env.server.getValidActionObjectCombinations())
+                assert got == items and len(got) > 10
+                assert sw_env.admissible_actions() is got  # once per state
+                checked += 1
+            sw_env.step(rng.choice([a for a in got if not a.startswith("focus")] or ["look around"]))
+    assert checked >= 8
+    monkeypatch.setattr(swmod, "JOIN_SEP", " ")  # splits inside actions: falls back to items
+    assert sw_env._fetch_valid() == tuple(str(a) for a in sw_env.server.getValidActionObjectCombinations())
+    monkeypatch.setenv(swmod.JOIN_SWITCH, "0")
+    assert not swmod.join_enabled()
