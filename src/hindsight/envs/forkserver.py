@@ -11,7 +11,8 @@ and answers the same pickled protocol as a spawned child (:func:`hindsight.envs.
 Unix socket the job connected on; EOF on it (the job closed or was killed) ends the child.
 
 One server per (engine, the options that matter at import time: AppWorld's data root;
-interpreter, package folder, ``PYTHONHASHSEED``, host).  Its bookkeeping is the shared
+interpreter, package folder and the modification times of ``hindsight/envs/*.py``, so an
+edited engine adapter gets a new server; ``PYTHONHASHSEED``; host).  Its bookkeeping is the shared
 servers' (:mod:`hindsight.llm.shared`): ``<cache folder>/servers/envfork-<engine>-<key>-<host>
 .json`` under its ``.lock``; the socket is in Linux's abstract namespace (no file, no path
 length limit).  The server stops once it has had no child for ``servers.idle_s`` seconds
@@ -107,8 +108,9 @@ def warm_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
 def server_key(name: str, warm: Mapping[str, Any]) -> str:
     import hindsight
 
-    ident = {"name": name, "warm": dict(warm), "python": sys.executable,
-             "package": str(Path(hindsight.__file__).resolve().parent),
+    package = Path(hindsight.__file__).resolve().parent
+    code = sorted((p.name, p.stat().st_mtime_ns) for p in (package / "envs").glob("*.py"))  # an edit: a new server
+    ident = {"name": name, "warm": dict(warm), "python": sys.executable, "package": str(package), "code": code,
              "hashseed": os.environ.get("PYTHONHASHSEED")}
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -248,9 +250,8 @@ def _child(conn: socket.socket, listener: socket.socket) -> None:
 def serve_forever(name: str, warm: Mapping[str, Any], address: str, info: Path, lock: Path, idle_s: float,
                   poll_s: float = 0.5) -> None:
     """The server: warm up, register, fork a child per connection, stop when idle."""
-    t0 = os.times()
     warm_up(name, warm)
-    warm_cpu = (os.times().user - t0.user) + (os.times().system - t0.system)
+    warm_cpu = os.times().user + os.times().system  # the interpreter's start, imports and warm-up
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind("\0" + address)
     listener.listen(64)
