@@ -13,7 +13,11 @@ engines' own time per step added (measured inside each engine call).  The second
 runner's overhead; the first is bounded by ``latency / (latency + engine time)`` whatever
 the runner does: on a 2-core machine ScienceWorld's valid-action enumeration costs about
 100-200 ms a step and an ALFWorld game load about a second an episode.  The last line is
-the smallest runner ratio over the environments (target >= 0.90).
+the smallest runner ratio over the environments (target >= 0.90).  Each line also gives
+the machine's load average and this process's CPU seconds (with its children's) over the
+timed part; the engines' speed switches (``HINDSIGHT_TEXTWORLD_MEMO``, ``..._SHALLOW_COPY``,
+``..._LAZY_REPLAN``, ``HINDSIGHT_SCIENCEWORLD_JOIN``, all on by default) are read from the
+environment, so ``VAR=0`` gives the "before" figures.
 
     python benchmarks/bench_runner.py [--envs scienceworld alfworld] [--episodes 16]
         [--steps 10] [--inflight 4] [--process] [--latency 0.2] [--alfworld-root resources/alfworld/games]
@@ -131,9 +135,12 @@ async def bench(env: str, options: dict, tasks: list[str], steps: int, inflight:
             await warm_up(pool, tasks[0], warm)
             runner = Runner(client, pool, prompts, in_flight=inflight)
             spent[0] = 0.0
+            c0, load0 = os.times(), os.getloadavg()[0]
             t0 = os.times().elapsed
             episodes = await runner.concurrent(specs)
             dt = os.times().elapsed - t0
+            c1 = os.times()
+            cpu_s = sum(c1[:4]) - sum(c0[:4])
             env_s = spent[0]
             locked = not getattr(pool._all[0], "thread_safe", False)
         n_steps = sum(len(e.steps) for e in episodes)
@@ -148,7 +155,9 @@ async def bench(env: str, options: dict, tasks: list[str], steps: int, inflight:
               f"ratio {ratio:.3f} (in flight {inflight}, latency {latency * 1000:.0f} ms); "
               f"engine time {env_s / n_steps * 1000:.0f} ms per step{' (serialized)' if locked else ''}; "
               f"ratio to the ideal with engine time {with_env_s / dt:.3f} "
-              f"(runner overhead {(dt - with_env_s) / n_steps * inflight * 1000:.1f} ms per step)", flush=True)
+              f"(runner overhead {(dt - with_env_s) / n_steps * inflight * 1000:.1f} ms per step); "
+              f"{cpu_s:.1f} CPU-s in this process (+ reaped children), load {load0:.1f} -> {os.getloadavg()[0]:.1f}",
+              flush=True)
         return ratio, with_env_s / dt
     finally:
         srv.stop()
