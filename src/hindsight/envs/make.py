@@ -22,7 +22,9 @@ in its own process, concurrent episodes use every core (``benchmarks/bench_runne
 def make_env(name: str, *, process: bool | None = None, **options: Any) -> Env:
     """A new environment object of ``name``; ``options`` are its constructor's keyword options.
 
-    ``process``: run it in a child process (:class:`~hindsight.envs.procenv.ProcessEnv`);
+    ``process``: run it in a child process (:class:`~hindsight.envs.procenv.ProcessEnv`; forked
+    from a warm per-machine fork server when ``envs.fork_server`` configured one, see
+    :mod:`hindsight.envs.forkserver`);
     default ``True`` for :data:`PROCESS_ENVS`, so AppWorld is safe next to asyncio in any
     process and ALFWorld episodes run in parallel.  ``process=False`` builds the engine in this process.
 
