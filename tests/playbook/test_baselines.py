@@ -351,7 +351,7 @@ def test_one_job_per_method_and_setting_and_bad_keys_named():
         "results/playbook/std/smollm2/alfworld/ace-passfail/baseline/subsampled.parquet"]
     cfg = copy.deepcopy(base_config())
     cfg["playbook"]["baselines"].update(methods=list(bl.METHODS), envs=None, subsampled_settings=None)
-    cfg["playbook"]["long_growth"] = True
+    cfg["playbook"].update(long_growth=True, appworld_feedback=["pass_fail", "unit_tests"], exclude=[])  # 5 settings
     wf = workflow(cfg)
     assert "tags_star" in wf.baseline_methods("appworld", "ace-pertest")
     assert "tags_star" not in wf.baseline_methods("appworld", "dc") and "pooled" in wf.baseline_methods("alfworld", "dc")

@@ -22,8 +22,11 @@ from tests.playbook.helpers import workflow
 def test_settings_variants_and_paths_from_the_default_config():
     wf = workflow(base_config())
     assert wf.variants("alfworld") == ["ace-passfail", "dc"]
-    assert wf.variants("appworld") == ["ace-passfail", "ace-pertest", "dc"]
-    assert len(wf.settings()) == 5 and {s[0] for s in wf.settings()} == {"std"}
+    assert wf.variants("appworld") == ["ace-passfail", "dc"]  # unit_tests feedback: the paper preset
+    # the default leaves DC out on AppWorld ("*:appworld:dc", for time): 3 settings
+    assert [s[2:] for s in wf.settings()] == [("alfworld", "ace-passfail"), ("alfworld", "dc"),
+                                              ("appworld", "ace-passfail")]
+    assert {s[0] for s in wf.settings()} == {"std"}
     assert wf.candidates() == ["curated-run1", "curated-run2", "whole-run1", "whole-run2", "none"]
     assert variants_for("appworld", ["dc"], ["unit_tests"]) == ["dc"]
     growth = wf.cell("growth", "smollm2", "appworld")
@@ -44,7 +47,22 @@ def test_official_data_maps_the_papers_splits_and_roles_from_model():
     assert {s[2] for s in wf.settings()} == {"appworld"} and {s[0] for s in wf.settings()} == {"std", "long"}
 
 
+def test_exclude_takes_a_model_env_pair_or_one_variant_and_a_wildcard_model():
+    cfg = copy.deepcopy(base_config())
+    cfg["playbook"].update(appworld_feedback=["pass_fail", "unit_tests"], exclude=[])
+    assert len(workflow(cfg).settings()) == 5
+    cfg["playbook"]["exclude"] = ["smollm2:appworld:ace-pertest", "*:alfworld:dc"]
+    assert [s[2:] for s in workflow(cfg).settings()] == [("alfworld", "ace-passfail"), ("appworld", "ace-passfail"),
+                                                         ("appworld", "dc")]
+    cfg["playbook"]["exclude"] = ["*:alfworld"]
+    assert {s[2] for s in workflow(cfg).settings()} == {"appworld"}
+    cfg["playbook"]["exclude"] = ["other:alfworld"]  # another model's pair leaves this panel's settings in
+    assert len(workflow(cfg).settings()) == 5
+
+
 @pytest.mark.parametrize("key,value,match", [
+    ("exclude", ["smollm2:alfworld:ace"], "playbook.exclude"),
+    ("exclude", ["smollm2:alfworld:dc:x"], "playbook.exclude"),
     ("envs", ["scienceworld"], "playbook.envs"),
     ("measurement.practice_tasks", 1, "playbook.measurement.practice_tasks"),
     ("measurement.budget", 1.5, "playbook.measurement.budget"),

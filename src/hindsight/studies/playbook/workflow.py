@@ -49,9 +49,12 @@ class PlaybookWorkflow:
                 raise ConfigError(f"{src}.splits.{env}.{source}: expected a mapping of {', '.join(ROLES)} to task-table "
                                   f"splits (envs.{env}.source is {source!r}); add it")
         for pair in p["exclude"]:
-            m, _, e = str(pair).partition(":")
-            if not e or e not in ENVS:
-                raise ConfigError(f"{src}.exclude: {pair!r} is not '<model>:<env>' with env one of {', '.join(ENVS)}")
+            parts = str(pair).split(":")
+            if len(parts) not in (2, 3) or not parts[0] or parts[1] not in ENVS or \
+                    (len(parts) == 3 and parts[2] not in VARIANTS):
+                raise ConfigError(f"{src}.exclude: {pair!r} is not '<model>:<env>' or '<model>:<env>:<variant>' "
+                                  f"(model a name or *, env one of {', '.join(ENVS)}, variant one of "
+                                  f"{', '.join(VARIANTS)})")
         for s in p["systems"]:
             if s not in ("ace", "dc"):
                 raise ConfigError(f"{src}.systems: {s!r} is not one of ace, dc")
@@ -132,10 +135,15 @@ class PlaybookWorkflow:
         return variants_for(env, self.p["systems"], self.p["appworld_feedback"])
 
     def settings(self) -> list[tuple[str, str, str, str]]:
-        """(growth, model, env, variant) of every setting (less ``playbook.exclude``'s model:env pairs)."""
+        """(growth, model, env, variant) of every setting, less ``playbook.exclude``'s entries:
+        ``<model>:<env>`` (every variant) or ``<model>:<env>:<variant>``, ``*`` for any model."""
         skip = {str(x) for x in self.p["exclude"]}
+
+        def left_out(m: str, e: str, v: str) -> bool:
+            return bool({f"{m}:{e}", f"*:{e}", f"{m}:{e}:{v}", f"*:{e}:{v}"} & skip)
+
         return [(g, m, e, v) for g in self.growths for m in self.models for e in self.envs for v in self.variants(e)
-                if f"{m}:{e}" not in skip]
+                if not left_out(m, e, v)]
 
     def role(self, role: str, model: str) -> str:
         """The endpoint of ``role`` (reflector, curator) in ``model``'s settings: ``model`` itself
