@@ -8,7 +8,8 @@ history seed, every call fresh (a new cache), one warm embedded server per model
 
 Budgets.  Every episode runs ``max(--budgets)`` actions (or until won / done).  The actor's
 prompt does not name the budget, and a step's listing and seed depend only on the episode
-seed and the step number, so the first ``b`` steps of that episode are the episode a
+seed, the step number and what the episode saw up to that step (the ranked listing reads the
+task and the current observation), so the first ``b`` steps of that episode are the episode a
 budget of ``b`` plays; the figures for the smaller budgets are read off those prefixes
 (won within ``b`` steps; the probe's repeated pair needs a recorded step after it within
 ``b``; minutes: the share of the cell's steps that fall within ``b``).
