@@ -12,10 +12,29 @@ commands the engine lists as admissible.
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 
 from hindsight.envs import alfworld_scenes as sc
 from hindsight.envs.alfworld_planner import MAX_PLAN_STEPS, mangle, planner_walkthrough
+
+
+_engines = threading.local()
+
+
+def _oracle_env(root: Path):
+    """One adapter per thread and process, reused across games (as the planner's engine is): a
+    new one copies and loads fast-downward's 33 MB library (~0.1 s CPU, ~0.5 s of disk)."""
+    from hindsight.envs.alfworld import AlfworldEnv
+
+    cached = getattr(_engines, "env", None)
+    if cached is None or cached[0] != os.getpid():
+        cached = _engines.env = (os.getpid(), AlfworldEnv(root=str(root)))
+    env = cached[1]
+    env.root = Path(root)
+    env._loaded = None  # a retried attempt rewrites the same game file: always load it afresh
+    return env
 
 
 def oracle_walkthrough(gamefile: str) -> list[str] | None:
@@ -25,14 +44,12 @@ def oracle_walkthrough(gamefile: str) -> list[str] | None:
     only if the engine then reports ``won``.  Used for the two-object goal, on which
     ALFWorld's planner takes minutes and its hand-coded expert loops.
     """
-    from hindsight.envs.alfworld import AlfworldEnv
-
     folder = Path(gamefile).parent
     traj = json.loads((folder / "traj_data.json").read_text())
     spec = traj["hindsight"]["spec"]
     placements = traj["hindsight"]["placements"]
     root = folder.parents[2]
-    env = AlfworldEnv(root=str(root))
+    env = _oracle_env(root)
     obs = env.reset(str(folder.relative_to(root)))
     infos = {key.lower(): info.name for key, info in env.engine._entity_infos.items()}
 
