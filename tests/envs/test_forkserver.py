@@ -98,7 +98,20 @@ def servers(tmp_path):
     stop_all(folder)
 
 
-def test_appworld_forked_episode_equals_spawned(aw_root, servers):
+@pytest.fixture(scope="module")
+def aw_servers(tmp_path_factory):
+    """One folder (so one AppWorld fork server) for the module's AppWorld tests."""
+    from hindsight.llm.shared import stop_all
+
+    folder = tmp_path_factory.mktemp("aw_servers")
+    yield folder
+    forkserver.use(None)
+    stop_all(folder)
+
+
+def test_appworld_forked_episode_equals_spawned(aw_root, aw_servers):
+    servers = aw_servers
+    forkserver.use(servers, idle_s=60)
     task = "hsnotecreate_1"
     actions = ["print(apis.supervisor.show_account_passwords())", "print(undefined_name)"]
     forked = ProcessEnv("appworld", {"root": aw_root})
@@ -139,18 +152,34 @@ import json, sys, time
 from hindsight.envs import forkserver
 from hindsight.envs.procenv import ProcessEnv
 forkserver.use(sys.argv[1], idle_s=60)
-env = ProcessEnv("alfworld", {"root": sys.argv[2]})
+env = ProcessEnv(sys.argv[4], {"root": sys.argv[2]})
+if sys.argv[3] == "hang":
+    env.reset("hsnotecreate_1")
 print(json.dumps({"forked": env.forked, "child": env.pid}), flush=True)
-if sys.argv[3] == "hold":
-    time.sleep(600)
-env.close()
+if sys.argv[3] == "hang":
+    env.step("while True:\\n    pass")  # never returns
+time.sleep(600)
 """
 
 
-def _client(folder: Path, root: Path, mode: str) -> subprocess.Popen:
+def _client(folder: Path, root: Path, mode: str, name: str = "alfworld") -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-    return subprocess.Popen([sys.executable, "-c", CLIENT, str(folder), str(root), mode], stdout=subprocess.PIPE,
-                            text=True, env=env, cwd=REPO)
+    return subprocess.Popen([sys.executable, "-c", CLIENT, str(folder), str(root), mode, name],
+                            stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
+
+
+def test_a_job_killed_mid_step_takes_its_forked_child_with_it(aw_root, aw_servers):
+    client = _client(aw_servers, aw_root, "hang", "appworld")
+    try:
+        child = json.loads(client.stdout.readline())["child"]
+        time.sleep(2.0)
+        assert not _gone(child)  # busy in the endless step
+        client.send_signal(signal.SIGKILL)
+        client.wait()
+        assert _wait(lambda: _gone(child), 30), "the forked child of a killed job is still running its step"
+    finally:
+        client.kill()
+        client.wait()
 
 
 def test_two_jobs_share_one_server_and_a_killed_jobs_child_exits(tmp_path, servers):

@@ -8,7 +8,8 @@ engine starts one fork server for it on the machine; the server imports the engi
 child for every environment a job asks for.  The child takes the job's working folder,
 environment variables, stdout and stderr, builds the environment with the job's options
 and answers the same pickled protocol as a spawned child (:func:`hindsight.envs.protocol.serve`), over the
-Unix socket the job connected on; EOF on it (the job closed or was killed) ends the child.
+Unix socket the job connected on; EOF on it (the job closed or was killed) ends the child,
+and so does the job's death in the middle of a step (a watchdog thread in the child).
 
 One server per (engine, the options that matter at import time: AppWorld's data root;
 interpreter, package folder and the modification times of ``hindsight/envs/*.py``, so an
@@ -35,6 +36,7 @@ import os
 import pickle
 import select
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -111,7 +113,7 @@ def server_key(name: str, warm: Mapping[str, Any]) -> str:
     package = Path(hindsight.__file__).resolve().parent
     code = sorted((p.name, p.stat().st_mtime_ns) for p in (package / "envs").glob("*.py"))  # an edit: a new server
     ident = {"name": name, "warm": dict(warm), "python": sys.executable, "package": str(package), "code": code,
-             "hashseed": os.environ.get("PYTHONHASHSEED")}
+             "hashseed": os.environ.get("PYTHONHASHSEED"), "pythonpath": os.environ.get("PYTHONPATH")}
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -211,11 +213,39 @@ def warm_up(name: str, warm: Mapping[str, Any]) -> None:
         import hindsight.envs.textworld_speed  # noqa: F401
 
 
+# AppWorld null-patches unsafe functions (os._exit, time.sleep, open, ...) while it runs an
+# action's code: the child's watchdog holds the originals, taken at import.
+_EXIT, _SLEEP, _OPEN = os._exit, time.sleep, open
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (a killed job its parent has not reaped yet)."""
+    try:
+        with _OPEN(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _watch_client(conn: socket.socket, poll_s: float = 1.0) -> None:
+    """End this child once the job on the other end of ``conn`` is gone, even in the middle of
+    a step that never returns (EOF is only read between requests)."""
+    pid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
+
+    def watch() -> None:
+        while _running(pid):
+            _SLEEP(poll_s)
+        _EXIT(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def _child(conn: socket.socket, listener: socket.socket) -> None:
     """In the forked child: take the job's folder, environment and output; serve; exit."""
     code = 0
     try:
         listener.close()
+        _watch_client(conn)
         msg, fds, _, _ = socket.recv_fds(conn, 1 << 16, 2)
         while len(msg) < 8 or len(msg) < 8 + int.from_bytes(msg[:8], "big"):
             more = conn.recv(1 << 16)
