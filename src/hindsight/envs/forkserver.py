@@ -103,8 +103,12 @@ def warm_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     root = options.get("root")
     if root is None and options.get("official"):
         root = os.environ.get("APPWORLD_ROOT")
-    root = Path(root if root is not None else "resources/appworld")
-    return {"root": str(root.resolve())}
+    root = Path(root if root is not None else "resources/appworld").resolve()
+    try:  # a rebuilt data root (rule env_appworld_data writes a new data/) gets a new server
+        built = (root / "data").stat().st_mtime_ns
+    except OSError:
+        built = None
+    return {"root": str(root), "data_mtime_ns": built}
 
 
 def server_key(name: str, warm: Mapping[str, Any]) -> str:
