@@ -50,7 +50,8 @@ STOP_WORDS: frozenset[str] = frozenset(
     "a an the to in into on onto at of from for with and or is are be it its this that these those you your "
     "yours there here which what who called containing contains substance then first now some any up down around "
     "task".split())
-"""Words that say nothing about which object an action is about (IDF handles the verbs)."""
+"""Words that say nothing about which object an action is about (an action's verb, its first
+word, is left out by :func:`object_words`; the IDF discounts what stays common)."""
 
 TASK_WEIGHT = 2.0
 """A content word the task names counts twice a word only the observation names: the task is
@@ -87,10 +88,6 @@ def sampled(actions: Sequence[str], cap: int, seed: str) -> tuple[str, ...]:
 def object_words(action: str) -> set[str]:
     """The content words of ``action`` after its verb (its first word): what it acts on."""
     return set(content_words(" ".join(action.split()[1:])))
-
-
-def verb(action: str) -> str:
-    return action.split()[0].lower() if action.split() else ""
 
 
 def relevance(actions: Sequence[str], task: str, observation: str) -> list[float]:
