@@ -141,6 +141,15 @@ def test_split_sizes_come_from_a_built_task_table(tmp_path):
     with pytest.raises(ConfigError, match=r"scienceworld split 'test' holds 4 tasks .*scienceworld.parquet"):
         check_history_envs(h, base_config()["envs"], tmp_path)
     check_history_envs({**h, "tasks_per_cell": 4}, base_config()["envs"], tmp_path)
+    # a table built from the other source (an earlier config's; the workflow rebuilds it) counts nothing
+    envs = base_config()["envs"]
+    make_table("alfworld", [{**r, "source": "generated", "split": "eval"} for r in rows]).to_parquet(
+        tmp_path / "alfworld.parquet")
+    official = {**envs, "alfworld": {**envs["alfworld"], "source": "official"}}
+    check_history_envs({**h, "envs": ["alfworld"], "splits": {"alfworld": "eval_out_of_distribution"}},
+                       official, tmp_path)
+    with pytest.raises(ConfigError, match=r"alfworld split 'eval' holds 4 tasks .*alfworld.parquet"):
+        check_history_envs({**h, "envs": ["alfworld"], "splits": {"alfworld": "eval"}}, envs, tmp_path)
     # with a type filter the count is of those types only: the default's types are not in this table
     with pytest.raises(ConfigError, match=r"split 'test' holds 0 tasks of the types in history.task_types"
                                           r".scienceworld .*; list more types in history.task_types"):

@@ -35,6 +35,19 @@ def source(env: str, envs_cfg: Mapping[str, Any]) -> str:
     return str(envs_cfg[env]["source"])
 
 
+def built_table(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Path = "results/tasks") -> Path | None:
+    """``<tasks_dir>/<env>.parquet`` when it is built from the configured source (its
+    ``source`` column); ``None`` when absent or built from the other source (a table left by
+    an earlier config, which the workflow rebuilds: its splits and types say nothing yet)."""
+    table = Path(tasks_dir) / f"{env}.parquet"
+    if not table.is_file():
+        return None
+    import pandas as pd
+
+    built = set(pd.read_parquet(table, columns=["source"])["source"].astype(str))
+    return table if built <= {source(env, envs_cfg)} else None
+
+
 def allowed_splits(env: str, envs_cfg: Mapping[str, Any]) -> tuple[str, ...]:
     """The split names ``env``'s task table holds under its configured source."""
     if env == "scienceworld":
@@ -65,8 +78,8 @@ def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
                ) -> tuple[int, str] | None:
     """``(tasks in split, where that count comes from)``, or ``None`` when not known yet;
     with ``types``, only the tasks of those types (known once the task table is built)."""
-    table = Path(tasks_dir) / f"{env}.parquet"
-    if table.is_file():
+    table = built_table(env, envs_cfg, tasks_dir)
+    if table is not None:
         import pandas as pd
 
         df = pd.read_parquet(table, columns=["split", "type"] if types is not None else ["split"])
@@ -156,8 +169,8 @@ def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Pat
 
         families = {s.family for s in task_specs(int(envs_cfg["seed"]))}
         return tuple(sorted(families)), "the project-authored AppWorld task set"
-    table = Path(tasks_dir) / f"{env}.parquet"
-    if table.is_file():
+    table = built_table(env, envs_cfg, tasks_dir)
+    if table is not None:
         import pandas as pd
 
         col = pd.read_parquet(table, columns=["type"])["type"].astype(str)
