@@ -285,3 +285,29 @@ def test_build_check_rejects_a_task_its_solution_does_not_solve(aw_root):
         assert re.search("hsbroken_1: its solution fails.*answer matches", proc.stdout, re.S), proc.stdout
     finally:
         shutil.rmtree(aw_root / "data" / "tasks" / "hsbroken_1", ignore_errors=True)
+
+
+def test_two_objects_play_the_same_task_at_once_in_their_own_folders_removed_on_close(aw_root):
+    """Each object's own experiment folder (AppWorldEnv's default): two episodes on one task
+    at once (two jobs of a run, two episodes of a job) wrote and removed the same
+    ``tasks/<id>/evaluation`` under one shared name, and one failed with FileNotFoundError."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hindsight.envs import make_env
+
+    outputs = aw_root / "experiments" / "outputs"
+    before = set(p.name for p in outputs.iterdir()) if outputs.is_dir() else set()
+    task = sorted(p.name for p in (aw_root / "data" / "tasks").iterdir())[0]
+    envs = [make_env("appworld", root=aw_root, max_steps=1) for _ in range(2)]
+    try:
+        for e in envs:
+            e.reset(task)
+        with ThreadPoolExecutor(2) as pool:  # the one step is the cap: both evaluate at once
+            obs = list(pool.map(lambda e: e.step("print('hello')"), envs))
+        assert all(o.done for o in obs)
+        new = sorted(set(p.name for p in outputs.iterdir()) - before)
+        assert len(new) == 2 and all((outputs / n / "tasks" / task).is_dir() for n in new)
+    finally:
+        for e in envs:
+            e.close()
+    assert not (set(p.name for p in outputs.iterdir()) - before)  # each removed its own folder

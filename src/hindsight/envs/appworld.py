@@ -17,9 +17,11 @@ AppWorld environments with different roots in different processes.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
+import shutil
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -55,18 +57,26 @@ def _activate_root(root: Path) -> None:
     _activate_root.used = True  # type: ignore[attr-defined]
 
 
+_SERIAL = itertools.count(1)
+"""Numbers the default experiment names of this process's objects."""
+
+
 class AppWorldEnv(Env):
     """One AppWorld world at a time per object (closed on the next ``reset``).
 
     Options: ``root`` (AppWorld root holding ``data/``; default ``resources/appworld``),
     ``official`` (use ``$APPWORLD_ROOT``), ``max_steps`` (``done`` after that many code
-    actions, then evaluated), ``experiment`` (AppWorld's output folder name).
+    actions, then evaluated), ``experiment`` (AppWorld's output folder name under
+    ``<root>/experiments/outputs``; default None: a name of this object's own, removed on
+    :meth:`close`.  AppWorld writes and deletes ``tasks/<id>/evaluation`` under it at every
+    evaluation, so two objects sharing a name that play the same task at once, in two jobs of
+    a run or two episodes of one job, removed each other's files: FileNotFoundError).
     """
 
     name = "appworld"
 
     def __init__(self, root: str | os.PathLike | None = None, official: bool = False,
-                 max_steps: int | None = None, experiment: str = "hindsight") -> None:
+                 max_steps: int | None = None, experiment: str | None = None) -> None:
         if root is None:
             if official:
                 off = official_root()
@@ -84,7 +94,8 @@ class AppWorldEnv(Env):
             )
         _activate_root(self.root)
         self.max_steps = max_steps
-        self.experiment = experiment
+        self._own_experiment = experiment is None
+        self.experiment = experiment if experiment is not None else f"hindsight-{os.getpid()}-{next(_SERIAL)}"
         self.world: Any = None
         self._last_eval: dict[str, Any] | None = None
         self._task_id: str | None = None
@@ -187,6 +198,8 @@ class AppWorldEnv(Env):
 
     def close(self) -> None:
         self._close_world()
+        if self._own_experiment:  # the object's own output folder: nothing reads it after the episode
+            shutil.rmtree(self.root / "experiments" / "outputs" / self.experiment, ignore_errors=True)
 
 
 def solution_body(code: str) -> str:

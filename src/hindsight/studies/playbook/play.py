@@ -8,9 +8,7 @@ a stream of batches (growth).  Episode tables carry :data:`.records.EPISODE_COLU
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
@@ -43,29 +41,13 @@ def view_of(lessons: pd.DataFrame | Sequence[Mapping[str, Any]]) -> FixedView:
     return FixedView(MemoryBlock(tuple(Lesson(str(r["lesson_id"]), str(r["text"])) for r in rows), TITLE))
 
 
-def env_maker(env: str, env_options: Mapping[str, Any]) -> Callable[[], Any]:
-    """The job's environment constructor.  On AppWorld every environment object gets its own
-    ``experiment`` (AppWorld's output folder under the data root), unless the config names one:
-    with the one shared name, two episodes on the same task at once (two jobs of a run, or two
-    candidates' episodes in one job) wrote and removed the same ``tasks/<id>/evaluation``
-    folder, and one of them failed with FileNotFoundError."""
-    if env != "appworld" or "experiment" in env_options:
-        return env_factory(env, env_options)
-    serial = itertools.count(1)
-
-    def make() -> Any:
-        return env_factory(env, {**env_options, "experiment": f"hindsight-{os.getpid()}-{next(serial)}"})()
-
-    return make
-
-
 @asynccontextmanager
 async def job(config: Mapping[str, Any], cell_id: str, env: str, env_options: Mapping[str, Any],
               actor_prompts_dir: str, in_flight: int, n_episodes: int, out_calls: str,
               make_env: Callable[[], Any] | None = None) -> AsyncIterator[tuple[Runner, Any]]:
     """A runner over an environment pool of ``min(in_flight, n_episodes)`` and a recording client."""
     size = max(1, min(int(in_flight), max(1, n_episodes)))
-    async with EnvPool(make_env or env_maker(env, env_options), size) as pool, \
+    async with EnvPool(make_env or env_factory(env, env_options), size) as pool, \
             open_client(config, cell_id, out_calls) as client:
         yield Runner(client, pool, HistoryPrompts.load(actor_prompts_dir), in_flight=int(in_flight)), client
 
