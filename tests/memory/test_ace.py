@@ -343,3 +343,57 @@ def test_stream_each_batch_sees_the_playbook_as_it_stood_at_its_start(loopback, 
     assert (rec["purpose"] == "ace_reflector").sum() == 4 and (rec["purpose"] == "ace_curator").sum() == 2
     assert not (tmp_path / "ckpt").exists()
 
+
+
+def test_a_structured_endpoint_decodes_bounded_schemas_and_answers_are_judged_by_the_plain_ones(loopback, tmp_path):
+    """Shown ids, listed sections and lengths that fit the role's cap reach the endpoint as its
+    response_format; a reply the loopback writes beyond them (it follows no grammar) is still
+    judged by the plain schemas, so the decoding bounds change no answer's validity."""
+    import jsonschema
+
+    from hindsight.memory.ace import (
+        CURATION_SCHEMA, REFLECTION_SCHEMA, SECTIONS, curation_decoding, reflection_decoding,
+    )
+
+    r = reflection_decoding(["str-00001", "api-00002"], 128)
+    assert r["properties"]["analysis"]["maxLength"] == 64 and r["properties"]["tags"]["maxItems"] == 2
+    assert r["properties"]["tags"]["items"]["properties"]["id"]["enum"] == ["str-00001", "api-00002"]
+    assert reflection_decoding([], 128)["properties"]["tags"]["maxItems"] == 0  # nothing shown: no tag
+    assert reflection_decoding(["x"] * 40, 128)["properties"]["tags"]["maxItems"] == 1  # dedup ids
+    many = [f"str-{i:05d}" for i in range(40)]
+    assert reflection_decoding(many, 128)["properties"]["tags"]["maxItems"] == 7  # what fits the cap
+    assert "maxLength" not in reflection_decoding(many, None)["properties"]["analysis"]
+    c = curation_decoding(list(SECTIONS), 160)
+    ops = c["properties"]["operations"]
+    assert c["properties"]["reasoning"]["maxLength"] == 80 and ops["maxItems"] == 2
+    assert ops["items"]["properties"]["content"]["maxLength"] == 160
+    assert ops["items"]["properties"]["section"]["enum"] == list(SECTIONS)
+    assert "maxLength" not in CURATION_SCHEMA["properties"]["reasoning"]  # the plain schemas are untouched
+    assert "maxItems" not in REFLECTION_SCHEMA["properties"]["tags"]
+    long = {"reasoning": "x" * 500, "operations": [{"type": "ADD", "section": "str", "content": "y" * 300}] * 3}
+    jsonschema.validate(long, CURATION_SCHEMA)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(long, c)
+
+    seen = []
+    # beyond the decoding bounds (analysis 64 and reasoning 80 characters, 1 tag, 2 operations),
+    # within the loopback's cut at max_tokens
+    planted = json.dumps({"analysis": "a" * 70, "tags": [{"id": "str-00001", "tag": "helpful"}] * 3})
+    curated = json.dumps({"reasoning": "r" * 90, "operations": [
+        {"type": "ADD", "section": "Misc Stuff", "content": f"Check the {w}."} for w in ("apple", "door", "key")]})
+
+    def policy(body):
+        seen.append(body.get("response_format"))
+        return planted if body["messages"][0]["content"].startswith(REFLECTOR) else curated
+
+    srv = loopback(policy=policy, embed_dim=64)
+    m = loaded([{"id": "str-00001", "section": "str", "text": "Read the task.", "helpful": 0, "harmful": 0,
+                 "neutral": 0, "batch": 0, "call_id": None}], reflector_max_tokens=128, curator_max_tokens=160)
+    m.embedder = None  # no near-duplicate merge: every added lesson stays
+    update(config(tmp_path, srv), m, [[episode("e1", "boil water", served=["str-00001"])]], tmp_path / "r.parquet")
+    sent = {f["json_schema"]["name"]: f["json_schema"]["schema"] for f in seen if f}
+    assert sent["reflection"] == reflection_decoding(["str-00001"], 128)
+    assert sent["curation"] == curation_decoding(list(SECTIONS), 160)
+    # beyond every decoding bound, yet valid by the plain schemas: tagged once, three lessons added
+    assert m.rejected == [] and m.history[0]["curator"]["valid"], (m.rejected, m.history)
+    assert m.lessons[0]["helpful"] == 1 and len(m.lessons) == 4

@@ -268,13 +268,18 @@ class Client:
         temperature: float | None = None,
         seed: int | None = None,
         purpose: str = "",
+        decoding_schema: Mapping[str, Any] | None = None,
     ) -> JSONResult:
-        """A JSON answer validated against ``schema`` (never raises on a bad reply)."""
+        """A JSON answer validated against ``schema`` (never raises on a bad reply).
+
+        ``decoding_schema``: what a structured-output endpoint is asked to follow instead of
+        ``schema`` (a narrower one, e.g. with length bounds so a small model's answer fits
+        ``max_tokens``); the reply is still judged by ``schema`` alone."""
         ep = self.chat_endpoint(model)
         msgs = [dict(m) for m in messages]
         overrides: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed}
         if ep.structured_output:
-            overrides["response_format"] = response_format(schema, schema_name)
+            overrides["response_format"] = response_format(decoding_schema or schema, schema_name)
             constraint = "json_schema"
         else:
             msgs[-1]["content"] = msgs[-1]["content"] + json_instruction(schema)

@@ -32,8 +32,10 @@ After each batch (:meth:`ACEPlaybook.update`):
    absorbed ids are recorded in the batch's history and never served again.  No other
    step removes a lesson.
 
-An answer that fails its schema (``Client.complete_json`` returns it as invalid) changes
-nothing; its call id and the reason are appended to ``rejected`` in the state.  The
+A structured-output endpoint decodes narrower schemas (:func:`reflection_decoding`,
+:func:`curation_decoding`: shown ids, listed sections, lengths that fit the role's cap);
+answers are judged by the plain ones.  An answer that fails its schema
+(``Client.complete_json`` returns it as invalid) changes nothing; its call id and the reason are appended to ``rejected`` in the state.  The
 actor is served the whole playbook without counts (:meth:`ACEPlaybook.frozen`).  The
 prompts are the project's own (``config/prompts/memory/ace_*``).
 """
@@ -94,6 +96,49 @@ CURATION_SCHEMA: dict[str, Any] = {
     "required": ["reasoning", "operations"],
     "additionalProperties": False,
 }
+
+def reflection_decoding(ids: Sequence[str], max_tokens: int | None) -> dict[str, Any]:
+    """The Reflector's schema as a structured-output endpoint decodes it: tags only for the
+    lesson ids the episode was shown, at most one each; with a cap, the analysis at most
+    ``max_tokens // 2`` characters and no more tags than fit the rest of the cap (about
+    :data:`TAG_TOKENS` each).  Answers are judged by :data:`REFLECTION_SCHEMA`: the bounds
+    only keep a small model from looping inside its analysis or its tag list until the cap
+    cuts the JSON off (the embedded SmolLM2 did).  The bounds are the project's own."""
+    out = json.loads(json.dumps(REFLECTION_SCHEMA))
+    shown = list(dict.fromkeys(ids))
+    tags, n = out["properties"]["tags"], len(shown)
+    if shown:
+        tags["items"]["properties"]["id"] = {"type": "string", "enum": shown}
+    if max_tokens is not None:
+        out["properties"]["analysis"]["maxLength"] = max(1, int(max_tokens) // 2)
+        n = min(n, max(0, (int(max_tokens) - int(max_tokens) // 8) // TAG_TOKENS))
+    tags["maxItems"] = n
+    return out
+
+
+def curation_decoding(sections: Sequence[str], max_tokens: int | None) -> dict[str, Any]:
+    """The Curator's schema as a structured-output endpoint decodes it: sections from the
+    listed slugs; with a cap, the reasoning at most ``max_tokens // 2`` characters, each
+    lesson at most ``max_tokens`` characters and at most ``max(1, max_tokens //``
+    :data:`OPERATION_TOKENS` ``)`` of them, so the answer fits the cap at about four
+    characters a token.  Answers are judged by :data:`CURATION_SCHEMA` (see
+    :func:`reflection_decoding`)."""
+    out = json.loads(json.dumps(CURATION_SCHEMA))
+    ops = out["properties"]["operations"]
+    ops["items"]["properties"]["section"] = {"type": "string", "enum": list(sections)}
+    if max_tokens is not None:
+        out["properties"]["reasoning"]["maxLength"] = max(1, int(max_tokens) // 2)
+        ops["items"]["properties"]["content"]["maxLength"] = int(max_tokens)
+        ops["maxItems"] = max(1, int(max_tokens) // OPERATION_TOKENS)
+    return out
+
+
+TAG_TOKENS = 15
+"""Tokens one Reflector tag (``{"id": "str-00001", "tag": "helpful"}``) takes, about."""
+OPERATION_TOKENS = 80
+"""Tokens one Curator ADD operation takes at its longest, about (its content at most
+``max_tokens`` characters, some four a token, and the JSON around it)."""
+
 
 _PIECE = re.compile(r"\w+|[^\w\s]")
 
@@ -311,7 +356,8 @@ class ACEPlaybook:
         served = [served_ids(ep) for ep in episodes]
         replies = await asyncio.gather(*(client.complete_json(
             self.reflector, self.reflector_messages(ep, ids), REFLECTION_SCHEMA, schema_name="reflection",
-            max_tokens=self.reflector_max_tokens, purpose="ace_reflector") for ep, ids in zip(episodes, served)))
+            max_tokens=self.reflector_max_tokens, purpose="ace_reflector",
+            decoding_schema=reflection_decoding(ids, self.reflector_max_tokens)) for ep, ids in zip(episodes, served)))
         counts: dict[str, dict[str, int]] = {}
         reflections, records = [], []
         for ep, ids, r in zip(episodes, served, replies):
@@ -345,7 +391,8 @@ class ACEPlaybook:
     async def _curate(self, client: Any, reflections: Sequence[tuple[Any, str]]) -> dict[str, Any]:
         r = await client.complete_json(self.curator, self.curator_messages(reflections), CURATION_SCHEMA,
                                        schema_name="curation", max_tokens=self.curator_max_tokens,
-                                       purpose="ace_curator")
+                                       purpose="ace_curator",
+                                       decoding_schema=curation_decoding(list(self.sections), self.curator_max_tokens))
         if not r.valid:
             self._reject("curator", r)
             return {"call_id": r.call_id, "valid": False, "added": [], "empty": 0, "unknown_sections": []}
