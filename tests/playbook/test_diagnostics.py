@@ -178,3 +178,16 @@ def test_subsampled_choices_read_no_evaluation_episode(tmp_path):
     played = same["value_source"] == "evaluated"
     assert played.sum() == 4 and (flipped.loc[played, "value"] == 100 - same.loc[played, "value"]).all()
     assert not same["value"].equals(flipped["value"])
+
+
+def test_figure5_says_so_when_there_is_no_block_to_plot():
+    import matplotlib.pyplot as plt
+
+    empty = pd.DataFrame({"helpful_share": pd.Series([], dtype=float), "estimate": pd.Series([], dtype=float)})
+    fig = dg.figure5(empty)
+    ax = fig.axes[0]
+    assert "(0 blocks)" in ax.get_title() and any("no ACE block" in t.get_text() for t in ax.texts)
+    plt.close(fig)
+    fig = dg.figure5(pd.DataFrame({"helpful_share": [0.2, 0.8], "estimate": [-0.1, 0.3]}))
+    assert "(2 blocks)" in fig.axes[0].get_title() and not fig.axes[0].texts
+    plt.close(fig)

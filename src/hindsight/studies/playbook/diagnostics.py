@@ -177,21 +177,34 @@ def split_half(evals: pd.DataFrame, candidates: Sequence[str], tokens: Mapping[s
     return pd.DataFrame(rows)
 
 
-def _figure5(blocks: pd.DataFrame, paths: Sequence[Any]) -> None:
+def figure5(blocks: pd.DataFrame) -> Any:
+    """Figure 5 analogue: each ACE block's helpful-tag share against its measured effect.  With
+    no block to plot (every playbook empty, or no tag) the axes say so instead of standing blank."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from hindsight.files import save_figure
-
     ok = blocks.dropna(subset=["helpful_share", "estimate"])
     fig, ax = plt.subplots(figsize=(4.2, 3.2))
     ax.scatter(ok["helpful_share"], ok["estimate"], s=14, color="tab:blue")
     ax.axhline(0.0, color="black", lw=0.8)
+    ax.set_xlim(-0.05, 1.05)  # a share
+    if ok.empty:
+        ax.text(0.5, 0.62, "no ACE block with tags and an estimate\n(empty playbooks, or no lesson tagged)",
+                transform=ax.transAxes, ha="center", va="center", fontsize=8, color="dimgray")
     ax.set_xlabel("share of helpful tags (growth)")
     ax.set_ylabel("measured block effect (ridge)")
-    ax.set_title("ACE's tags against measured effects")
+    ax.set_title(f"ACE's tags against measured effects ({len(ok)} blocks)")
+    return fig
+
+
+def _figure5(blocks: pd.DataFrame, paths: Sequence[Any]) -> None:
+    import matplotlib.pyplot as plt
+
+    from hindsight.files import save_figure
+
+    fig = figure5(blocks)
     save_figure(fig, paths)
     plt.close(fig)
 
