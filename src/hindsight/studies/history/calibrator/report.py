@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import matplotlib
 
@@ -182,9 +182,11 @@ def write_report(*, labels: str, compare: Sequence[str], datasets: Sequence[str]
         for i, name in enumerate(labels_.values()):
             sub = pooled[pooled["Condition"] == name].set_index(pooled[pooled["Condition"] == name]
                                                                 .apply(lambda r: f"{r.Model}/{r.Environment}", axis=1))
-            ax.bar(np.arange(len(keys)) + (i - 1) * width, [sub["Success (%)"].get(k, np.nan) for k in keys], width,
-                   label=name)
+            values = [sub["Success (%)"].get(k, np.nan) for k in keys]
+            bars = ax.bar(np.arange(len(keys)) + (i - 1) * width, values, width, label=name)
+            _label_bars(ax, bars, values)
         ax.set_xticks(np.arange(len(keys)), keys, fontsize=6, rotation=30)
+        ax.set_ylim(0, 105)
         ax.set_ylabel("Task success (%)")
         ax.legend(fontsize=6)
         out += [str(p) for p in save_figure(fig, [fd / "figure7_success.png", fd / "figure7_success.svg"])]
@@ -202,6 +204,11 @@ def write_report(*, labels: str, compare: Sequence[str], datasets: Sequence[str]
     atomic_write_text(index_path, "\n".join(lines) + "\n")
     log.info("calibrator report: %d files", len(out))
     return out
+
+
+def _label_bars(ax: Any, bars: Any, values: Sequence[float]) -> None:
+    """Each bar's value above it, so a success of 0 % reads as 0 rather than as a missing bar."""
+    ax.bar_label(bars, labels=[f"{v:.0f}" if np.isfinite(v) else "n/a" for v in values], fontsize=6, padding=1)
 
 
 TITLES = {"full": "Full Calibrator", "screen_only": "Content screening only",
@@ -230,9 +237,12 @@ def _ablation_and_joint(td: Path, fd: Path, ablation: Mapping[str, Sequence[str]
         envs = sorted(set(rows["Environment"])) if not rows.empty else []
         for i, (arm, name) in enumerate(labels.items()):
             sub = rows[rows["Arm"] == name].set_index("Environment") if not rows.empty else pd.DataFrame()
-            ax.bar(np.arange(len(envs)) + (i - 0.5) * 0.4, [sub["Mean success (%)"].get(e, np.nan) for e in envs],
-                   0.4, yerr=[np.nan_to_num(sub["SD (%)"].get(e, np.nan)) for e in envs], label=name)
+            values = [sub["Mean success (%)"].get(e, np.nan) for e in envs]
+            bars = ax.bar(np.arange(len(envs)) + (i - 0.5) * 0.4, values, 0.4,
+                          yerr=[np.nan_to_num(sub["SD (%)"].get(e, np.nan)) for e in envs], label=name)
+            _label_bars(ax, bars, values)
         ax.set_xticks(np.arange(len(envs)), envs, fontsize=7)
+        ax.set_ylim(0, 105)
         ax.set_ylabel("Task success (%)")
         ax.legend(fontsize=6)
         out += [str(p) for p in save_figure(fig, [fd / "figure9_joint.png", fd / "figure9_joint.svg"])]
