@@ -94,7 +94,9 @@ def figure_per_round(rounds: pd.DataFrame, out_stem: Path) -> list[Path]:
             ax.plot(line["round"], 100 * line["success"], marker="o", ms=3, lw=1.2, label=label(d))
         ax.set_title(s, fontsize=9)
         ax.set_xlabel("training round")
+        ax.xaxis.get_major_locator().set_params(integer=True)  # rounds are whole numbers
         ax.grid(alpha=0.3)
+    axes[0][0].set_ylim(-3, 103)  # a share in percent: 0 % reads as the floor, not as the middle of the axes
     axes[0][0].set_ylabel("training success (%)")
     axes[0][-1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
