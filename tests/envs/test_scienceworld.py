@@ -123,7 +123,8 @@ def test_joined_admissible_list_equals_the_item_by_item_list(sw_env, monkeypatch
 
     from hindsight.envs import scienceworld as swmod
 
-    assert sw_env._join is not None  # on by default
+    assert sw_env._join is None  # off by default (the module docstring says why)
+    monkeypatch.setattr(sw_env, "_join", sw_env.engine._gateway.jvm.java.lang.String.join)
     rng, checked = random.Random(3), 0
     for task in ("boil:0", "find-living-thing:2"):
         sw_env.reset(task)
@@ -140,3 +141,5 @@ def test_joined_admissible_list_equals_the_item_by_item_list(sw_env, monkeypatch
     assert sw_env._fetch_valid() == tuple(str(a) for a in sw_env.server.getValidActionObjectCombinations())
     monkeypatch.setenv(swmod.JOIN_SWITCH, "0")
     assert not swmod.join_enabled()
+    monkeypatch.setenv(swmod.JOIN_SWITCH, "1")
+    assert swmod.join_enabled()
