@@ -15,7 +15,12 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
+
+
+def server_dir(config: Mapping[str, Any]) -> Path:
+    """The folder of a run's shared processes on each machine: beside the response cache."""
+    return Path(config["cache"]["path"]).parent / "servers"
 
 
 def alive(pid: int) -> bool:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from hindsight.files import atomic_write_text
-from hindsight.leases import IdleClock, alive, locked, read_info
+from hindsight.leases import IdleClock, alive, locked, read_info, server_dir
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +65,11 @@ class Unavailable(RuntimeError):
 def configure(config: Mapping[str, Any] | None) -> None:
     """Use fork servers in this process as the pipeline config says (``envs.fork_server``,
     ``servers.idle_s``; the folder is the shared servers' beside the response cache)."""
-    global _settings
     envs = (config or {}).get("envs") or {}
     if not envs.get("fork_server") or cluster_job():
-        _settings = None
+        use(None)
         return
-    folder = Path(config["cache"]["path"]).parent / "servers"  # type: ignore[index]
-    _settings = {"dir": str(folder), "idle_s": float(config["servers"]["idle_s"])}  # type: ignore[index]
+    use(server_dir(config), float(config["servers"]["idle_s"]))  # type: ignore[arg-type,index]
 
 
 CLUSTER_VARIABLES: tuple[str, ...] = ("SLURM_JOB_ID", "KUBERNETES_SERVICE_HOST")

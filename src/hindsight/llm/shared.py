@@ -30,18 +30,13 @@ import socket
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Mapping
 
 from hindsight.config import Endpoint
 from hindsight.files import atomic_write_text
+from hindsight.leases import server_dir  # noqa: F401  (re-exported: the workflow and the client use it from here)
 from hindsight.llm.embedded import _healthy
 from hindsight.llm.embedder_server import server_for
 from hindsight.llm.leases import alive, locked, read_info
-
-
-def server_dir(config: Mapping[str, Any]) -> Path:
-    """The folder of this run's shared servers: beside the response cache."""
-    return Path(config["cache"]["path"]).parent / "servers"
 
 
 def _stem(ep: Endpoint) -> str:
