@@ -28,7 +28,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
-from hindsight.agent.listing import LISTINGS, list_actions
+from hindsight.agent.listing import LISTINGS
+from hindsight.agent.listing import list_actions as listed_actions  # the prompt's listing
 from hindsight.agent.parse import parse_action, parse_joint
 from hindsight.agent.records import dumps
 from hindsight.agent.review import ReviewHook, StepHook, Transition
@@ -107,13 +108,6 @@ class ViewComposer:
 
     def review(self, entries: Sequence[Entry]) -> list[Segment]:
         return [Segment.of(raw(entries, self.start))]
-
-
-def listed_actions(admissible: Sequence[str] | None, cap: int | None, seed: str, listing: str = "sample",
-                   task: str = "", observation: str = "") -> tuple[str, ...] | None:
-    """The admissible actions shown in the prompt: all, or ``cap`` of them in listed order, a
-    seeded sample or the ones ranked by the task and observation (:mod:`hindsight.agent.listing`)."""
-    return list_actions(admissible, cap, seed, listing, task, observation)
 
 
 def digest_messages(messages: Sequence[dict[str, str]]) -> str:
