@@ -78,6 +78,10 @@ def run_rule(smk: Any, main: Callable[[], Awaitable[T]] | Callable[[], T]) -> T:
     from hindsight.envs.forkserver import configure
 
     configure(getattr(smk, "config", None))  # envs.fork_server: environments forked from a warm process
+    if getattr(smk, "config", None):  # envs.scienceworld.join_admissible, for this process and its children
+        from hindsight.envs.scienceworld import configure as configure_scienceworld
+
+        configure_scienceworld(smk.config)
     result = run_cell(main, smk.log[0] if len(smk.log) else None)
     path = write_spec(smk)
     log = logging.getLogger("hindsight.rule")

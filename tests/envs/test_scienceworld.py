@@ -123,7 +123,7 @@ def test_joined_admissible_list_equals_the_item_by_item_list(sw_env, monkeypatch
 
     from hindsight.envs import scienceworld as swmod
 
-    assert sw_env._join is None  # off by default (the module docstring says why)
+    assert sw_env._join is None  # off in a process that did not read the config (the module docstring)
     monkeypatch.setattr(sw_env, "_join", sw_env.engine._gateway.jvm.java.lang.String.join)
     rng, checked = random.Random(3), 0
     for task in ("boil:0", "find-living-thing:2"):
@@ -143,3 +143,63 @@ def test_joined_admissible_list_equals_the_item_by_item_list(sw_env, monkeypatch
     assert not swmod.join_enabled()
     monkeypatch.setenv(swmod.JOIN_SWITCH, "1")
     assert swmod.join_enabled()
+
+
+def test_join_comes_from_the_config_and_the_constructor(monkeypatch):
+    """envs.scienceworld.join_admissible reaches the process (and its children) as the variable;
+    an explicit join_admissible decides for one object."""
+    import copy
+
+    from hindsight.envs import scienceworld as swmod
+    from tests.conftest import base_config
+
+    cfg = copy.deepcopy(base_config())
+    assert cfg["envs"]["scienceworld"]["join_admissible"] is True  # the default
+    monkeypatch.delenv(swmod.JOIN_SWITCH, raising=False)
+    swmod.configure(cfg)
+    assert swmod.join_enabled()
+    cfg["envs"]["scienceworld"]["join_admissible"] = False
+    swmod.configure(cfg)
+    assert not swmod.join_enabled()
+    with pytest.raises(ValueError, match="true or false"):
+        swmod.configure({"envs": {"scienceworld": {"join_admissible": "yes"}}})
+
+
+REPLAY_SCRIPT = """
+import json, random, sys
+from hindsight.envs.scienceworld import ScienceWorldEnv
+env = ScienceWorldEnv()
+rng, out = random.Random(5), {"join": env._join is not None, "steps": []}
+for task in ("find-non-living-thing:0", "lifespan-longest-lived:0"):
+    obs = env.reset(task)
+    out["steps"].append([obs.text, list(env.admissible_actions())])
+    for i in range(8):
+        acts = env.admissible_actions()
+        moves = sorted(a for a in acts if a.startswith(("open door", "go to", "look")))
+        act = "look around" if i % 3 == 2 else rng.choice(moves or sorted(acts))
+        obs = env.step(act)
+        out["steps"].append([act, obs.text, list(env.admissible_actions())])
+env.close()
+sys.stdout.write(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("join", ["1", "0"])
+def test_episode_reproducible_in_fresh_processes_with_and_without_the_join(join):
+    """The same actions in two fresh processes give byte-identical observations and action
+    lists (doors included), with the joined list (the default) and item by item; the setting
+    reaches the child through the environment, as ProcessEnv children get it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from hindsight.envs.scienceworld import JOIN_SWITCH
+
+    env = {**os.environ, JOIN_SWITCH: join}
+    runs = [subprocess.run([sys.executable, "-c", REPLAY_SCRIPT], env=env, capture_output=True, check=True,
+                           timeout=240).stdout for _ in range(2)]
+    assert runs[0] == runs[1]
+    got = json.loads(runs[0])
+    assert got["join"] is (join == "1")
+    assert len(got["steps"]) == 18 and any("door" in step[-2] for step in got["steps"][1:])

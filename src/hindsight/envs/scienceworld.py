@@ -9,18 +9,27 @@ state (kept until the next step or reset).
 
 The valid-action list is a Java list of ~400-2,800 strings; iterating it through py4j costs a
 socket round trip per item (~390 ms wall, 33 ms Python + 184 ms JVM CPU a step on boil:0).
-:meth:`admissible_actions` instead joins it in the JVM (``java.lang.String.join`` with
-``"\x1f"``, :data:`JOIN_SEP`) and splits the one string: the same strings in the same order
-(~180 ms wall, 2 + 78 ms CPU; the rest is the engine computing the list).  If the split does
-not give the list's ``size()`` items (an action holding the separator) it takes the items one
-by one.  **Off by default** (``HINDSIGHT_SCIENCEWORLD_JOIN=1``, :data:`JOIN_SWITCH`, turns it on):
-the list is the same, but with it the history golden cells (tests/history/test_history_unchanged.py)
-print the doors of a "You also see: ..." line in another order (seen 2 December).  The likely
+With the join (``join_admissible``) :meth:`admissible_actions` instead joins it in the JVM
+(``java.lang.String.join`` with ``"\x1f"``, :data:`JOIN_SEP`) and splits the one string: the same
+strings in the same order (~180 ms wall, 2 + 78 ms CPU; the rest is the engine computing the
+list).  If the split does not give the list's ``size()`` items (an action holding the separator)
+it takes the items one by one.
+
+**On by default** through the config (``envs.scienceworld.join_admissible: true``): a rule's
+process reads it (:func:`configure`, called by :func:`hindsight.rule_entry.run_rule` next to the
+fork servers' setting) and exports it as ``HINDSIGHT_SCIENCEWORLD_JOIN`` (:data:`JOIN_SWITCH`),
+which every ScienceWorld object of the process reads when built with ``join_admissible=None``
+and which process-backed children (spawned or forked) inherit.  A process that never read the
+config (a bare ``ScienceWorldEnv()`` in a script or a test) and has no such variable takes the
+items one by one; ``join_admissible=True``/``False`` decides for one object.  The join changes
+no action list, but it changes what the JVM does between steps: with it the history golden cells
+(tests/history/test_history_unchanged.py, made item by item) print the doors of a "You also see:
+..." line in another order (seen 2 December), so they pin ``join_admissible: false``.  The likely
 cause, not proven: ScienceWorld orders them by Java identity hashes, whose sequence follows how
 many objects the JVM has hashed, py4j's proxies included, and one round trip instead of hundreds
-shifts it.  Runs
-stay reproducible either way (the same calls give the same order); on by default once the
-golden data is remade for it on purpose.
+shifts it.  Either way a run is reproducible: the same actions in a fresh process give the same
+observations and action lists, byte for byte (tests/envs/test_scienceworld.py checks both
+settings in two fresh processes each).
 
 ``won`` is the engine's own completion flag (``getCompleted``); a failed task ends with
 score -100 and ``done``.  ``score`` is on the engine's 0-100 scale and ``reward`` is its
@@ -50,9 +59,17 @@ JOIN_SWITCH = "HINDSIGHT_SCIENCEWORLD_JOIN"
 
 
 def join_enabled() -> bool:
-    """True when ``HINDSIGHT_SCIENCEWORLD_JOIN`` is ``1``/``true``/``yes``/``on`` (read per object;
-    off by default: see the module docstring)."""
+    """True when ``HINDSIGHT_SCIENCEWORLD_JOIN`` is ``1``/``true``/``yes``/``on`` (read per object
+    built with ``join_admissible=None``; :func:`configure` sets it from the config)."""
     return os.environ.get(JOIN_SWITCH, "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def configure(config: Any) -> None:
+    """Set this process's join (and its children's) from ``envs.scienceworld.join_admissible``."""
+    on = config["envs"]["scienceworld"]["join_admissible"]
+    if not isinstance(on, bool):
+        raise ValueError(f"envs.scienceworld.join_admissible must be true or false, got {on!r}")
+    os.environ[JOIN_SWITCH] = "1" if on else "0"
 
 
 def parse_task_id(task_id: str) -> tuple[str, int]:
@@ -98,13 +115,19 @@ class ScienceWorldEnv(Env):
 
     Options: ``simplification`` (comma-separated ScienceWorld simplifications, ``""`` for
     none; ``"easy"`` is ScienceWorld's preset), ``max_steps`` (``done`` once this many
-    steps were taken; ``None`` leaves the budget to the caller).
+    steps were taken; ``None`` leaves the budget to the caller), ``join_admissible`` (fetch the
+    valid-action list as one joined string; ``None``: this process's setting, :func:`join_enabled`).
+
+    Steps of different objects may run at once in threads (``thread_safe``; :class:`EnvPool`
+    runs them without its lock): each object has its own JVM and py4j gateway and no state is
+    shared between objects (tests/envs/test_pool.py checks that the pool overlaps them).
     """
 
     name = "scienceworld"
     thread_safe = True  # each object drives its own JVM over its own gateway (EnvPool runs them unlocked)
 
-    def __init__(self, simplification: str = "", max_steps: int | None = None) -> None:
+    def __init__(self, simplification: str = "", max_steps: int | None = None,
+                 join_admissible: bool | None = None) -> None:
         import logging
 
         from scienceworld import ScienceWorldEnv as _Engine
@@ -126,7 +149,8 @@ class ScienceWorldEnv(Env):
         self._closed = False
         self._valid: tuple[str, ...] | None = None  # the valid-action list of the current state
         gateway = getattr(self.engine, "_gateway", None)  # scienceworld 1.2.3's py4j gateway
-        self._join = gateway.jvm.java.lang.String.join if gateway is not None and join_enabled() else None
+        join = join_enabled() if join_admissible is None else bool(join_admissible)
+        self._join = gateway.jvm.java.lang.String.join if gateway is not None and join else None
 
     # -- the interface -------------------------------------------------------------------
     def task_names(self) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,10 @@ def golden_config(tmp: Path, cache_path: Path, max_retries: int = 0) -> dict[str
     # the actor's listing when the golden data was made: a seeded sample of 10 admissible actions
     cfg["history"]["actor"] = dict(cfg["history"]["actor"], max_listed_actions=10, listing="sample")
     cfg["history"]["continuation"]["sources_per_cell"] = 2
+    # ScienceWorld's valid-action list item by item, as when the golden data was made (the join
+    # prints some doors in another order; hindsight.envs.scienceworld)
+    cfg["envs"] = copy.deepcopy(cfg["envs"])
+    cfg["envs"]["scienceworld"]["join_admissible"] = False
     return cfg
 
 
@@ -57,13 +62,26 @@ def task_table(path: Path) -> Path:
 
 def run_cells(out: Path, cache_path: Path, max_retries: int = 0) -> list[Path]:
     """Run every golden cell into ``out``; return the Parquet files written (in a fixed order)."""
-    from hindsight.studies.history import entry as cells
-    from hindsight.studies.history.workflow import HistoryWorkflow
-
     from hindsight.config import check_config
 
     cfg = golden_config(out, cache_path, max_retries)
     models = check_config(cfg)
+    from hindsight.envs import scienceworld
+
+    before = os.environ.get(scienceworld.JOIN_SWITCH)
+    scienceworld.configure(cfg)  # as run_rule does for a pipeline job
+    try:
+        return _run_cells(cfg, models, out)
+    finally:
+        if before is None:
+            os.environ.pop(scienceworld.JOIN_SWITCH, None)
+        else:
+            os.environ[scienceworld.JOIN_SWITCH] = before
+
+
+def _run_cells(cfg: dict[str, Any], models: Any, out: Path) -> list[Path]:
+    from hindsight.studies.history import entry as cells
+    from hindsight.studies.history.workflow import HistoryWorkflow
 
     def params(name: str) -> dict[str, Any]:
         ep = models[name]
