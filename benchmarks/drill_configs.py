@@ -6,24 +6,30 @@ wrong types, missing required keys, bad endpoint names, unknown roles, a key pas
 syntax error, more tasks than a split holds, unknown environment options, ...).  Each is
 run, in a workflow copy in a temporary folder, through the entry points a user hits:
 
-- ``python -m hindsight config check --configfile base.yaml VARIANT`` (``check``), and
-- ``snakemake -n --configfile base.yaml VARIANT`` (``dryrun``),
+- ``python -m hindsight config check --configfile base.yaml VARIANT`` (``check``),
+- ``snakemake -n --configfile base.yaml VARIANT`` (``dryrun``), and
+- ``bin/run -n --configfile base.yaml VARIANT`` (``binrun``, the README's entry point: it reads
+  the overlays with the project's loader before Snakemake's own loader can reject them
+  without naming them; run in the copy with ``bin/setup`` replaced by a no-op and ``.venv``
+  linked, so the set-up is not re-run),
 
 where ``base.yaml`` points every endpoint at the loopback server of this drill.  A run is
 *rejected precisely* when it exits non-zero, the loopback server received no request, and
 the output names the file, the key, and a fix (``Fix:`` or an instruction), without a
 Python traceback and without echoing a pasted key.  Variants of the whole study level
-(tasks per cell, splits, environment options) are checked by ``snakemake -n`` only
-(``config check`` validates the config, the registry and the prompt folders).
+(tasks per cell, splits, environment options) are checked by ``snakemake -n`` and
+``bin/run -n`` only (``config check`` validates the config, the registry and the prompt
+folders).
 
     python benchmarks/drill_configs.py [--quick] [--keep]
 
 ``--quick`` runs ``config check`` only (seconds a variant; the test does this); the full
-drill runs ``snakemake -n`` too, for every variant (about 20 s each on a loaded 2-core
-machine).  More tasks than a split holds is tried on ALFWorld's generated games, whose
+drill runs ``snakemake -n`` and ``bin/run -n`` too, for every variant (a few seconds each).  More tasks than a split holds is tried on ALFWorld's generated games, whose
 split sizes are known before any job; for official data the size is known once
 ``results/tasks/<env>.parquet`` exists (before that the cell itself refuses, before its
-first call: see ``hindsight.studies.history.preflight``).
+first call: see ``hindsight.studies.history.preflight``); the variant lists every
+ALFWorld task type (the known size is the whole split's) and turns the calibrator off (its
+own check of ``calibrator.sources.envs`` against ``history.envs`` would answer first).
 The last line is the figure: variants, runs, rejected precisely, imprecise (rejected before
 any request but without naming the file, the key or a fix), missed (accepted, a request
 made, a traceback, or the pasted key echoed).
@@ -57,7 +63,7 @@ class Variant:
     name: str
     files: dict[str, str]                 # relative path -> text (the variant's own file first)
     key: str                              # the key the message must name
-    entries: tuple[str, ...] = ("check", "dryrun")
+    entries: tuple[str, ...] = ("check", "dryrun", "binrun")
     config: str | None = None             # replaces config/config.yaml for `config check --config`
     secret: str | None = None             # must never be printed
     file: str = field(default="")         # the file the message must name (default: the first of files)
@@ -124,14 +130,15 @@ def variants(full_config: str) -> list[Variant]:
         Variant("unknown environment in history.envs", {"bad.yaml": "history:\n  envs: [minecraft]\n"}, "envs"),
         Variant("preset with an unknown key", {"preset.yaml": preset + "\nluck_typo: {seed: 1}\n"}, "luck_typo"),
         Variant("tasks per cell larger than the split",
-                {"bad.yaml": "history:\n  envs: [alfworld]\n  tasks_per_cell: 100000\n"},
-                "tasks_per_cell", entries=("dryrun",)),
+                {"bad.yaml": "history:\n  envs: [alfworld]\n  tasks_per_cell: 100000\n  task_types: {alfworld: null}\n"
+                             "calibrator:\n  enabled: false\n"},
+                "tasks_per_cell", entries=("dryrun", "binrun")),
         Variant("unknown history.splits entry",
                 {"bad.yaml": "history:\n  envs: [scienceworld]\n  splits: {scienceworld: tset}\n"},
-                "splits", entries=("dryrun",)),
+                "splits", entries=("dryrun", "binrun")),
         Variant("unknown history.env_options key",
                 {"bad.yaml": "history:\n  envs: [scienceworld]\n  env_options: {scienceworld: {colour: red}}\n"},
-                "colour", entries=("dryrun",)),
+                "colour", entries=("dryrun", "binrun")),
     ]
 
 
@@ -165,8 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     wf = workflow_copy(prefix="hindsight-drill-configs-")
+    (wf / "bin").mkdir()  # bin/run as it is; its set-up replaced by a no-op, the checkout's .venv linked
+    shutil.copy2(REPO / "bin" / "run", wf / "bin" / "run")
+    (wf / "bin" / "setup").write_text("#!/bin/sh\nexit 0\n")
+    (wf / "bin" / "setup").chmod(0o755)
+    (wf / ".venv").symlink_to(REPO / ".venv")
     runs = precise = imprecise = missed = ran = 0
-    by_entry: dict[str, list[int]] = {"check": [0, 0], "dryrun": [0, 0]}
+    by_entry: dict[str, list[int]] = {"check": [0, 0], "dryrun": [0, 0], "binrun": [0, 0]}
     problems: list[str] = []
     with LoopbackServer() as srv:
         loopback_registry(srv, wf / "models.yaml", api_key_env=None)
@@ -186,8 +198,10 @@ def main(argv: list[str] | None = None) -> int:
                 if entry == "check":
                     cmd = [PY, "-m", "hindsight", "config", "check"]
                     cmd += ["--config", v.config] if v.config else ["--configfile", "base.yaml", first]
-                else:
+                elif entry == "dryrun":
                     cmd = snakemake_args("-n", "--configfile", "base.yaml", first, cores=1)
+                else:
+                    cmd = ["bin/run", "-n", "--configfile", "base.yaml", first]
                 before = srv.stats.requests
                 p = subprocess.run(cmd, cwd=wf, capture_output=True, text=True, timeout=600, env=env())
                 out = p.stdout + p.stderr
@@ -216,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.keep:
         shutil.rmtree(wf.parent, ignore_errors=True)
     print(f"\nchecks: config check {by_entry['check'][1]}/{by_entry['check'][0]} precise, "
-          f"snakemake -n {by_entry['dryrun'][1]}/{by_entry['dryrun'][0]} precise; {time.monotonic() - t0:.0f} s")
+          f"snakemake -n {by_entry['dryrun'][1]}/{by_entry['dryrun'][0]} precise, "
+          f"bin/run -n {by_entry['binrun'][1]}/{by_entry['binrun'][0]} precise; {time.monotonic() - t0:.0f} s")
     print(f"configs: variants={ran} runs={runs} rejected_precisely={precise} imprecise={imprecise} "
           f"missed={missed}")
     return 0 if precise == runs else 1

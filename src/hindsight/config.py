@@ -12,15 +12,20 @@ YAML keeps the last one silently), as are a folder, an empty file and a syntax e
 each named with its file (and line and column).  A rejected ``api_key_env`` is never
 printed (it may be a pasted key, and messages end up in ``.snakemake/log/``), and a
 value shaped like a key is rejected even when it would pass as a variable name.
+
+A config merged from several files (``config/config.yaml``, ``--configfile`` overlays,
+``--config`` on the command line) is checked with a :class:`Sources`: each rejected key
+is reported against the last file, in Snakemake's merge order, that sets it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import jsonschema
 import yaml
@@ -197,27 +202,106 @@ def check_config_files(paths: Iterable[str | os.PathLike[str]]) -> None:
 
 
 def check_layers(files: list[str], layers: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Check the merge of config files; a rejection names the file whose merge broke it
-    (the first prefix of ``files`` that fails with the same error), else every file."""
+    """Check the merge of config files; a rejected key is named with the last file that
+    sets it (:class:`Sources`)."""
     merged: dict[str, Any] = {}
     for layer in layers:
         merged = merge(merged, layer)
-    source = " + ".join(files)
+    check_config(merged, Sources(zip(files, layers)))
+    return merged
+
+
+CLI_CONFIG = "--config on the command line"
+
+
+def _sets(layer: Any, path: Sequence[Any]) -> bool:
+    """Does ``layer`` set the value at ``path`` (or a value above it that is not a mapping,
+    such as the list that holds item ``panel.0``)?  The merge replaces all but mappings."""
+    node = layer
+    for key in path:
+        if not isinstance(node, Mapping):
+            return True
+        if key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+class Sources:
+    """Which file of a merged config set each key: ``layers`` are ``(name, mapping)`` in
+    merge order (Snakemake: the Snakefile's ``configfile:``, the ``--configfile`` overlays
+    in the order given, then ``--config``), the last one that sets a key wins."""
+
+    def __init__(self, layers: Iterable[tuple[str, Mapping[str, Any]]]):
+        self.layers = [(str(name), layer) for name, layer in layers]
+
+    def __str__(self) -> str:
+        return " + ".join(name for name, _ in self.layers) or "config"
+
+    def of(self, path: str | Sequence[Any]) -> str:
+        """The file that set ``path`` (a key path, dotted or as a sequence); every file
+        when none does alone (the top level, a key no file sets)."""
+        parts = path.split(".") if isinstance(path, str) else list(path)
+        if not parts:
+            return str(self)
+        found = None
+        for name, layer in self.layers:
+            if _sets(layer, parts):
+                found = name
+        return found or str(self)
+
+    def sets(self, path: str | Sequence[Any]) -> bool:
+        parts = path.split(".") if isinstance(path, str) else list(path)
+        return bool(parts) and any(_sets(layer, parts) for _, layer in self.layers)
+
+    def explain(self, error: BaseException | str) -> str:
+        """A message of a later check (a study's, ``config key X: ...``) with the file that
+        set its key in front, and the files of the other keys it names where they differ."""
+        text = str(error)
+        if text.startswith(f"{self}: "):
+            text = text[len(str(self)) + 2:]
+        keys = [k for k in dict.fromkeys(_KEY_NAMES.findall(text)) if self.sets(k)]
+        main = _FIRST_KEY.search(text)
+        first = main.group(1) if main and self.sets(main.group(1)) else (keys[0] if keys else None)
+        if first is None:
+            return text if text.startswith(str(self)) else f"{self}: {text}"
+        origin = self.of(first)
+        others = [f"{k} is set in {self.of(k)}" for k in keys if k != first and self.of(k) != origin]
+        return f"{origin}: {text}" + (f" ({'; '.join(others)})" if others else "")
+
+
+_FIRST_KEY = re.compile(r"\bkeys? ([A-Za-z_][\w-]*(?:\.[\w-]+)*)")
+_KEY_NAMES = re.compile(r"(?<![\w./-])([A-Za-z_]\w*(?:\.[\w-]+)+)")
+
+
+def key_source(source: str | Sources, path: str | Sequence[Any]) -> str:
+    """The file to name for a rejected key: ``source`` itself, or the file of
+    :class:`Sources` that set ``path``."""
+    return source.of(path) if isinstance(source, Sources) else str(source)
+
+
+def _display(path: str | os.PathLike[str]) -> str:
+    """A config file's name as a user would type it: relative to the working folder when inside it."""
+    text = os.fspath(path)
     try:
-        check_config(merged, source)
-        return merged
-    except ConfigError as exc:
-        full = exc
-    partial: dict[str, Any] = {}
-    for name, layer in zip(files, layers):
-        partial = merge(partial, layer)
-        try:
-            check_config(partial, name)
-        except ConfigError as exc:
-            if str(exc).replace(name, "") == str(full).replace(source, ""):
-                raise exc from None
-            break
-    raise full
+        rel = os.path.relpath(text)
+    except ValueError:
+        return text
+    return rel if not rel.startswith("..") else text
+
+
+def config_sources(files: Iterable[str | os.PathLike[str]], overlays: Iterable[str | os.PathLike[str]] = (),
+                   cli_config: Mapping[str, Any] | None = None, replace: bool = False) -> Sources:
+    """The :class:`Sources` of a Snakemake run: ``files`` the Snakefile's ``configfile:``
+    (dropped with ``--replace-workflow-config``), ``overlays`` the ``--configfile`` files,
+    ``cli_config`` the ``--config`` values.  Each file is re-read by :func:`load_overlay`
+    (duplicate keys, empty files: what Snakemake's loader lets through)."""
+    over = list(dict.fromkeys(os.path.abspath(o) for o in overlays))
+    base = [f for f in dict.fromkeys(os.fspath(f) for f in files) if os.path.abspath(f) not in over]
+    layers = [(_display(f), load_overlay(f)) for f in ([] if replace else base) + over]
+    if cli_config:
+        layers.append((CLI_CONFIG, dict(cli_config)))
+    return Sources(layers)
 
 
 # -- keys pasted where a variable's name belongs ------------------------------------
@@ -304,15 +388,28 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"key {where}: {error.message}. Fix: correct the value (config/README.md describes the key)."
 
 
-def validate(data: Any, schema: Mapping[str, Any], source: str) -> None:
-    """Validate ``data``; raise :class:`ConfigError` listing every violation with its key."""
+def _error_path(error: jsonschema.ValidationError) -> list[Any]:
+    """The key path a schema error is about (an unknown key: the key itself)."""
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        extra = [k for k in error.instance if k not in error.schema.get("properties", {})]
+        path += extra[:1]
+    return path
+
+
+def validate(data: Any, schema: Mapping[str, Any], source: str | Sources) -> None:
+    """Validate ``data``; raise :class:`ConfigError` listing every violation with its key
+    (and, for a :class:`Sources`, the file that set it)."""
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
-        lines = "\n  ".join(_describe(e) for e in errors[:10])
+        errors = errors[:10]
+        origins = [key_source(source, _error_path(e)) for e in errors]
+        single = len(set(origins)) == 1
+        lines = "\n  ".join(_describe(e) + ("" if single else f" [set in {o}]") for e, o in zip(errors, origins))
         for secret in sorted(set(_secrets(data)), key=len, reverse=True):  # e.g. inside a whole-entry repr
             lines = lines.replace(secret, "<api_key_env value not shown>")
-        raise ConfigError(f"{source}: invalid configuration:\n  {lines}")
+        raise ConfigError(f"{origins[0] if single else source}: invalid configuration:\n  {lines}")
 
 
 def parse_models(data: Any, source: str = "config/models.yaml") -> dict[str, Endpoint]:
@@ -374,7 +471,7 @@ def load_models(path: str | os.PathLike[str]) -> dict[str, Endpoint]:
     return parse_models(load_yaml(path, "model registry that key models_file names"), str(path))
 
 
-def check_config(config: Mapping[str, Any], source: str = "config/config.yaml") -> dict[str, Endpoint]:
+def check_config(config: Mapping[str, Any], source: str | Sources = "config/config.yaml") -> dict[str, Endpoint]:
     """Validate a pipeline config and its registry; return the registry.
 
     Checks the schema, that the registry exists and is valid, that every name in
@@ -388,7 +485,7 @@ def check_config(config: Mapping[str, Any], source: str = "config/config.yaml") 
     known_roles = sorted(schema["properties"]["roles"].get("properties", {}))
     unknown_roles = sorted(set(config.get("roles") or {}) - set(known_roles))
     if known_roles and unknown_roles:
-        raise ConfigError(f"{source}: key roles: unknown role(s) {', '.join(map(repr, unknown_roles))} (known: "
+        raise ConfigError(f"{key_source(source, ['roles', unknown_roles[0]])}: key roles: unknown role(s) {', '.join(map(repr, unknown_roles))} (known: "
                           f"{', '.join(known_roles)}). Fix: correct the name (a misspelt role leaves the real one "
                           f"on its default) or remove it.")
     models_path = Path(config["models_file"])
@@ -399,7 +496,7 @@ def check_config(config: Mapping[str, Any], source: str = "config/config.yaml") 
     for key, name in named:
         if name not in models:
             raise ConfigError(
-                f"{source}: key {key.split('.')[0]}: model '{name}' is not in {config['models_file']} "
+                f"{key_source(source, key)}: key {key.split('.')[0]}: model '{name}' is not in {config['models_file']} "
                 f"(key {key}; known: {', '.join(sorted(models))}). Fix: add an entry for it or correct the name."
             )
     for key, name in named:
@@ -408,13 +505,13 @@ def check_config(config: Mapping[str, Any], source: str = "config/config.yaml") 
             if ep.task != "embed" and ep.provider != "openai":
                 embedders = [n for n, e in sorted(models.items()) if e.task == "embed"]
                 raise ConfigError(
-                    f"{source}: key roles.embedder: endpoint '{name}' of {config['models_file']} is an embedded "
+                    f"{key_source(source, key)}: key roles.embedder: endpoint '{name}' of {config['models_file']} is an embedded "
                     f"chat model and serves no embeddings. Fix: name an embedding endpoint (task: embed; in the "
                     f"registry: {', '.join(embedders) or 'none'}), e.g. the embedded embedder minilm."
                 )
         elif ep.task != "chat":
             raise ConfigError(
-                f"{source}: key {key}: endpoint '{name}' of {config['models_file']} is an embedding endpoint "
+                f"{key_source(source, key)}: key {key}: endpoint '{name}' of {config['models_file']} is an embedding endpoint "
                 f"(task: embed) and cannot answer chat calls. Fix: name a chat endpoint here; embedding "
                 f"endpoints belong in roles.embedder."
             )

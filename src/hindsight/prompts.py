@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence, TypeVar
 
-from hindsight.config import REPO_ROOT, ConfigError
+from hindsight.config import REPO_ROOT, ConfigError, Sources, key_source
 
 __all__ = ["MissingPromptFiles", "PROMPTS_ALLOW_ENV", "PromptFiles", "PromptOutside", "check_prompts", "prompt_dirs",
            "sha256_text"]
@@ -138,7 +138,7 @@ def prompt_dirs(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, 
     return found
 
 
-def check_prompts(config: Mapping[str, Any], source: str = "config/config.yaml") -> None:
+def check_prompts(config: Mapping[str, Any], source: str | Sources = "config/config.yaml") -> None:
     """Before any job: every enabled study's ``prompts_dir`` is a folder, and none of its files
     resolves (through a symlink) outside the repository and outside that folder unless
     ``prompts.allow_outside`` is true.  Exports the rule for the jobs (:data:`PROMPTS_ALLOW_ENV`)."""
@@ -146,12 +146,13 @@ def check_prompts(config: Mapping[str, Any], source: str = "config/config.yaml")
     for key, value in prompt_dirs(config):
         folder = Path(value)
         study = key.split(".")[0]
+        at = key_source(source, key)  # the file that set the key
         if not folder.exists():
             raise ConfigError(
-                f"{source}: key {key}: folder '{value}' does not exist (looked in {Path.cwd()}). Fix: restore it "
+                f"{at}: key {key}: folder '{value}' does not exist (looked in {Path.cwd()}). Fix: restore it "
                 f"from git (config/prompts/{study}/) or set {key} to the folder that holds the study's prompt files.")
         if not folder.is_dir():
-            raise ConfigError(f"{source}: key {key}: '{value}' is a file, not a folder. Fix: set {key} to the folder "
+            raise ConfigError(f"{at}: key {key}: '{value}' is a file, not a folder. Fix: set {key} to the folder "
                               f"that holds the study's prompt files (e.g. config/prompts/{study}).")
         if allow:
             continue
@@ -159,11 +160,11 @@ def check_prompts(config: Mapping[str, Any], source: str = "config/config.yaml")
         for entry in sorted(folder.iterdir()):
             target = entry.resolve()
             if entry.is_symlink() and not target.exists():
-                raise ConfigError(f"{source}: key {key}: prompt file {entry} is a symlink to {target}, which does "
+                raise ConfigError(f"{at}: key {key}: prompt file {entry} is a symlink to {target}, which does "
                                   f"not exist. Fix: replace the link by the file itself.")
             if not (is_within(target, home) or is_within(target, REPO_ROOT)):
                 raise ConfigError(
-                    f"{source}: key {key}: prompt file {entry} resolves to {target}, outside the repository "
+                    f"{at}: key {key}: prompt file {entry} resolves to {target}, outside the repository "
                     f"({REPO_ROOT}) and outside {value}; its text would be sent to the endpoints. Fix: copy the file "
                     f"into {value} (and name its source), or set prompts.allow_outside: true to allow it.")
     os.environ[PROMPTS_ALLOW_ENV] = "1" if allow else "0"

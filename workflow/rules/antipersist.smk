@@ -10,7 +10,7 @@ from hindsight.studies.antipersist.workflow import AntipersistWorkflow  # noqa: 
 try:
     ANTIPERSIST = AntipersistWorkflow(config, MODELS, get_endpoint_params)
 except ConfigError as exc:
-    raise WorkflowError(str(exc)) from None
+    raise config_error(exc) from None
 
 
 rule antipersist_train:

@@ -13,7 +13,7 @@ from hindsight.studies.history.calibrator.workflow import (
 try:
     CAL = CalibratorWorkflow(config, MODELS, get_endpoint_params)
 except ConfigError as exc:
-    raise WorkflowError(str(exc)) from None
+    raise config_error(exc) from None
 
 
 rule calibrator_sources:

@@ -12,19 +12,33 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from hindsight.config import ConfigError, check_config, check_config_files  # noqa: E402
+from hindsight.config import ConfigError, check_config, config_sources  # noqa: E402
 from hindsight.prompts import check_prompts  # noqa: E402
 from hindsight.llm.runs import run_id  # noqa: E402
 
-# Validate the config and the model registry: first with messages that name the key
-# and the fix, then with snakemake.utils.validate against the same JSON schemas.
+# Validate the config and the model registry: first with messages that name the file
+# that set the key (config.yaml, a --configfile overlay or --config), the key and the
+# fix, then with snakemake.utils.validate against the same JSON schemas.
+_settings = workflow.config_settings
 try:
-    # the files Snakemake merged, re-read by a loader that refuses duplicate keys
-    check_config_files(workflow.configfiles)
-    MODELS = check_config(config, "config (config/config.yaml + --configfile overlays)")
-    check_prompts(config, "config (config/config.yaml + --configfile overlays)")
+    # the files Snakemake merged, in its order, re-read by a loader that refuses duplicate keys
+    CONFIG_SOURCES = config_sources(
+        workflow.configfiles,
+        _settings.configfiles,
+        _settings.config,
+        bool(getattr(_settings, "replace_workflow_config", False)),
+    )
+    MODELS = check_config(config, CONFIG_SOURCES)
+    check_prompts(config, CONFIG_SOURCES)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
+
+
+def config_error(exc):
+    """A study's ConfigError as a WorkflowError naming the file that set its key."""
+    return WorkflowError(CONFIG_SOURCES.explain(exc))
+
+
 validate(config, schema="../../config/schemas/config.schema.json")
 with open(config["models_file"]) as _fh:
     validate(yaml.safe_load(_fh), schema="../../config/schemas/models.schema.json")

@@ -10,7 +10,7 @@ from hindsight.studies.history.workflow import HistoryWorkflow  # noqa: E402
 try:
     HISTORY = HistoryWorkflow(config, MODELS, get_endpoint_params)
 except ConfigError as exc:
-    raise WorkflowError(str(exc)) from None
+    raise config_error(exc) from None
 
 
 rule history_rollouts:

@@ -10,7 +10,7 @@ from hindsight.studies.luck.workflow import LuckWorkflow  # noqa: E402
 try:
     LW = LuckWorkflow(config, MODELS, get_endpoint_params)
 except ConfigError as exc:
-    raise WorkflowError(str(exc)) from None
+    raise config_error(exc) from None
 
 
 rule luck_worlds:

@@ -9,7 +9,7 @@ from hindsight.studies.playbook.workflow import PlaybookWorkflow  # noqa: E402
 try:
     PLAYBOOK = PlaybookWorkflow(config, MODELS, get_endpoint_params)
 except ConfigError as exc:
-    raise WorkflowError(str(exc)) from None
+    raise config_error(exc) from None
 
 
 wildcard_constraints:
