@@ -23,9 +23,16 @@ listed_actions`, per ``--listing``, at the same episode seeds, on the task text 
 observation the actor would see there): a listing that truncates the gold action away
 leaves a grammar-constrained actor no way to take it.  ``uptime`` is printed first and last.
 
+Screening many tasks.  ``--offset k`` skips the first ``k`` tasks of the seeded order (so
+``--offset 3 --episodes 10`` screens the 4th to 13th task of the type), ``--task-ids``
+names the tasks of a cell explicitly (``--cells env:type`` then only labels the rows), and
+``--per-task`` prints one line per task and budget: won, the first winning step, the
+score at the budget and the steps played; the summary table then lists the tasks won.
+
     python benchmarks/bench_default_tasks.py --models smollm2 --episodes 4 --budgets 6 10 15 \
         --listed 10 20 --listing sample ranked --cells scienceworld:lifespan-shortest-lived alfworld:pick_and_place_simple \
         [--simplification easy] [--gold-check] [--tasks-dir results/tasks] [--alfworld-root ...]
+        [--offset 3] [--task-ids lifespan-longest-lived:110 ...] [--per-task]
 """
 
 from __future__ import annotations
@@ -109,8 +116,22 @@ def budget_rows(model: str, env: str, typ: str, listed, stem: Path, wall: float,
         share = len(st) / max(1, len(steps))
         rows.append({"model": model, "env": env, "type": typ, "listed": listed, "listing": listing, "budget": b,
                      "episodes": len(episodes), "won": int(won.sum()), "score": float(last.mean()),
-                     "minutes": wall * share / 60, "pairs": len(pairs), "steps": len(st)})
+                     "minutes": wall * share / 60, "pairs": len(pairs), "steps": len(st),
+                     "tasks": per_task(episodes, st)})
     return rows
+
+
+def per_task(episodes, steps) -> list[dict]:
+    """One entry per episode of ``steps`` (already cut at a budget): the task, won, the
+    first winning step (None: not won), the last score and the steps played."""
+    out = []
+    for eid, task in zip(episodes["episode_id"], episodes["task_id"]):
+        st = steps[steps["episode_id"] == eid].sort_values("step")
+        wins = st.loc[st["won"].astype(bool), "step"]
+        out.append({"task": str(task), "won": not wins.empty,
+                    "first_win": int(wins.iloc[0]) if not wins.empty else None,
+                    "score": float(st["score"].iloc[-1]) if len(st) else float("nan"), "steps": len(st)})
+    return out
 
 
 async def main_async(args) -> None:
@@ -132,7 +153,13 @@ async def main_async(args) -> None:
                 print(f"{model}: server warm in {time.monotonic() - t0:.0f} s", flush=True)
             for cell in args.cells:
                 env, _, typ = cell.partition(":")
-                tasks = base.pick_tasks(args.tasks_dir, env, typ, h["splits"][env], args.episodes, seed)
+                if args.task_ids:
+                    tasks = [t for t in args.task_ids if t.partition(":")[0] == typ or env != "scienceworld"]
+                else:
+                    tasks = base.pick_tasks(args.tasks_dir, env, typ, h["splits"][env],
+                                            args.offset + args.episodes, seed)[args.offset:]
+                if not tasks:
+                    continue
                 seeds = [episode_seed(seed, env, t) for t in tasks]
                 for listed, listing in [(c, m) for c in args.listed for m in args.listing]:
                     if args.gold_check and model == args.models[0]:
@@ -151,12 +178,18 @@ async def main_async(args) -> None:
                     for row in new:
                         row["load"] = r["load"]
                         print(fmt(row), flush=True)
+                        if args.per_task:
+                            for t in row["tasks"]:
+                                print(f"    {t['task']:48s} budget {row['budget']:2d}: "
+                                      f"{'WON at step ' + str(t['first_win']) if t['won'] else 'not won'}, "
+                                      f"score {t['score']:.0f}, {t['steps']} steps", flush=True)
                     rows += new
     finally:
         from hindsight.llm.shared import server_dir, stop_all
 
         stop_all(server_dir(config))
-    print(f"\nsettings: seed {seed}, {args.episodes} episodes per cell, ScienceWorld simplification "
+    print(f"\nsettings: seed {seed}, {args.episodes} episodes per cell from offset {args.offset}"
+          f"{' (tasks named)' if args.task_ids else ''}, ScienceWorld simplification "
           f"{args.simplification!r}, work folder {work}")
     print("| model | env | type | listed | listing | budget | episodes | wins | mean score | minutes | wins/min | pairs |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -165,6 +198,11 @@ async def main_async(args) -> None:
               f"{r['episodes']} | "
               f"{r['won']} | {r['score']:.2f} | {r['minutes']:.1f} | {r['won'] / max(1e-9, r['minutes']):.2f} | "
               f"{r['pairs']} |")
+    if args.per_task:
+        for r in rows:
+            won = [f"{t['task']} (step {t['first_win']})" for t in r["tasks"] if t["won"]]
+            print(f"won by {r['model']} {r['env']} {r['type']} listed {r['listed']} {r['listing']} budget "
+                  f"{r['budget']}: {', '.join(won) or 'none'}")
     for line in gold:
         print(line)
     print(f"uptime at end: {uptime()}")
@@ -190,6 +228,10 @@ def main() -> None:
     p.add_argument("--simplification", default="easy", help="ScienceWorld simplifications ('' for none)")
     p.add_argument("--in-flight", type=int, default=2)
     p.add_argument("--seed", type=int, default=None, help="task selection seed (default: history.seed)")
+    p.add_argument("--offset", type=int, default=0, help="skip the first OFFSET tasks of the seeded order")
+    p.add_argument("--task-ids", nargs="+", default=None,
+                   help="play these tasks (ScienceWorld ids go to the cell of their type)")
+    p.add_argument("--per-task", action="store_true", help="print won / first winning step per task")
     p.add_argument("--gold-check", action="store_true", help="also check the gold action against each listing")
     p.add_argument("--gold-only", action="store_true", help="only the gold-listing check (no model)")
     p.add_argument("--tasks-dir", type=Path, default=REPO / "results" / "tasks")

@@ -38,7 +38,7 @@ def test_every_key_required_and_default_documented(section):
 
 @pytest.mark.parametrize("path", ["history.in_flight", "history.continuation.min_source_steps",
                                   "history.probe.enabled", "envs.check.per_split", "envs.seed", "smoke.max_tokens",
-                                  "envs.scienceworld.join_admissible"])
+                                  "envs.scienceworld.join_admissible", "history.tasks"])
 def test_missing_key_is_named(path):
     cfg = copy.deepcopy(base_config())
     *parents, leaf = path.split(".")

@@ -39,7 +39,8 @@ def golden_config(tmp: Path, cache_path: Path, max_retries: int = 0) -> dict[str
     cfg["history"].update({"tasks_per_cell": 3, "in_flight": 2, "envs": ["scienceworld"],
                            # the default's task seed and options when the golden data was made
                            "seed": 20261130, "env_options": {},
-                           "task_types": {"alfworld": None, "scienceworld": None, "appworld": None}})
+                           "task_types": {"alfworld": None, "scienceworld": None, "appworld": None},
+                           "tasks": {"alfworld": None, "scienceworld": None, "appworld": None}})
     # the actor's listing when the golden data was made: a seeded sample of 10 admissible actions
     cfg["history"]["actor"] = dict(cfg["history"]["actor"], max_listed_actions=10, listing="sample")
     cfg["history"]["continuation"]["sources_per_cell"] = 2

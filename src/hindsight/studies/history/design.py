@@ -131,11 +131,47 @@ def filter_types(tasks: pd.DataFrame, types: Sequence[str] | None, source: str,
     return tasks[tasks["type"].astype(str).isin(list(types))]
 
 
+def check_named(named: Any, tasks: pd.DataFrame, n: int, split: str | None, source: str,
+                key: str = "history.tasks") -> list[str]:
+    """``named`` (``history.tasks`` of one environment) checked against the task table
+    ``tasks`` (read from ``source``): a non-empty list of distinct task ids, each a task of
+    ``split`` (``None``: any split), at least ``n`` of them (``history.tasks_per_cell``).
+    Returns the first ``n``, in the list's order.  Errors (``ValueError``) name ``key``, the
+    allowed values and the fix."""
+    if isinstance(named, str) or not isinstance(named, Sequence) or not named \
+            or not all(isinstance(t, str) and t for t in named):
+        raise ValueError(f"config key {key}: {named!r} is not a non-empty list of task ids; give a list "
+                         "such as [find-non-living-thing:286] or null (the seeded draw from history.task_types)")
+    dup = sorted({t for t in named if list(named).count(t) > 1})
+    if dup:
+        raise ValueError(f"config key {key}: task(s) {dup} listed more than once; list each task once")
+    ids = tasks["task_id"].astype(str)
+    pool = ids if split is None else ids[tasks["split"].astype(str) == str(split)]
+    label = "(all splits)" if split is None else f"split {split!r}"
+    unknown = [t for t in named if t not in set(pool)]
+    if unknown:
+        other = [t for t in unknown if t in set(ids)]
+        where = f" ({', '.join(other)}: in another split)" if other else ""
+        sample = ", ".join(sorted(pool)[:5])
+        raise ValueError(f"config key {key}: unknown task(s) {unknown}{where}; allowed: the {len(pool)} task ids "
+                         f"of {label} in {source} (e.g. {sample}); remove them, or set {key}: null "
+                         "(the seeded draw from history.task_types)")
+    if n > len(named):
+        raise ValueError(f"config key history.tasks_per_cell: {n} tasks per cell, but {key} names {len(named)}; "
+                         f"name at least {n} tasks there, set it to null (the seeded draw), or set "
+                         f"history.tasks_per_cell to at most {len(named)}")
+    return [str(t) for t in named[:n]]
+
+
 def read_tasks(path: str | Path, n: int, split: str | None, seed: int, env: str | None = None,
-               types: Sequence[str] | None = None) -> list[str]:
-    """The task list of a history cell: the table's rows of ``types`` (``history.task_types``
-    of ``env``; ``None``: every type, :func:`filter_types`), then
-    :func:`hindsight.envs.tasks.select_tasks`."""
+               types: Sequence[str] | None = None, named: Sequence[str] | None = None) -> list[str]:
+    """The task list of a history cell: with ``named`` (``history.tasks`` of ``env``), the
+    first ``n`` of those tasks in their order (:func:`check_named`); otherwise the table's
+    rows of ``types`` (``history.task_types`` of ``env``; ``None``: every type,
+    :func:`filter_types`), then :func:`hindsight.envs.tasks.select_tasks`."""
+    if named is not None:
+        return check_named(named, pd.read_parquet(path), n, split, str(path),
+                           f"history.tasks.{env}" if env else "history.tasks")
     key = f"history.task_types.{env}" if env else "history.task_types"
     tasks = filter_types(pd.read_parquet(path), types, str(path), key)
     fix = too_few_tasks_fix(env) if types is None else f"list more types in {key} (or null), {too_few_tasks_fix(env)}"

@@ -24,7 +24,8 @@ def _n_tasks(cell: Mapping[str, Any]) -> int:
 async def rollouts(config: Mapping[str, Any], model: str, env: str, condition: str, cell: Mapping[str, Any],
                    prompts_dir: str, tasks_path: str, out_episodes: str, out_steps: str, out_calls: str) -> None:
     """One full-rollout cell: the configured task list of ``env``, paired seeds."""
-    tasks = read_tasks(tasks_path, _n_tasks(cell), cell["split"], int(cell["seed"]), env, cell.get("task_types"))
+    tasks = read_tasks(tasks_path, _n_tasks(cell), cell["split"], int(cell["seed"]), env, cell.get("task_types"),
+                       cell.get("tasks"))
     if condition.endswith("-chat") and cell["chat_tasks_per_cell"]:  # null: tasks_per_cell
         tasks = tasks[: int(cell["chat_tasks_per_cell"])]  # the first of the same list: still paired
     seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]

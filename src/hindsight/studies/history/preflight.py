@@ -2,7 +2,8 @@
 
 ``history.splits`` and ``history.env_options`` name things of the environments (a split of
 a task table, a keyword of an environment's constructor); ``history.tasks_per_cell`` asks a
-split for that many tasks; ``history.task_types`` names task types of the environments.  A mistake in any of them would otherwise surface inside a job,
+split for that many tasks; ``history.task_types`` names task types of the environments;
+``history.tasks`` names tasks of the environments' splits.  A mistake in any of them would otherwise surface inside a job,
 after other cells had spent calls.  Here each is checked when the workflow is parsed, with
 a message naming the key, the allowed values and the fix.
 
@@ -21,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from hindsight.config import ConfigError
 from hindsight.envs.tasks import ENV_NAMES
-from hindsight.studies.history.design import filter_types, too_few_tasks_fix
+from hindsight.studies.history.design import check_named, filter_types, too_few_tasks_fix
 
 SCIENCEWORLD_SPLITS: tuple[str, ...] = ("train", "dev", "test")
 MAKE_ENV_OPTIONS: tuple[str, ...] = ("process",)
@@ -124,8 +125,10 @@ def check_history_envs(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
             raise ConfigError(
                 f"config key history.env_options.{env}: unknown option(s) {unknown}; allowed: {', '.join(names)} "
                 f"(keyword options of hindsight.envs.make_env('{env}', ...)); remove or rename them")
-    n, chosen = h["tasks_per_cell"], h["task_types"] or {}
+    n, chosen, named = h["tasks_per_cell"], h["task_types"] or {}, h["tasks"] or {}
     for env in h["envs"]:
+        if named.get(env) is not None:  # the named tasks' count: check_named_tasks
+            continue
         split, types = h["splits"][env], chosen.get(env)
         known = split_size(env, split, envs_cfg, tasks_dir, types)
         if known is not None and isinstance(n, int) and n > known[0]:
@@ -207,3 +210,51 @@ def check_task_types(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
             _check_listed(types, allowed, where, key)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+
+def check_named_tasks(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
+                      tasks_dir: str | Path = "results/tasks") -> None:
+    """Refuse, before any job, a ``history.tasks`` entry for an unknown environment, a value
+    that is neither null nor a list of distinct task ids, fewer tasks than
+    ``history.tasks_per_cell``, or (once the environment's task table is built from its
+    configured source) a task that is not in the table's ``history.splits`` split; before
+    the table exists, a ScienceWorld id whose task name is not one of ScienceWorld's tasks.
+    Raises :class:`hindsight.config.ConfigError` naming the key, the allowed values and the
+    fix; what cannot be known yet is checked by the cell (:func:`read_tasks`)."""
+    import pandas as pd
+
+    named = h["tasks"] or {}
+    if not isinstance(named, Mapping):
+        raise ConfigError(f"config key history.tasks: {named!r} is not a mapping; give "
+                          "{<env>: [task ids] | null} (null: the seeded draw from history.task_types)")
+    unknown_envs = sorted(set(named) - set(ENV_NAMES))
+    if unknown_envs:
+        raise ConfigError(f"config key history.tasks: unknown environment(s) {unknown_envs}; "
+                          f"allowed: {', '.join(ENV_NAMES)}; remove or rename the entry")
+    n = h["tasks_per_cell"]
+    n = n if isinstance(n, int) else 1
+    for env in h["envs"]:
+        tasks = named.get(env)
+        if tasks is None:
+            continue
+        key = f"history.tasks.{env}"
+        table = built_table(env, envs_cfg, tasks_dir)
+        if table is not None:
+            df = pd.read_parquet(table, columns=["task_id", "split"])
+            where = str(table)
+        else:  # the shape and the count now; the ids once the table is built (or in the cell)
+            df, where = pd.DataFrame({"task_id": list(tasks) if isinstance(tasks, list) else [],
+                                      "split": h["splits"][env]}), "(table not built yet)"
+        try:
+            check_named(tasks, df, n, h["splits"][env], where, key)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if table is None and env == "scienceworld":
+            known = known_task_types(env, envs_cfg, tasks_dir)
+            names = set(known[0]) if known else set()
+            bad = [t for t in tasks if t.rpartition(":")[0] not in names or not t.rpartition(":")[2].isdigit()]
+            if bad:
+                raise ConfigError(f"config key {key}: unknown task(s) {bad}; allowed: <task name>:<variation> with "
+                                  f"a task name of {known[1] if known else 'ScienceWorld'} ({', '.join(sorted(names)[:4])}, "
+                                  f"...) and a variation of split {h['splits'][env]!r}; remove them, or set {key}: null "
+                                  "(the seeded draw from history.task_types)")

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 from hindsight.config import ConfigError
 from hindsight.studies.history.design import rollout_conditions
-from hindsight.studies.history.preflight import check_history_envs, check_task_types
+from hindsight.studies.history.preflight import check_history_envs, check_named_tasks, check_task_types
 
 PARTS = ("rollouts", "continuation", "probe", "report")
 NOT_CODE = ("hindsight.config", "hindsight.files", "hindsight.llm", "hindsight.rule_entry", "hindsight.testing")
@@ -68,6 +68,7 @@ class HistoryWorkflow:
                 raise ConfigError(f"config key roles.{role}: endpoint '{self.roles[role]}' is not in the registry")
         check_task_types(self.h, self.config["envs"])  # the type lists first: the split sizes count with them
         check_history_envs(self.h, self.config["envs"])
+        check_named_tasks(self.h, self.config["envs"])
 
     def prompt_files(self) -> list[str]:
         from hindsight.agent.prompts import PROMPT_FILES
@@ -101,10 +102,15 @@ class HistoryWorkflow:
             "chat_tasks_per_cell": self.h["chat_tasks_per_cell"],
             "split": self.h["splits"][env],
             "task_types": (self.h["task_types"] or {}).get(env),  # null / absent: every type
+        }
+        named = (self.h["tasks"] or {}).get(env)
+        if named is not None:  # history.tasks: the cell plays these (null: the seeded draw above)
+            cell["tasks"] = list(named)
+        cell.update({
             "env_options": self.h["env_options"].get(env) or {},  # per environment, optional
             "actor": self.h["actor"], "in_flight": self.h["in_flight"],
             "endpoint": self.endpoint(model),
-        }
+        })
         if part is None:  # rollouts: how Shuffle-All / Shuffle-Old draw their permutations
             cell["shuffle"] = self.h["shuffle"]
         if part == "continuation":
