@@ -1,11 +1,14 @@
 """Environment objects for concurrent episodes: one per episode in flight.
 
 Environments are synchronous; their calls run in worker threads so that the episodes of
-a cell can wait on the model concurrently.  Engines that are not thread-safe (TextWorld's
-PDDL parser corrupts shared state when two games load at once; ScienceWorld's gateway)
-have their calls serialized under the pool's lock: they take milliseconds next to a model
-call.  A process-backed environment (:class:`~hindsight.envs.procenv.ProcessEnv`, AppWorld's
-default) declares ``thread_safe = True`` and runs unlocked.
+a cell can wait on the model concurrently.  An environment object is used by one episode at a
+time.  Engines that are not thread-safe (TextWorld's PDDL parser corrupts shared state when
+two games load at once: ALFWorld built in this process) have their calls serialized under
+the pool's one lock, and so does every construction (a JVM start, a child's spawn).  An
+environment that declares ``thread_safe = True`` runs its calls unlocked, at once with the
+other objects': ScienceWorld (each object its own JVM and py4j gateway, no state shared) and
+process-backed environments (:class:`~hindsight.envs.procenv.ProcessEnv`, AppWorld's and
+ALFWorld's default).  tests/envs/test_pool.py checks both.
 """
 
 from __future__ import annotations
