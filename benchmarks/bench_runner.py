@@ -10,8 +10,8 @@ records, environment steps in worker threads or children, the pool) is overhead.
 
 Two settings per environment, on the same warm pool and client:
 
-* **E = C**: as many episodes in flight as endpoint slots (what the studies do: their
-  ``in_flight`` is both).  Each episode's environment step runs while its endpoint slot
+* **E = C**: as many episodes in flight as endpoint slots (the studies' default: e.g.
+  ``history.in_flight`` 2 against the embedded endpoints' ``max_concurrency`` 2).  Each episode's environment step runs while its endpoint slot
   idles, so a step costs latency + engine time and the ratio is bounded by
   ``latency / (latency + engine time)`` whatever the runner does.
 * **E > C** (``--episodes-in-flight``, default 2C): more episodes than slots, as a
