@@ -181,6 +181,20 @@ def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Pat
     return None
 
 
+def _per_env(h: Mapping[str, Any], name: str, value: str, null_means: str) -> Mapping[str, Any]:
+    """``history.<name>``, a mapping of environments to ``value`` or null; a ConfigError naming
+    the key for anything else or an unknown environment."""
+    per_env = h[name] or {}
+    if not isinstance(per_env, Mapping):
+        raise ConfigError(f"config key history.{name}: {per_env!r} is not a mapping; give "
+                          f"{{<env>: {value} | null}} (null: {null_means})")
+    unknown_envs = sorted(set(per_env) - set(ENV_NAMES))
+    if unknown_envs:
+        raise ConfigError(f"config key history.{name}: unknown environment(s) {unknown_envs}; "
+                          f"allowed: {', '.join(ENV_NAMES)}; remove or rename the entry")
+    return per_env
+
+
 def check_task_types(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
                      tasks_dir: str | Path = "results/tasks") -> None:
     """Refuse, before any job, a ``history.task_types`` entry for an unknown environment, a
@@ -189,14 +203,7 @@ def check_task_types(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
     after this check).  Raises :class:`hindsight.config.ConfigError` naming the key, the allowed values
     and the fix; a type list that cannot be known yet is checked by the cell
     (:func:`read_tasks`)."""
-    chosen = h["task_types"] or {}
-    if not isinstance(chosen, Mapping):
-        raise ConfigError(f"config key history.task_types: {chosen!r} is not a mapping; give "
-                          "{<env>: [task types] | null} (null: every type)")
-    unknown_envs = sorted(set(chosen) - set(ENV_NAMES))
-    if unknown_envs:
-        raise ConfigError(f"config key history.task_types: unknown environment(s) {unknown_envs}; "
-                          f"allowed: {', '.join(ENV_NAMES)}; remove or rename the entry")
+    chosen = _per_env(h, "task_types", "[task types]", "every type")
     for env in h["envs"]:
         types = chosen.get(env)
         if types is None:
@@ -223,14 +230,7 @@ def check_named_tasks(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
     fix; what cannot be known yet is checked by the cell (:func:`read_tasks`)."""
     import pandas as pd
 
-    named = h["tasks"] or {}
-    if not isinstance(named, Mapping):
-        raise ConfigError(f"config key history.tasks: {named!r} is not a mapping; give "
-                          "{<env>: [task ids] | null} (null: the seeded draw from history.task_types)")
-    unknown_envs = sorted(set(named) - set(ENV_NAMES))
-    if unknown_envs:
-        raise ConfigError(f"config key history.tasks: unknown environment(s) {unknown_envs}; "
-                          f"allowed: {', '.join(ENV_NAMES)}; remove or rename the entry")
+    named = _per_env(h, "tasks", "[task ids]", "the seeded draw from history.task_types")
     n = h["tasks_per_cell"]
     n = n if isinstance(n, int) else 1
     for env in h["envs"]:
