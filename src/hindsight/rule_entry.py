@@ -86,6 +86,11 @@ def run_rule(smk: Any, main: Callable[[], Awaitable[T]] | Callable[[], T]) -> T:
     path = write_spec(smk)
     log = logging.getLogger("hindsight.rule")
     log.info("spec: %s", path)
+    from hindsight.jobclient import SERVED
+
+    if SERVED is not None:
+        log.info("job server: forked by pid %s for job process %s (%.2f CPU-s there before the hand-over)",
+                 SERVED["server_pid"], SERVED["client_pid"], SERVED["client_cpu_s"])
     log.info("%s", format_cost(job_cost()))
     return result
 
@@ -97,13 +102,24 @@ COST_LINE = re.compile(r"job cost: (?P<wall>[0-9.]+|-) s wall, (?P<cpu>[0-9.]+) 
 def job_cost() -> dict[str, float | None]:
     """This process's cost so far: ``wall_s`` since it started (``None`` where ``/proc`` is
     missing), ``cpu_s`` (user + system) and ``children_cpu_s`` (the children it waited for, and
-    the environments forked for it by a fork server, which report their CPU when they close)."""
+    the environments forked for it by a fork server, which report their CPU when they close).
+
+    In a job forked by the job server (:mod:`hindsight.jobserver`) the job is two processes:
+    the one Snakemake started (its interpreter's start, Snakemake's preamble, the hand-over)
+    and the forked child; ``cpu_s`` is the first's CPU up to the hand-over plus the child's,
+    ``wall_s`` counts from the first's start, as without a server."""
     from hindsight.envs.forkserver import FORKED_CPU_S  # environments forked for this job count as its children
+
+    from hindsight.jobclient import SERVED  # a job forked by the job server: count its client too
 
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"wall_s": _process_age(), "cpu_s": own.ru_utime + own.ru_stime,
-            "children_cpu_s": kids.ru_utime + kids.ru_stime + FORKED_CPU_S[0]}
+    wall, cpu = _process_age(), own.ru_utime + own.ru_stime
+    if SERVED is not None:  # the fork's rusage starts at zero and its age at the hand-over
+        cpu += float(SERVED["client_cpu_s"])
+        started = SERVED.get("started_at")
+        wall = None if started is None else max(0.0, time.time() - float(started))
+    return {"wall_s": wall, "cpu_s": cpu, "children_cpu_s": kids.ru_utime + kids.ru_stime + FORKED_CPU_S[0]}
 
 
 def format_cost(cost: Mapping[str, float | None]) -> str:

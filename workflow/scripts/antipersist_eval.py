@@ -1,5 +1,8 @@
 """Rule antipersist_eval: one frozen held-out evaluation (workflow/rules/antipersist.smk)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from hindsight.rule_entry import run_rule
 from hindsight.studies.antipersist import entry
 

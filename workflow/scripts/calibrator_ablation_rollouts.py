@@ -1,6 +1,9 @@
 """Rule calibrator_ablation_rollouts: one Calibrator cell of Table 9 (the calibrator trained on one
 variant's labels) on the history study's tasks."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from hindsight.rule_entry import run_rule
 from hindsight.studies.history.calibrator import rollouts
 

@@ -1,5 +1,8 @@
 """Rule calibrator_joint_data: the joint actor's and the action-only baseline's training data (section 6.4)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from hindsight.rule_entry import run_rule
 from hindsight.studies.history.calibrator.joint import write_joint_data
 

@@ -1,5 +1,8 @@
 """Rule calibrator_joint_rollouts: one cell of the joint actor or the action-only baseline (section 6.4)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from hindsight.rule_entry import run_rule
 from hindsight.studies.history.calibrator.jointactor import joint_rollouts
 

@@ -1,5 +1,8 @@
 """Rule calibrator_labels: q(E) and the targets of every context (section 6.1)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from hindsight.rule_entry import run_rule
 from hindsight.studies.history.calibrator import entry
 

@@ -1,6 +1,9 @@
 """Rule calibrator_sft: fine-tune the calibrator with the training environment's interpreter
 (its own process: the main environment has no torch)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 import json
 import os
 import subprocess

@@ -1,5 +1,8 @@
 """Rule calibrator_sources: Raw rollouts of one source actor on a training split (workflow/rules/calibrator.smk)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from hindsight.rule_entry import run_rule
 from hindsight.studies.history.calibrator import entry
 

@@ -1,5 +1,8 @@
 """Rule env_alfworld_games: generate the offline ALFWorld games (see workflow/rules/envs.smk)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from hindsight.envs.build import generate_alfworld
 from hindsight.rule_entry import run_rule
 

@@ -1,5 +1,8 @@
 """Rule env_check: gold and random agents on a sample of each split (see workflow/rules/envs.smk)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from hindsight.envs.build import run_envcheck
 from hindsight.files import write_parquet
 from hindsight.rule_entry import run_rule

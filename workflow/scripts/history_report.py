@@ -1,5 +1,8 @@
 """Rule history_report: tables and figures of the history study (workflow/rules/history.smk)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from hindsight.rule_entry import run_rule
 from hindsight.studies.history.report import write_report
 

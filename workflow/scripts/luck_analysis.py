@@ -1,6 +1,9 @@
 """Rule luck_analysis: verify the freeze, lock the records, run the registered analysis
 over the luck panel (workflow/rules/luck.smk)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from pathlib import Path
 
 from hindsight.rule_entry import run_rule

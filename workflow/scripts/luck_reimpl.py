@@ -1,6 +1,9 @@
 """Rule luck_reimpl: the independent re-implementation of the registered analysis and its
 comparison, REIMPL_COMPARISON.json (workflow/rules/luck.smk)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from pathlib import Path
 
 from hindsight.rule_entry import run_rule

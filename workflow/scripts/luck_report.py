@@ -1,5 +1,8 @@
 """Rule luck_report: Tables 1-8 (+ supplement tables) and Figure 1 (workflow/rules/luck.smk)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from pathlib import Path
 
 from hindsight.rule_entry import run_rule

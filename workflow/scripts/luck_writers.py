@@ -1,5 +1,8 @@
 """Rule luck_writers: 12 lessons per world for one endpoint (workflow/rules/luck.smk)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from hindsight.rule_entry import run_rule
 from hindsight.studies.luck import run
 from hindsight.studies.luck.freeze import refusing

@@ -1,5 +1,8 @@
 """Rule playbook_growth: one growth run (workflow/rules/playbook.smk)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from hindsight.rule_entry import run_rule
 from hindsight.studies.playbook.growth import growth_run
 

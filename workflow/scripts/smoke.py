@@ -1,5 +1,8 @@
 """Rule smoke: ask one endpoint a fixed question (see workflow/rules/smoke.smk)."""
 
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+
 from hindsight.rule_entry import run_rule
 from hindsight.studies.smoke import ask
 

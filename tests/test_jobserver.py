@@ -1,0 +1,255 @@
+"""The job server (hindsight.jobserver, hindsight.jobclient): a real Snakemake rule through it and
+in its own process, a failing script's status and stderr, kill -9 of the job's process, a new
+server for edited code, the fallback, off under Slurm.  Real processes throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hindsight import jobclient
+from hindsight.envs import forkserver
+from hindsight.leases import alive
+from hindsight.rule_entry import COST_LINE
+from hindsight.testing import LoopbackServer, loopback_endpoint
+from tests.conftest import REPO, run_snakemake
+from tests.test_workflow import loop_overlay, registry
+
+# What Snakemake's preamble does before a script runs: a ``snakemake`` object in the globals,
+# ``__file__`` the script's path; here the object is a plain namespace with a config.
+DRIVER = """
+import json, sys, types
+opts = json.loads(sys.argv[2])
+snakemake = types.SimpleNamespace(config=opts["config"], what=opts["what"], out=opts.get("out"))
+__file__ = sys.argv[1]
+exec(compile(open(__file__).read(), __file__, "exec"))
+"""
+
+SCRIPT = """
+from hindsight.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821
+import json, os, sys, time
+from hindsight import jobclient
+what = snakemake.what  # noqa: F821
+with open(snakemake.out, "w") as fh:  # noqa: F821
+    json.dump({"pid": os.getpid(), "served": jobclient.SERVED, "cwd": os.getcwd(),
+               "env": os.environ.get("HINDSIGHT_TEST_VAR"), "argv": sys.argv}, fh)
+print("to stdout", flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+if what == "raise":
+    raise ValueError("boom from the job")
+if what == "sleep":
+    time.sleep(120)
+if what == "message":
+    sys.exit("a message on exit")
+sys.exit(int(what))
+"""
+
+
+def _config(tmp_path: Path, on: bool = True, idle_s: float = 20) -> dict:
+    return {"servers": {"job_server": on, "idle_s": idle_s, "shared": True},
+            "cache": {"path": str(tmp_path / "cache" / "llm.sqlite")}}
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in jobclient.CLUSTER_VARIABLES}
+    env.update(PYTHONPATH=str(REPO / "src"), HINDSIGHT_TEST_VAR="from the job", **extra)
+    return env
+
+
+def _job(tmp_path: Path, what: str, config: dict | None = None, env: dict | None = None, wait: bool = True):
+    scripts = tmp_path / "scripts"
+    scripts.mkdir(exist_ok=True)
+    script = scripts / "job.py"
+    if not script.exists():
+        script.write_text(SCRIPT)
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    out = tmp_path / f"out-{what}.json"
+    opts = {"config": config or _config(tmp_path), "what": what, "out": str(out)}
+    cmd = [sys.executable, str(driver), str(script), json.dumps(opts)]
+    if not wait:
+        return subprocess.Popen(cmd, cwd=tmp_path, env=env or _env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True), out
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env or _env(), capture_output=True, text=True, timeout=120)
+    return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def _servers(tmp_path: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in (tmp_path / "cache" / "servers").glob("jobserver-*.json")]
+
+
+def _stop(tmp_path: Path) -> None:
+    for info in _servers(tmp_path):
+        try:
+            os.kill(int(info["pid"]), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture
+def scratch(tmp_path: Path):
+    yield tmp_path
+    _stop(tmp_path)
+
+
+def test_exit_status_stderr_environment_and_cost_through_the_server(scratch):
+    proc, got = _job(scratch, "0")
+    assert proc.returncode == 0, proc.stderr
+    assert got["served"] is not None and got["pid"] != got["served"]["client_pid"]  # ran in a forked child
+    assert got["cwd"] == str(scratch) and got["env"] == "from the job" and got["argv"][0].endswith("driver.py")
+    assert "to stdout" in proc.stdout and "to stderr" in proc.stderr and "unavailable" not in proc.stderr
+    assert got["served"]["client_cpu_s"] > 0 and got["served"]["started_at"] <= time.time()
+    proc, _ = _job(scratch, "3")
+    assert proc.returncode == 3
+    proc, got = _job(scratch, "raise")
+    assert proc.returncode == 1 and got["served"] is not None
+    assert "ValueError: boom from the job" in proc.stderr and 'job.py", line' in proc.stderr
+    assert "jobserver.py" not in proc.stderr  # the traceback a job's own process would print
+    proc, _ = _job(scratch, "message")
+    assert proc.returncode == 1 and "a message on exit" in proc.stderr
+    servers = _servers(scratch)
+    assert len(servers) == 1 and alive(int(servers[0]["pid"]))
+    log_path = next((scratch / "cache" / "servers").glob("jobserver-*.log"))
+    t0 = time.monotonic()  # the server logs a child once it has reaped it, just after the job's status
+    while log_path.read_text().count(") exited") < 4 and time.monotonic() - t0 < 10:
+        time.sleep(0.05)
+    log = log_path.read_text()
+    assert re.search(r"jobserver: ready \(pid \d+, warm-up [0-9.]+ CPU-s", log)
+    assert re.findall(r"jobserver: child \d+ \(job process \d+\) exited (\d+)", log) == ["0", "3", "1", "1"]
+
+
+def test_kill_9_of_the_job_process_ends_its_child(scratch):
+    proc, out = _job(scratch, "sleep", wait=False)
+    deadline = time.monotonic() + 60
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    child = json.loads(out.read_text())
+    assert child["served"] is not None and child["pid"] != proc.pid
+    assert alive(child["pid"])
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    t0 = time.monotonic()
+    while alive(child["pid"]) and time.monotonic() - t0 < 10:
+        time.sleep(0.05)
+    state = Path(f"/proc/{child['pid']}/stat")
+    assert not state.exists() or state.read_text().rsplit(")", 1)[1].split()[0] == "Z", "the child outlived its job"
+    servers = _servers(scratch)
+    assert servers and alive(int(servers[0]["pid"]))  # the server stays
+
+
+def test_an_edit_gets_a_new_server_and_the_idle_server_stops(scratch):
+    _, first = _job(scratch, "0", config=_config(scratch, idle_s=3))
+    _, again = _job(scratch, "0", config=_config(scratch, idle_s=3))
+    assert first["served"]["server_pid"] == again["served"]["server_pid"]
+    script = scratch / "scripts" / "job.py"
+    script.write_text(script.read_text() + "\n# edited\n")
+    _, edited = _job(scratch, "0", config=_config(scratch, idle_s=3))
+    assert edited["served"] is not None and edited["served"]["server_pid"] != first["served"]["server_pid"]
+    # the package's own modules are in the key too
+    files = {f for f, _, _ in jobclient.code_files(scratch / "scripts")}
+    for module in ("jobclient.py", "rule_entry.py", "envs/forkserver.py", "studies/history/entry.py"):
+        assert str(jobclient.PACKAGE / module) in files
+    t0 = time.monotonic()
+    while (alive(first["served"]["server_pid"]) or alive(edited["served"]["server_pid"])) and time.monotonic() - t0 < 20:
+        time.sleep(0.1)
+    assert not alive(first["served"]["server_pid"]) and not alive(edited["served"]["server_pid"])
+    assert not _servers(scratch)
+
+
+def test_fallback_when_no_server_can_start(scratch):
+    (scratch / "cache").mkdir()
+    (scratch / "cache" / "servers").write_text("a file where the servers' folder goes")
+    proc, got = _job(scratch, "0")
+    assert proc.returncode == 0 and got["served"] is None  # ran in its own process
+    assert "job server: unavailable" in proc.stderr and "running the job in its own process" in proc.stderr
+    proc, got = _job(scratch, "raise")
+    assert proc.returncode == 1 and got["served"] is None and "ValueError: boom from the job" in proc.stderr
+
+
+def test_off_under_slurm_and_when_the_key_is_off(scratch):
+    proc, got = _job(scratch, "0", env=_env(SLURM_JOB_ID="4242"))
+    assert proc.returncode == 0 and got["served"] is None and "job server" not in proc.stderr
+    proc, got = _job(scratch, "0", config=_config(scratch, on=False))
+    assert proc.returncode == 0 and got["served"] is None and "job server" not in proc.stderr
+    assert not (scratch / "cache" / "servers").exists()
+    assert jobclient.CLUSTER_VARIABLES == forkserver.CLUSTER_VARIABLES
+
+
+def test_warm_up_imports_the_scripts_modules_but_no_sdk_or_engine():
+    code = ("import sys, threading; from hindsight.jobserver import warm_up, denied_loaded, script_modules; "
+            "failed = warm_up('workflow/scripts'); print(failed, denied_loaded(), threading.active_count(), "
+            "len(script_modules('workflow/scripts')), 'pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                         env=_env())
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "[]", "1", out.stdout.split()[3], "True"] and int(out.stdout.split()[3]) > 10
+
+
+def test_every_script_hands_over_first():
+    import ast
+
+    for path in sorted((REPO / "workflow" / "scripts").glob("*.py")):
+        body = ast.parse(path.read_text()).body
+        if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring
+        first, second = (ast.unparse(node) for node in body[:2])
+        assert first == "from hindsight.jobclient import hand_over", path.name
+        assert second in ("hand_over(snakemake, __file__)", "hand_over(globals().get('snakemake'), __file__)"), path.name
+
+
+def _smoke(workdir: Path, overlay: Path, env: dict, *extra: str):
+    return run_snakemake(workdir, "--configfile", str(overlay), *extra, "--", "results/smoke/loop.parquet", env=env)
+
+
+def test_a_real_rule_gives_the_same_outputs_through_the_server_and_in_its_own_process(workflow_copy):
+    with LoopbackServer(policy={"script": ["Paris"]}) as srv:
+        (workflow_copy / "models.yaml").write_text(registry(loopback_endpoint(srv)))
+        overlay = loop_overlay(workflow_copy)
+        on = workflow_copy / "on.yaml"
+        off = workflow_copy / "off.yaml"
+        base = yaml.safe_load(overlay.read_text())
+        on.write_text(yaml.safe_dump({**base, "servers": {"job_server": True}}))
+        off.write_text(yaml.safe_dump({**base, "servers": {"job_server": False}}))
+        env = {"PYTHONPATH": str(REPO / "src")}
+        first = _smoke(workflow_copy, off, env)  # the one model call; the reruns replay it
+        assert first.returncode == 0, first.stderr[-3000:]
+        outputs = sorted((workflow_copy / "results" / "smoke").glob("loop*"))
+        assert len(outputs) == 3  # answer, calls, spec
+        runs = {}
+        for name, cfg in (("on", on), ("off", off)):
+            out = _smoke(workflow_copy, cfg, env, "--force")
+            assert out.returncode == 0, out.stderr[-3000:]
+            runs[name] = {p.name: p.read_bytes() for p in outputs}
+            log = (workflow_copy / "logs" / "smoke" / "loop.log").read_text()
+            assert ("job server: forked by pid" in log) == (name == "on"), log
+            cost = [COST_LINE.search(ln) for ln in log.splitlines() if COST_LINE.search(ln)]
+            assert len(cost) == 1 and float(cost[0]["cpu"]) > 0 and float(cost[0]["wall"]) > 0
+            if name == "on":
+                assert "stopped shared servers: jobserver" in out.stderr  # the run's end stops it
+                server_log = next((workflow_copy / "results" / "cache" / "servers").glob("jobserver-*.log")).read_text()
+                assert "warm-up" in server_log and "exited 0" in server_log
+                assert not list((workflow_copy / "results" / "cache" / "servers").glob("jobserver-*.json"))
+        assert srv.stats.completions == 1
+        assert runs["on"] == runs["off"]
+        # a failing job through the server (a response cache that is no database): its status
+        # and its traceback reach Snakemake
+        (workflow_copy / "results" / "cache" / "llm.sqlite").write_bytes(b"not a database " * 100)
+        out = _smoke(workflow_copy, on, env, "--force")
+        assert out.returncode != 0
+        assert "Error in rule smoke" in out.stderr and "file is not a database" in out.stderr, out.stderr[-3000:]
+        server_log = next((workflow_copy / "results" / "cache" / "servers").glob("jobserver-*.log"))
+        t0 = time.monotonic()
+        while "exited 1" not in server_log.read_text() and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        assert "exited 1" in server_log.read_text()
