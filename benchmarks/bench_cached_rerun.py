@@ -19,13 +19,17 @@ not rerun: their outputs are taken as they are), then prints
     python benchmarks/bench_cached_rerun.py            # first a full run in the scratch copy (long)
 
 ``--targets`` and ``--rules`` narrow the rerun (e.g. only outputs that exist in a stopped
-run); ``--rev`` runs another commit of this checkout; ``--keep`` keeps the scratch copy.  The last line is the rerun's wall and CPU time
+run); ``--rev`` runs another commit of this checkout; ``--keep`` keeps the scratch copy;
+``--job-server both`` reruns with ``servers.job_server`` off and then on over the same copy,
+adds the job server's own and its children's CPU (from its log: they are not Snakemake's
+children) and says whether the outputs are byte-identical.  The last line is the rerun's wall and CPU time
 against the 2-minute target.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import resource
@@ -89,6 +93,13 @@ def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
+def cache_bytes(cache: Path) -> int:
+    """The response cache's size (its folder less the servers' logs and registrations)."""
+    if not cache.exists():
+        return 0
+    return sum(p.stat().st_size for p in cache.rglob("*") if p.is_file() and "servers" not in p.relative_to(cache).parts)
+
+
 def job_costs(run_log: Path, cwd: Path) -> dict[str, list[dict[str, float]]]:
     """Per rule, each finished job's ``job cost:`` figures (from the logs the run log names)."""
     text = run_log.read_text(errors="replace")
@@ -108,6 +119,92 @@ def job_costs(run_log: Path, cwd: Path) -> dict[str, list[dict[str, float]]]:
             out[m.group(1)].append({"wall": float(found["wall"]) if found["wall"] != "-" else float("nan"),
                                     "cpu": float(found["cpu"]), "children": float(found["children"])})
     return out
+
+
+def server_costs(servers: Path, since: dict[str, int]) -> dict[str, float]:
+    """CPU seconds the job servers and environment fork servers logged after the offsets in
+    ``since``: the job server's own (``in the server``) and its children's (they are not
+    Snakemake's children, so Snakemake's waited CPU misses them), the fork servers' warm-up."""
+    out = {"jobserver": 0.0, "jobserver_children": 0.0, "jobserver_warm": 0.0, "jobs_forked": 0.0, "envfork_warm": 0.0}
+    for log in sorted(servers.glob("*.log")) if servers.exists() else []:
+        text = log.read_bytes()[since.get(log.name, 0):].decode(errors="replace")
+        if log.name.startswith("jobserver-"):
+            for m in re.finditer(r"after (\d+) jobs, ([0-9.]+) CPU-s in the server \(warm-up ([0-9.]+)\), "
+                                 r"([0-9.]+) CPU-s in the jobs' children", text):
+                out["jobs_forked"] += int(m[1])
+                out["jobserver"] += float(m[2])
+                out["jobserver_warm"] += float(m[3])
+                out["jobserver_children"] += float(m[4])
+        elif log.name.startswith("envfork-"):
+            out["envfork_warm"] += sum(float(x) for x in re.findall(r"warm-up ([0-9.]+) CPU-s", text))
+    return out
+
+
+def digest_outputs(results: Path) -> dict[str, str]:
+    """SHA-256 of every file under ``results`` but the response cache and the servers' files."""
+    out = {}
+    for p in sorted(results.rglob("*")):
+        rel = p.relative_to(results)
+        if p.is_file() and rel.parts[0] != "cache":
+            out[str(rel)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def rerun(scratch: Path, common: list[str], rules: list[str], cores: str, job_server: bool | None) -> dict[str, str]:
+    """One forced rerun of ``rules`` (``job_server``: the key's value, ``None``: the config's);
+    prints its figures; the output digests after it."""
+    label = {None: "as configured", True: "on", False: "off"}[job_server]
+    extra: list[str] = []
+    if job_server is not None:
+        overlay = scratch / f"job-server-{label}.yaml"
+        overlay.write_text(f"servers:\n  job_server: {'true' if job_server else 'false'}\n")
+        extra = ["--configfile", str(overlay)]
+    cache = scratch / "results" / "cache"
+    servers = cache / "servers"
+    since = {p.name: p.stat().st_size for p in servers.glob("*.log")} if servers.exists() else {}
+    cache_before = cache_bytes(cache)
+    sampler = LoadSampler()
+    sampler.start()
+    run_log = scratch / f"rerun-job-server-{label}.log"
+    rc, wall, cpu = snakemake(scratch, [*extra, *common, "--forcerun", *rules, "--allowed-rules", *rules,
+                                        "--rerun-triggers", "mtime"], run_log)
+    sampler.done.set()
+    sampler.join()
+    cache_after = cache_bytes(cache)
+    costs = job_costs(run_log, scratch)
+    srv = server_costs(servers, since)
+    jobs = len(re.findall(r"^Finished job", run_log.read_text(errors="replace"), flags=re.M))
+    total = cpu + srv["jobserver"] + srv["jobserver_children"]
+    print(f"== job server {label}")
+    print(f"cached forced rerun: rc {rc}, {jobs} jobs, {wall:.0f} s wall, {cpu:.0f} CPU-s (Snakemake and "
+          f"every waited process), load {sampler.span()} on {os.cpu_count()} cores")
+    if srv["jobs_forked"]:
+        print(f"job server: {srv['jobs_forked']:.0f} jobs forked, {srv['jobserver']:.1f} CPU-s in the server "
+              f"({srv['jobserver_warm']:.1f} of them its warm-up), {srv['jobserver_children']:.1f} CPU-s in its "
+              f"children (not Snakemake's): {total:.0f} CPU-s in all")
+    if srv["envfork_warm"]:
+        print(f"environment fork servers: {srv['envfork_warm']:.1f} CPU-s of warm-up (not counted above)")
+    grew = cache_after - cache_before
+    print("fully cached: yes (the response cache did not grow)" if grew <= 0 else
+          f"fully cached: NO (the response cache grew by {grew} bytes: fresh calls were made)")
+    rows = []
+    for rule, items in costs.items():
+        tot = [i["cpu"] + i["children"] for i in items]
+        rows.append((sum(tot), rule, len(items), statistics.fmean(i["wall"] for i in items),
+                     statistics.fmean(i["cpu"] for i in items), statistics.fmean(i["children"] for i in items)))
+    rows.sort(reverse=True)
+    in_jobs = sum(r[0] for r in rows)
+    n_jobs = sum(r[2] for r in rows)
+    print(f"per-rule fixed cost, top 5 of {len(rows)} by CPU (the jobs' own CPU: {in_jobs:.1f} CPU-s over {n_jobs} "
+          f"cost lines, {in_jobs / max(1, n_jobs):.2f} a job; the rest is Snakemake and processes not waited for):")
+    print(f"  {'rule':28s} {'jobs':>4s} {'wall/job':>9s} {'CPU/job':>8s} {'python':>7s} {'children':>8s} {'total':>7s}")
+    for tot, rule, n, w, c, ch in rows[:5]:
+        print(f"  {rule:28s} {n:4d} {w:8.1f}s {c + ch:7.2f}s {c:6.2f}s {ch:7.2f}s {tot:6.1f}s")
+    if rc:
+        print(f"the rerun failed (rc {rc}): {run_log}")
+    print(f"cached forced rerun: {wall:.0f} s wall, {total:.0f} CPU-s ({total / max(1, int(cores)):.0f} s on "
+          f"{cores} idle cores at best) for {jobs} jobs; target {TARGET_S:.0f} s", flush=True)
+    return digest_outputs(scratch / "results")
 
 
 def prepare(scratch: Path, results: Path | None, resources: Path, rev: str) -> None:
@@ -131,6 +228,9 @@ def main(argv: list[str] | None = None) -> None:
                     "before the job cost line gives no per-rule table)")
     ap.add_argument("--workdir", type=Path, help="scratch folder (default: a new temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch copy")
+    ap.add_argument("--job-server", choices=("config", "on", "off", "both"), default="config",
+                    help="servers.job_server for the rerun; both: off, then on over the same copy, and "
+                    "whether the outputs are byte-identical")
     args = ap.parse_args(argv)
 
     scratch = args.workdir or Path(tempfile.mkdtemp(prefix="hindsight-cached-rerun-"))
@@ -146,39 +246,17 @@ def main(argv: list[str] | None = None) -> None:
             if rc:
                 sys.exit(f"the first run failed: {scratch / 'first-run.log'}")
         rules = args.rules or study_rules(scratch)
-        cache = scratch / "results" / "cache"
-        cache_before = dir_bytes(cache)
-        sampler = LoadSampler()
-        sampler.start()
-        run_log = scratch / "rerun.log"
-        rc, wall, cpu = snakemake(scratch, [*common, "--forcerun", *rules, "--allowed-rules", *rules,
-                                            "--rerun-triggers", "mtime"], run_log)
-        sampler.done.set()
-        sampler.join()
-        cache_after = dir_bytes(cache)
-        costs = job_costs(run_log, scratch)
-        jobs = len(re.findall(r"^Finished job", run_log.read_text(errors="replace"), flags=re.M))
-        print(f"cached forced rerun: rc {rc}, {jobs} jobs, {wall:.0f} s wall, {cpu:.0f} CPU-s (Snakemake and "
-              f"every waited process), load {sampler.span()} on {os.cpu_count()} cores")
-        grew = cache_after - cache_before
-        print("fully cached: yes (the response cache did not grow)" if grew <= 0 else
-              f"fully cached: NO (the response cache grew by {grew} bytes: fresh calls were made)")
-        rows = []
-        for rule, items in costs.items():
-            tot = [i["cpu"] + i["children"] for i in items]
-            rows.append((sum(tot), rule, len(items), statistics.fmean(i["wall"] for i in items),
-                         statistics.fmean(i["cpu"] for i in items), statistics.fmean(i["children"] for i in items)))
-        rows.sort(reverse=True)
-        in_jobs = sum(r[0] for r in rows)
-        print(f"per-rule fixed cost, top 5 of {len(rows)} by CPU (the jobs' own CPU: {in_jobs:.0f} CPU-s, "
-              f"the rest of the {cpu:.0f} is Snakemake and processes not waited for, e.g. a JVM):")
-        print(f"  {'rule':28s} {'jobs':>4s} {'wall/job':>9s} {'CPU/job':>8s} {'python':>7s} {'children':>8s} {'total':>7s}")
-        for total, rule, n, w, c, ch in rows[:5]:
-            print(f"  {rule:28s} {n:4d} {w:8.1f}s {c + ch:7.1f}s {c:6.1f}s {ch:7.1f}s {total:6.0f}s")
-        if rc:
-            print(f"the rerun failed (rc {rc}): {run_log}")
-        print(f"cached forced rerun: {wall:.0f} s wall, {cpu:.0f} CPU-s ({cpu / max(1, int(args.cores)):.0f} s on "
-              f"{args.cores} idle cores at best) for {jobs} jobs; target {TARGET_S:.0f} s")
+        modes = {"config": [None], "on": [True], "off": [False], "both": [False, True]}[args.job_server]
+        digests = {}
+        for mode in modes:
+            digests[mode] = rerun(scratch, common, rules, args.cores, mode)
+        if len(modes) == 2:
+            off, on = digests[False], digests[True]
+            differ = sorted(p for p in set(off) | set(on) if off.get(p) != on.get(p))
+            print(f"outputs byte-identical with the job server off and on: {'yes' if not differ else 'NO'} "
+                  f"({len(off)} files under results/, the response cache and server files left out)")
+            for path in differ[:20]:
+                print(f"  differs: {path}")
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)

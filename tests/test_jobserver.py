@@ -125,7 +125,7 @@ def test_exit_status_stderr_environment_and_cost_through_the_server(scratch):
         time.sleep(0.05)
     log = log_path.read_text()
     assert re.search(r"jobserver: ready \(pid \d+, warm-up [0-9.]+ CPU-s", log)
-    assert re.findall(r"jobserver: child \d+ \(job process \d+\) exited (\d+)", log) == ["0", "3", "1", "1"]
+    assert re.findall(r"jobserver: child \d+ \(job process \d+\) exited (\d+), [0-9.]+ CPU-s", log) == ["0", "3", "1", "1"]
 
 
 def test_kill_9_of_the_job_process_ends_its_child(scratch):

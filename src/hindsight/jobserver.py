@@ -25,8 +25,10 @@ module gets a new server.  Its bookkeeping is the shared servers' (``<cache fold
 jobserver-<key>-<host>.json`` under its ``.lock``, an abstract Unix socket); it stops after
 ``servers.idle_s`` seconds without a job (decided under the lock) and when the run ends
 (:func:`hindsight.llm.shared.stop_all`).  It stays single-threaded (it refuses to fork
-otherwise; the client then runs the job itself) and logs its warm-up CPU once when ready and
-its total CPU when it stops.
+otherwise; the client then runs the job itself) and logs its warm-up CPU once when ready,
+each child's exit status and CPU (with what it waited for) when it reaps it, and its own and
+its children's total CPU when it stops.  Those children are not Snakemake's: a benchmark that
+sums Snakemake's waited CPU adds them from this log (``benchmarks/bench_cached_rerun.py``).
 """
 
 from __future__ import annotations
@@ -342,6 +344,7 @@ def serve_forever(address: str, info: Path, lock: Path, idle_s: float, scripts: 
     children: dict[int, socket.socket] = {}
     clock = IdleClock(idle_s)
     forked = 0
+    jobs_cpu = [0.0]
     why = "SIGTERM"
 
     def fork(conn: socket.socket) -> None:
@@ -366,7 +369,7 @@ def serve_forever(address: str, info: Path, lock: Path, idle_s: float, scripts: 
     def reap() -> None:
         while children:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
@@ -374,8 +377,10 @@ def serve_forever(address: str, info: Path, lock: Path, idle_s: float, scripts: 
             conn = children.pop(pid, None)
             if conn is None:
                 continue
-            print(f"jobserver: child {pid} (job process {_peer(conn)}) exited {os.waitstatus_to_exitcode(status)}",
-                  flush=True)
+            cpu = usage.ru_utime + usage.ru_stime  # the child's and the processes it waited for
+            jobs_cpu[0] += cpu
+            print(f"jobserver: child {pid} (job process {_peer(conn)}) exited {os.waitstatus_to_exitcode(status)}, "
+                  f"{cpu:.2f} CPU-s", flush=True)
             try:  # the child sent its own status first unless it was killed
                 conn.sendall(b"S" + struct.pack(">i", os.waitstatus_to_exitcode(status)))
             except OSError:
@@ -418,7 +423,7 @@ def serve_forever(address: str, info: Path, lock: Path, idle_s: float, scripts: 
             reap()
             time.sleep(0.02)
         print(f"jobserver: {why} after {forked} jobs, {_cpu():.2f} CPU-s in the server (warm-up "
-              f"{warm_cpu:.2f})", flush=True)
+              f"{warm_cpu:.2f}), {jobs_cpu[0]:.2f} CPU-s in the jobs' children it reaped", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
