@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import resource
@@ -42,6 +43,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
@@ -100,10 +102,10 @@ def cache_bytes(cache: Path) -> int:
     return sum(p.stat().st_size for p in cache.rglob("*") if p.is_file() and "servers" not in p.relative_to(cache).parts)
 
 
-def job_costs(run_log: Path, cwd: Path) -> dict[str, list[dict[str, float]]]:
+def job_costs(run_log: Path, cwd: Path) -> dict[str, list[dict[str, Any]]]:
     """Per rule, each finished job's ``job cost:`` figures (from the logs the run log names)."""
     text = run_log.read_text(errors="replace")
-    out: dict[str, list[dict[str, float]]] = defaultdict(list)
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", text):
         m = re.match(r"(?:local)?rule (\w+):", block)
         logm = re.search(r"^\s+log: (\S+)", block, flags=re.M)
@@ -117,7 +119,8 @@ def job_costs(run_log: Path, cwd: Path) -> dict[str, list[dict[str, float]]]:
             found = COST_LINE.search(line) or found
         if found is not None:
             out[m.group(1)].append({"wall": float(found["wall"]) if found["wall"] != "-" else float("nan"),
-                                    "cpu": float(found["cpu"]), "children": float(found["children"])})
+                                    "cpu": float(found["cpu"]), "children": float(found["children"]),
+                                    "log": logm.group(1).rstrip(",")})
     return out
 
 
@@ -140,13 +143,23 @@ def server_costs(servers: Path, since: dict[str, int]) -> dict[str, float]:
     return out
 
 
-def digest_outputs(results: Path) -> dict[str, str]:
-    """SHA-256 of every file under ``results`` but the response cache and the servers' files."""
+def record_sizes(results: Path) -> dict[str, int]:
+    folder = results / "records"
+    return {str(p.relative_to(results)): p.stat().st_size for p in folder.glob("*")} if folder.exists() else {}
+
+
+def digest_outputs(results: Path, records_before: dict[str, int]) -> dict[str, str]:
+    """SHA-256 of every file under ``results`` but the response cache and the servers' files;
+    of a call record file (``records/``, append-only: every rerun adds its calls), only what
+    this rerun appended."""
     out = {}
     for p in sorted(results.rglob("*")):
         rel = p.relative_to(results)
         if p.is_file() and rel.parts[0] != "cache":
-            out[str(rel)] = hashlib.sha256(p.read_bytes()).hexdigest()
+            data = p.read_bytes()
+            if rel.parts[0] == "records":
+                data = data[records_before.get(str(rel), 0):]
+            out[str(rel)] = hashlib.sha256(data).hexdigest()
     return out
 
 
@@ -163,6 +176,7 @@ def rerun(scratch: Path, common: list[str], rules: list[str], cores: str, job_se
     servers = cache / "servers"
     since = {p.name: p.stat().st_size for p in servers.glob("*.log")} if servers.exists() else {}
     cache_before = cache_bytes(cache)
+    records_before = record_sizes(scratch / "results")
     sampler = LoadSampler()
     sampler.start()
     run_log = scratch / f"rerun-job-server-{label}.log"
@@ -172,6 +186,7 @@ def rerun(scratch: Path, common: list[str], rules: list[str], cores: str, job_se
     sampler.join()
     cache_after = cache_bytes(cache)
     costs = job_costs(run_log, scratch)
+    (scratch / f"costs-job-server-{label}.json").write_text(json.dumps(costs, indent=1, sort_keys=True))
     srv = server_costs(servers, since)
     jobs = len(re.findall(r"^Finished job", run_log.read_text(errors="replace"), flags=re.M))
     total = cpu + srv["jobserver"] + srv["jobserver_children"]
@@ -195,16 +210,16 @@ def rerun(scratch: Path, common: list[str], rules: list[str], cores: str, job_se
     rows.sort(reverse=True)
     in_jobs = sum(r[0] for r in rows)
     n_jobs = sum(r[2] for r in rows)
-    print(f"per-rule fixed cost, top 5 of {len(rows)} by CPU (the jobs' own CPU: {in_jobs:.1f} CPU-s over {n_jobs} "
+    print(f"per-rule fixed cost, {'all' if len(rows) <= 10 else 'top 5 of'} {len(rows)} by CPU (the jobs' own CPU: {in_jobs:.1f} CPU-s over {n_jobs} "
           f"cost lines, {in_jobs / max(1, n_jobs):.2f} a job; the rest is Snakemake and processes not waited for):")
     print(f"  {'rule':28s} {'jobs':>4s} {'wall/job':>9s} {'CPU/job':>8s} {'python':>7s} {'children':>8s} {'total':>7s}")
-    for tot, rule, n, w, c, ch in rows[:5]:
+    for tot, rule, n, w, c, ch in (rows if len(rows) <= 10 else rows[:5]):
         print(f"  {rule:28s} {n:4d} {w:8.1f}s {c + ch:7.2f}s {c:6.2f}s {ch:7.2f}s {tot:6.1f}s")
     if rc:
         print(f"the rerun failed (rc {rc}): {run_log}")
     print(f"cached forced rerun: {wall:.0f} s wall, {total:.0f} CPU-s ({total / max(1, int(cores)):.0f} s on "
           f"{cores} idle cores at best) for {jobs} jobs; target {TARGET_S:.0f} s", flush=True)
-    return digest_outputs(scratch / "results")
+    return digest_outputs(scratch / "results", records_before)
 
 
 def prepare(scratch: Path, results: Path | None, resources: Path, rev: str) -> None:
@@ -254,7 +269,8 @@ def main(argv: list[str] | None = None) -> None:
             off, on = digests[False], digests[True]
             differ = sorted(p for p in set(off) | set(on) if off.get(p) != on.get(p))
             print(f"outputs byte-identical with the job server off and on: {'yes' if not differ else 'NO'} "
-                  f"({len(off)} files under results/, the response cache and server files left out)")
+                  f"({len(off)} files under results/, the response cache and server files left out; of the "
+                  f"append-only call records, the calls each rerun appended)")
             for path in differ[:20]:
                 print(f"  differs: {path}")
     finally:
