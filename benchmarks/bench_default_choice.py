@@ -128,7 +128,7 @@ def bench_config(args, work: Path) -> dict:
         config = yaml.safe_load(fh)
     config.update(models_file=str(REPO / "config" / "models.yaml"), panel=list(args.models),
                   cache={"path": str(work / "llm.sqlite"), "mode": "use", "backend": "sqlite"},
-                  servers={"shared": True, "idle_s": 600})
+                  servers={**config.get("servers", {}), "shared": True, "idle_s": 600})
     return config
 
 

@@ -25,20 +25,31 @@ leaves a grammar-constrained actor no way to take it.  ``uptime`` is printed fir
 
 Screening many tasks.  ``--offset k`` skips the first ``k`` tasks of the seeded order (so
 ``--offset 3 --episodes 10`` screens the 4th to 13th task of the type), ``--task-ids``
-names the tasks of a cell explicitly (``--cells env:type`` then only labels the rows), and
+names the tasks of a cell explicitly (each id goes to the cell of its type), and
 ``--per-task`` prints one line per task and budget: won, the first winning step, the
 score at the budget and the steps played; the summary table then lists the tasks won.
+
+Sampling.  ``--temperature T [T ...]`` (and ``--top-p P``) replaces the temperature (top_p)
+of the compared chat endpoints' ``params`` for this screen only, in this process
+(:func:`sampling`; ``config/models.yaml`` and the defaults are untouched): each temperature
+is one pass over the cells, in the order given.  The seed stays what the model layer sets per
+request (the endpoint's seed plus the actor's sample index), and the cache key holds the
+changed params, so each temperature's calls are fresh.  Without ``--temperature`` the
+endpoint's own params play (``smollm2``: temperature 0.0, greedy).  Rows print the temperature
+(``-``: the endpoint's own).
 
     python benchmarks/bench_default_tasks.py --models smollm2 --episodes 4 --budgets 6 10 15 \
         --listed 10 20 --listing sample ranked --cells scienceworld:lifespan-shortest-lived alfworld:pick_and_place_simple \
         [--simplification easy] [--gold-check] [--tasks-dir results/tasks] [--alfworld-root ...]
-        [--offset 3] [--task-ids lifespan-longest-lived:110 ...] [--per-task]
+        [--offset 3] [--task-ids lifespan-longest-lived:110 ...] [--per-task] [--temperature 1.0 0.7] [--top-p 0.95]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import subprocess
 import sys
 import tempfile
@@ -60,6 +71,39 @@ DEFAULT_CELLS = (
 
 def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+@contextlib.contextmanager
+def sampling(models, temperature: float | None, top_p: float | None):
+    """While open, every client this process opens (:func:`hindsight.llm.open_client`) sees the
+    chat endpoints ``models`` with ``temperature`` / ``top_p`` (None: unchanged) in their params:
+    an in-process variant of the registry entry, so the request and its cache key carry them."""
+    from hindsight.llm import session
+
+    over = {k: v for k, v in (("temperature", temperature), ("top_p", top_p)) if v is not None}
+    original = session.check_config
+
+    def varied(config, *a, **kw):
+        endpoints = original(config, *a, **kw)
+        return {name: (dataclasses.replace(ep, params={**ep.params, **over})
+                       if over and name in models and ep.task == "chat" else ep)
+                for name, ep in endpoints.items()}
+
+    session.check_config = varied
+    try:
+        yield
+    finally:
+        session.check_config = original
+
+
+def of_type(env: str, typ: str, task: str) -> bool:
+    """Whether ``--task-ids`` entry ``task`` belongs to cell ``env:typ`` (ScienceWorld
+    ``type:variation``, ALFWorld ``split/type-...-scene/trial``; other envs: every id)."""
+    if env == "scienceworld":
+        return task.partition(":")[0] == typ
+    if env == "alfworld":
+        return task.rpartition("/")[0].rpartition("/")[2].startswith(f"{typ}-") or task.startswith(f"{typ}-")
+    return True
 
 
 def env_options(env: str, args) -> dict:
@@ -134,9 +178,51 @@ def per_task(episodes, steps) -> list[dict]:
     return out
 
 
-async def main_async(args) -> None:
+async def screen(args, model: str, temp: float | None, first: bool, cfg_args, work: Path, h: dict, seed: int,
+                 rows: list[dict], gold: list[str]) -> None:
+    """One pass over the cells for ``model`` at temperature ``temp`` (None: the endpoint's own);
+    the gold-listing check runs on the first model's first pass only."""
     from hindsight.studies.history.design import episode_seed
 
+    out = work / f"temperature-{'endpoint' if temp is None else temp}"
+    out.mkdir(exist_ok=True)
+    for cell in args.cells:
+        env, _, typ = cell.partition(":")
+        if args.task_ids:
+            tasks = [t for t in args.task_ids if of_type(env, typ, t)]
+        else:
+            tasks = base.pick_tasks(args.tasks_dir, env, typ, h["splits"][env],
+                                    args.offset + args.episodes, seed)[args.offset:]
+        if not tasks:
+            continue
+        seeds = [episode_seed(seed, env, t) for t in tasks]
+        for listed, listing in [(c, m) for c in args.listed for m in args.listing]:
+            if args.gold_check and model == args.models[0] and first:
+                hit, total, first_hits = gold_listed_share(env, tasks, seeds, listed, args, listing)
+                gold.append(f"{env} {typ} listed {listed} {listing}: gold action listed at {hit}/{total} "
+                            f"gold steps, at step 1 in {first_hits}/{len(tasks)} tasks")
+                print(gold[-1], flush=True)
+            if args.gold_only:
+                continue
+            run = argparse.Namespace(max_actions=max(args.budgets), listed=listed, condition="raw",
+                                     simplification=args.simplification, alfworld_root=args.alfworld_root,
+                                     in_flight=args.in_flight, listing=listing)
+            r = await base.run_cell(base.bench_config(cfg_args, work), model, env, typ, tasks, run, out)
+            stem = out / f"{model}-{env}-{typ}"
+            new = budget_rows(model, env, typ, listed, stem, r["wall_s"], sorted(args.budgets), listing)
+            for row in new:
+                row["load"] = r["load"]
+                row["temperature"] = "-" if temp is None else f"{temp:g}"
+                print(fmt(row), flush=True)
+                if args.per_task:
+                    for t in row["tasks"]:
+                        print(f"    {t['task']:48s} budget {row['budget']:2d}: "
+                              f"{'WON at step ' + str(t['first_win']) if t['won'] else 'not won'}, "
+                              f"score {t['score']:.0f}, {t['steps']} steps", flush=True)
+            rows += new
+
+
+async def main_async(args) -> None:
     print(f"uptime at start: {uptime()}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="bench-default-tasks-"))
     cfg_args = argparse.Namespace(models=args.models)
@@ -145,45 +231,16 @@ async def main_async(args) -> None:
     seed = args.seed if args.seed is not None else int(h["seed"])
     rows: list[dict] = []
     gold: list[str] = []
+    temps = args.temperature or [None]
     try:
         for model in args.models:
             if not args.gold_only:
                 t0 = time.monotonic()
                 await base.warm(config, model)
                 print(f"{model}: server warm in {time.monotonic() - t0:.0f} s", flush=True)
-            for cell in args.cells:
-                env, _, typ = cell.partition(":")
-                if args.task_ids:
-                    tasks = [t for t in args.task_ids if t.partition(":")[0] == typ or env != "scienceworld"]
-                else:
-                    tasks = base.pick_tasks(args.tasks_dir, env, typ, h["splits"][env],
-                                            args.offset + args.episodes, seed)[args.offset:]
-                if not tasks:
-                    continue
-                seeds = [episode_seed(seed, env, t) for t in tasks]
-                for listed, listing in [(c, m) for c in args.listed for m in args.listing]:
-                    if args.gold_check and model == args.models[0]:
-                        hit, total, first = gold_listed_share(env, tasks, seeds, listed, args, listing)
-                        gold.append(f"{env} {typ} listed {listed} {listing}: gold action listed at {hit}/{total} "
-                                    f"gold steps, at step 1 in {first}/{len(tasks)} tasks")
-                        print(gold[-1], flush=True)
-                    if args.gold_only:
-                        continue
-                    run = argparse.Namespace(max_actions=max(args.budgets), listed=listed, condition="raw",
-                                             simplification=args.simplification, alfworld_root=args.alfworld_root,
-                                             in_flight=args.in_flight, listing=listing)
-                    r = await base.run_cell(base.bench_config(cfg_args, work), model, env, typ, tasks, run, work)
-                    stem = work / f"{model}-{env}-{typ}"
-                    new = budget_rows(model, env, typ, listed, stem, r["wall_s"], sorted(args.budgets), listing)
-                    for row in new:
-                        row["load"] = r["load"]
-                        print(fmt(row), flush=True)
-                        if args.per_task:
-                            for t in row["tasks"]:
-                                print(f"    {t['task']:48s} budget {row['budget']:2d}: "
-                                      f"{'WON at step ' + str(t['first_win']) if t['won'] else 'not won'}, "
-                                      f"score {t['score']:.0f}, {t['steps']} steps", flush=True)
-                    rows += new
+            for temp in temps:
+                with sampling([model], temp, args.top_p):
+                    await screen(args, model, temp, temp == temps[0], cfg_args, work, h, seed, rows, gold)
     finally:
         from hindsight.llm.shared import server_dir, stop_all
 
@@ -191,17 +248,23 @@ async def main_async(args) -> None:
     print(f"\nsettings: seed {seed}, {args.episodes} episodes per cell from offset {args.offset}"
           f"{' (tasks named)' if args.task_ids else ''}, ScienceWorld simplification "
           f"{args.simplification!r}, work folder {work}")
-    print("| model | env | type | listed | listing | budget | episodes | wins | mean score | minutes | wins/min | pairs |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    shown = " ".join("-" if t is None else f"{t:g}" for t in temps)
+    top_p = "the endpoint's own" if args.top_p is None else args.top_p
+    print(f"sampling: temperature {shown} ('-': the endpoint's own), top_p {top_p}; seed per request as the model layer sets it")
+    print("| model | env | type | listed | listing | temperature | budget | episodes | wins | mean score | minutes | "
+          "wins/min | pairs |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['model']} | {r['env']} | {r['type']} | {r['listed']} | {r['listing']} | {r['budget']} | "
+        print(f"| {r['model']} | {r['env']} | {r['type']} | {r['listed']} | {r['listing']} | {r['temperature']} | "
+              f"{r['budget']} | "
               f"{r['episodes']} | "
               f"{r['won']} | {r['score']:.2f} | {r['minutes']:.1f} | {r['won'] / max(1e-9, r['minutes']):.2f} | "
               f"{r['pairs']} |")
     if args.per_task:
         for r in rows:
             won = [f"{t['task']} (step {t['first_win']})" for t in r["tasks"] if t["won"]]
-            print(f"won by {r['model']} {r['env']} {r['type']} listed {r['listed']} {r['listing']} budget "
+            print(f"won by {r['model']} {r['env']} {r['type']} listed {r['listed']} {r['listing']} "
+                  f"temperature {r['temperature']} budget "
                   f"{r['budget']}: {', '.join(won) or 'none'}")
     for line in gold:
         print(line)
@@ -210,7 +273,7 @@ async def main_async(args) -> None:
 
 def fmt(r: dict) -> str:
     return (f"{r['model']:10s} {r['env']:12s} {r['type']:44s} listed {r['listed']} {r['listing']} "
-            f"budget {r['budget']:2d}: "
+            f"temperature {r['temperature']} budget {r['budget']:2d}: "
             f"{r['won']}/{r['episodes']} won, score {r['score']:.2f}, {r['minutes']:.1f} min, "
             f"{r['won'] / max(1e-9, r['minutes']):.2f} wins/min, {r['pairs']} with a repeated pair, "
             f"{r['steps']} steps; load {r['load']}")
@@ -230,7 +293,10 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=None, help="task selection seed (default: history.seed)")
     p.add_argument("--offset", type=int, default=0, help="skip the first OFFSET tasks of the seeded order")
     p.add_argument("--task-ids", nargs="+", default=None,
-                   help="play these tasks (ScienceWorld ids go to the cell of their type)")
+                   help="play these tasks (ScienceWorld and ALFWorld ids go to the cell of their type)")
+    p.add_argument("--temperature", nargs="+", type=float, default=None,
+                   help="sampling temperatures screened, one pass over the cells each (default: the endpoint's params)")
+    p.add_argument("--top-p", type=float, default=None, help="top_p for the screen (default: the endpoint's params)")
     p.add_argument("--per-task", action="store_true", help="print won / first winning step per task")
     p.add_argument("--gold-check", action="store_true", help="also check the gold action against each listing")
     p.add_argument("--gold-only", action="store_true", help="only the gold-listing check (no model)")
