@@ -50,7 +50,8 @@ KEY_ENV: tuple[str, ...] = ("PYTHONHASHSEED", "PYTHONPATH", "OMP_NUM_THREADS", "
                             "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                             "NUMEXPR_NUM_THREADS")
 """Variables read when the server's imports load (the hash seed; the BLAS thread counts that
-Snakemake sets per job from its ``threads``): a job with other values gets another server."""
+Snakemake sets per job from its ``threads``; every other ``PYTHON*`` variable too): a job with
+other values gets another server."""
 
 START_TIMEOUT_S = 120.0
 PACKAGE = Path(__file__).resolve().parent
@@ -92,8 +93,10 @@ def code_files(scripts: str | os.PathLike[str]) -> list[tuple[str, int, int]]:
 def server_key(scripts: str | os.PathLike[str], path: list[str] | None = None) -> str:
     """Interpreter, package folder, ``sys.path``, :data:`KEY_ENV` and :func:`code_files`: an
     edit to any module or script (or another interpreter or hash seed) gets a new server."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}  # PYTHONWARNINGS, PYTHONUNBUFFERED, ...
+    env.update({k: os.environ.get(k) for k in KEY_ENV})
     ident = {"python": sys.executable, "package": str(PACKAGE), "path": list(sys.path if path is None else path),
-             "env": {k: os.environ.get(k) for k in KEY_ENV}, "code": code_files(scripts)}
+             "env": env, "code": code_files(scripts)}
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -202,7 +205,7 @@ def send(sock: socket.socket, req: dict[str, Any]) -> None:
 
 
 def wait(sock: socket.socket) -> int:
-    """After the child's pid (``P``): forward SIGINT/SIGTERM/SIGHUP to it, wait for its status
+    """After the child's ``P``, its pid: forward SIGINT/SIGTERM/SIGHUP to it, wait for its status
     (``S``, from the child itself or from the server that reaped it) and return it."""
     child = struct.unpack(">q", _recv_exact(sock, 8))[0]
 
@@ -234,13 +237,13 @@ def hand_over(smk: Any, script: str) -> None:
         sock = connect(smk.config, os.path.dirname(os.path.abspath(script)))
         try:
             send(sock, request(smk, script))
-            tag = _recv_exact(sock, 1)  # the server closes without a "P" when it refuses to fork
+            tag = _recv_exact(sock, 1)  # the child's "P"; none when the server refused to fork
             if tag != b"P":
                 raise Unavailable(f"unexpected reply {tag!r}")
         except BaseException:
             sock.close()
             raise
-    except (Unavailable, OSError, EOFError, ValueError, KeyError, TypeError, pickle.PicklingError) as exc:
+    except Exception as exc:  # noqa: BLE001  (no child has the job yet: it runs here)
         print(f"job server: unavailable ({exc!r}); running the job in its own process", file=sys.stderr, flush=True)
         return
     code = wait(sock)

@@ -250,6 +250,9 @@ def _child(conn: socket.socket, keep_out: list[Any]) -> None:
             os.dup2(fd, target)
         for fd in fds:
             os.close(fd)
+        # "P" and this pid: the job's process now waits for this child's status; until it has
+        # them it may still run the job itself, so nothing of the job runs before they are sent
+        conn.sendall(b"P" + struct.pack(">q", os.getpid()))
         _watch_client(conn, done)
         os.chdir(req["cwd"])
         os.environ.clear()
@@ -361,10 +364,6 @@ def serve_forever(address: str, info: Path, lock: Path, idle_s: float, scripts: 
             _child(conn, keep_out)
         children[pid] = conn
         forked += 1
-        try:
-            conn.sendall(b"P" + struct.pack(">q", pid))
-        except OSError:
-            pass
 
     def reap() -> None:
         while children:
