@@ -38,13 +38,13 @@ PER_CELL_SERVER = {"shared": False, "idle_s": 30}
 
 def embedded_config(tmp_path: Path, servers: dict[str, Any] | None = PER_CELL_SERVER) -> dict[str, Any]:
     """The default config on the repository's models file (the embedded models), with its
-    response cache under ``tmp_path``; ``servers`` replaces the config's section (default:
-    a per-cell server; ``None`` keeps the config's own)."""
+    response cache under ``tmp_path``; ``servers`` overrides keys of the config's section
+    (default: a per-cell server; ``None`` keeps the config's own)."""
     cfg = base_config()
     cfg["models_file"] = str(REPO / "config" / "models.yaml")
     cfg["cache"] = {"path": str(tmp_path / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}
     if servers is not None:
-        cfg["servers"] = dict(servers)
+        cfg["servers"] = {**cfg["servers"], **servers}
     return cfg
 
 

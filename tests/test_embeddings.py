@@ -315,7 +315,7 @@ def test_numpy_encoder_runs_the_papers_mpnet_as_sentence_transformers_does():
 def test_embedded_embedder_answers_offline_through_the_client(tmp_path):
     cfg = copy.deepcopy(base_config())
     cfg["cache"] = {"path": str(tmp_path / "c.sqlite"), "mode": "use", "backend": "sqlite"}
-    cfg["servers"] = {"shared": False, "idle_s": 30}  # the per-cell server (shared: tests/test_llm_shared.py)
+    cfg["servers"] = {**cfg["servers"], "shared": False, "idle_s": 30}  # the per-cell server (shared: tests/test_llm_shared.py)
     texts = REFERENCE["texts"][:5]
 
     async def run():
