@@ -54,7 +54,7 @@ from typing import Any
 
 from hindsight import jobclient
 from hindsight.files import atomic_write_text
-from hindsight.leases import IdleClock, locked, read_info
+from hindsight.leases import IdleClock, locked, peer_uid, read_info, same_user
 
 BASE_MODULES: tuple[str, ...] = (
     "numpy", "pandas", "pyarrow", "pyarrow.parquet", "jsonschema", "yaml", "snakemake.script",
@@ -402,7 +402,11 @@ def serve_forever(address: str, info: Path, lock: Path, idle_s: float, scripts: 
             accepted = listener in ready
             if accepted:
                 conn, _ = listener.accept()
-                fork(conn)
+                if same_user(conn):
+                    fork(conn)
+                else:
+                    print(f"jobserver: refused a connection from user {peer_uid(conn)}", flush=True)
+                    conn.close()
             if not clock.expired(bool(children) or accepted):
                 continue
             with locked(lock):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import socket
+import struct
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +23,21 @@ from typing import Any, Iterator, Mapping
 def server_dir(config: Mapping[str, Any]) -> Path:
     """The folder of a run's shared processes on each machine: beside the response cache."""
     return Path(config["cache"]["path"]).parent / "servers"
+
+
+def peer_uid(conn: socket.socket) -> int | None:
+    """The user id of the process on the other end of a Unix socket (``SO_PEERCRED``), or ``None``."""
+    try:
+        return struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[1]
+    except OSError:
+        return None
+
+
+def same_user(conn: socket.socket) -> bool:
+    """Whether the peer of ``conn`` runs as this process's user.  The fork and job servers listen
+    on abstract Unix sockets, which have no file permissions: any local user could connect, and
+    what they send is unpickled, so a server serves only its own user."""
+    return peer_uid(conn) == os.getuid()
 
 
 def alive(pid: int) -> bool:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from hindsight.files import atomic_write_text
-from hindsight.leases import IdleClock, alive, locked, read_info, server_dir
+from hindsight.leases import IdleClock, alive, locked, peer_uid, read_info, same_user, server_dir
 
 log = logging.getLogger(__name__)
 
@@ -313,7 +313,11 @@ def serve_forever(name: str, warm: Mapping[str, Any], address: str, info: Path, 
         ready, _, _ = select.select([listener], [], [], poll_s)
         if ready:
             conn, _ = listener.accept()
-            fork(conn)
+            if same_user(conn):
+                fork(conn)
+            else:
+                log.warning("refused a connection from user %s", peer_uid(conn))
+                conn.close()
         while children:
             pid, _ = os.waitpid(-1, os.WNOHANG)
             if pid == 0:

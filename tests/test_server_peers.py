@@ -1,0 +1,65 @@
+"""The fork and job servers listen on abstract Unix sockets (no file permissions) and unpickle
+what a client sends, so they serve only their own user (:func:`hindsight.leases.same_user`)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from hindsight.leases import peer_uid, same_user
+
+NOBODY = 65534
+
+
+def _listener() -> tuple[socket.socket, str]:
+    address = f"hindsight-test-peer-{os.getpid()}"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind("\0" + address)
+    sock.listen(1)
+    return sock, address
+
+
+def test_a_connection_of_this_user_is_served():
+    listener, address = _listener()
+    with listener, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.connect("\0" + address)
+        conn, _ = listener.accept()
+        with conn:
+            assert peer_uid(conn) == os.getuid()
+            assert same_user(conn)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="connecting as another user needs root to switch users")
+def test_a_connection_of_another_user_is_refused():
+    listener, address = _listener()
+    code = ("import os, socket, sys, time; os.setgid(%d); os.setuid(%d); "
+            "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect('\\0' + sys.argv[1]); "
+            "time.sleep(5)") % (NOBODY, NOBODY)
+    with listener:
+        proc = subprocess.Popen([sys.executable, "-c", code, address])
+        try:
+            listener.settimeout(20)
+            conn, _ = listener.accept()
+            with conn:
+                assert peer_uid(conn) == NOBODY
+                assert not same_user(conn)
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def test_both_servers_check_the_peer_before_forking():
+    """Each server's accept loop refuses another user's connection before it forks."""
+    from pathlib import Path
+
+    import hindsight.envs.forkserver as forkserver
+    import hindsight.jobserver as jobserver
+
+    for module in (forkserver, jobserver):
+        text = Path(module.__file__).read_text()
+        accept = text.index("listener.accept()")
+        assert "if same_user(conn):" in text[accept:accept + 200], module.__name__
