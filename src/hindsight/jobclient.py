@@ -29,13 +29,12 @@ import pickle
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from hindsight.leases import alive, locked, read_info
+from hindsight.leases import alive, locked, read_info, start_detached
 
 SERVED: dict[str, Any] | None = None
 """In a child forked by the job server: what the client measured at the hand-over
@@ -129,19 +128,7 @@ def start(p: dict[str, Path], key: str, scripts: str, idle_s: float) -> dict[str
             "from hindsight.jobserver import main; main(sys.argv[2:])")
     cmd = [sys.executable, "-c", boot, json.dumps(sys.path), "--address", address, "--info", str(p["info"]),
            "--lock", str(p["lock"]), "--idle", str(idle_s), "--scripts", str(scripts), "--package", str(PACKAGE)]
-    p["log"].parent.mkdir(parents=True, exist_ok=True)
-    with open(p["log"], "ab") as logf:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        info = read_info(p["info"])
-        if info is not None and int(info.get("pid", -1)) == proc.pid:
-            return info
-        if proc.poll() is not None:
-            raise Unavailable(f"the job server exited (code {proc.returncode}) while starting; see {p['log']}")
-        time.sleep(0.02)
-    proc.kill()
-    raise Unavailable(f"the job server did not start within {START_TIMEOUT_S:.0f} s; see {p['log']}")
+    return start_detached(cmd, p["info"], p["log"], "the job server", START_TIMEOUT_S, 0.02, Unavailable)
 
 
 def connect(config: Any, scripts: str) -> socket.socket:

@@ -54,7 +54,7 @@ from typing import Any
 
 from hindsight import jobclient
 from hindsight.files import atomic_write_text
-from hindsight.leases import IdleClock, locked, peer_uid, read_info, same_user
+from hindsight.leases import IdleClock, peer_uid, read_info, retire, same_user
 
 BASE_MODULES: tuple[str, ...] = (
     "numpy", "pandas", "pyarrow", "pyarrow.parquet", "jsonschema", "yaml", "snakemake.script",
@@ -409,15 +409,9 @@ def serve_forever(address: str, info: Path, lock: Path, idle_s: float, scripts: 
                     conn.close()
             if not clock.expired(bool(children) or accepted):
                 continue
-            with locked(lock):
-                pending, _, _ = select.select([listener], [], [], 0)
-                if pending:  # a job connected while the clock ran out: it keeps the server
-                    clock.reset()
-                    continue
-                current = read_info(info)
-                if current is not None and int(current.get("pid", -1)) == os.getpid():
-                    info.unlink(missing_ok=True)
-                listener.close()
+            if not retire(listener, lock, info):  # a job connected while the clock ran out: it keeps the server
+                clock.reset()
+                continue
             why = f"idle {idle_s:.0f} s"
             return
     finally:

@@ -13,11 +13,13 @@ import fcntl
 import json
 import os
 import socket
+import select
 import struct
+import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 
 def server_dir(config: Mapping[str, Any]) -> Path:
@@ -106,3 +108,39 @@ class IdleClock:
 
     def reset(self) -> None:
         self.since = None
+
+
+def start_detached(cmd: Sequence[str], info: Path, log: Path, what: str, timeout_s: float, poll_s: float,
+                   error: type[Exception]) -> dict[str, Any]:
+    """Start ``cmd`` in its own session, output appended to ``log``, and wait until it has
+    written ``info`` with its own pid (the caller holds the server's lock); ``error`` (naming
+    ``what`` and the log) if it exits first or does not within ``timeout_s``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as logf:
+        proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = read_info(info)
+        if found is not None and int(found.get("pid", -1)) == proc.pid:
+            return found
+        if proc.poll() is not None:
+            raise error(f"{what} exited (code {proc.returncode}) while starting; see {log}")
+        time.sleep(poll_s)
+    proc.kill()
+    raise error(f"{what} did not start within {timeout_s:.0f} s; see {log}")
+
+
+def retire(listener: socket.socket, lock: Path, info: Path) -> bool:
+    """Under ``lock``: ``False`` if a client is already waiting on ``listener`` (it keeps the
+    server); else drop ``info`` if it is still this process's and close ``listener``: ``True``,
+    and no client can join a leaving server."""
+    with locked(lock):
+        pending, _, _ = select.select([listener], [], [], 0)
+        if pending:
+            return False
+        current = read_info(info)
+        if current is not None and int(current.get("pid", -1)) == os.getpid():
+            info.unlink(missing_ok=True)
+        listener.close()
+        return True

@@ -37,7 +37,6 @@ import pickle
 import select
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -45,7 +44,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from hindsight.files import atomic_write_text
-from hindsight.leases import IdleClock, alive, locked, peer_uid, read_info, same_user, server_dir
+from hindsight.leases import IdleClock, alive, locked, peer_uid, read_info, retire, same_user, server_dir, start_detached
 
 log = logging.getLogger(__name__)
 
@@ -140,18 +139,7 @@ def _start(name: str, warm: Mapping[str, Any], p: Mapping[str, Path], key: str, 
     address = f"hindsight-envfork-{name}-{key}-{os.getpid()}-{time.time_ns()}"
     cmd = [sys.executable, "-m", "hindsight.envs.forkserver", "--name", name, "--warm", json.dumps(dict(warm)),
            "--address", address, "--info", str(p["info"]), "--lock", str(p["lock"]), "--idle", str(idle_s)]
-    with open(p["log"], "ab") as logf:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        info = read_info(p["info"])
-        if info is not None and int(info.get("pid", -1)) == proc.pid:
-            return info
-        if proc.poll() is not None:
-            raise Unavailable(f"the {name} fork server exited (code {proc.returncode}) while starting; see {p['log']}")
-        time.sleep(0.05)
-    proc.kill()
-    raise Unavailable(f"the {name} fork server did not start within {START_TIMEOUT_S:.0f} s; see {p['log']}")
+    return start_detached(cmd, p["info"], p["log"], f"the {name} fork server", START_TIMEOUT_S, 0.05, Unavailable)
 
 
 def open_child(name: str, options: Mapping[str, Any]) -> socket.socket:
@@ -325,15 +313,9 @@ def serve_forever(name: str, warm: Mapping[str, Any], address: str, info: Path, 
             children.discard(pid)
         if not clock.expired(bool(children) or bool(ready)):
             continue
-        with locked(lock):
-            ready, _, _ = select.select([listener], [], [], 0)
-            if ready:  # a job connected while the clock ran out: it keeps the server
-                clock.reset()
-                continue
-            current = read_info(info)
-            if current is not None and int(current.get("pid", -1)) == os.getpid():
-                info.unlink(missing_ok=True)
-            listener.close()
+        if not retire(listener, lock, info):  # a job connected while the clock ran out: it keeps the server
+            clock.reset()
+            continue
         print(f"envfork {name}: idle {idle_s:.0f} s after {forked} children, stopping", flush=True)
         return
 
