@@ -34,16 +34,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hindsight.leases import alive, locked, read_info, start_detached
+from hindsight.leases import (  # noqa: F401  (CLUSTER_VARIABLES: re-exported)
+    CLUSTER_VARIABLES, alive, cluster_job, connect_abstract, locked, read_info, server_dir, start_detached,
+)
 
 SERVED: dict[str, Any] | None = None
 """In a child forked by the job server: what the client measured at the hand-over
 (``client_cpu_s``, ``started_at`` as a Unix time, ``client_pid``, ``server_pid``);
 ``None`` in a job's own process."""
-
-CLUSTER_VARIABLES: tuple[str, ...] = ("SLURM_JOB_ID", "KUBERNETES_SERVICE_HOST")
-"""As :data:`hindsight.envs.forkserver.CLUSTER_VARIABLES` (the job server is off there too:
-Slurm ends every process of a job's cgroup with the job)."""
 
 KEY_ENV: tuple[str, ...] = ("PYTHONHASHSEED", "PYTHONPATH", "OMP_NUM_THREADS", "GOTO_NUM_THREADS",
                             "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
@@ -59,10 +57,6 @@ NAME = "jobserver"
 
 class Unavailable(RuntimeError):
     """No job server could be used; the script runs in its own process."""
-
-
-def cluster_job() -> str | None:
-    return next((v for v in CLUSTER_VARIABLES if os.environ.get(v)), None)
 
 
 def enabled(config: Any) -> bool:
@@ -106,21 +100,6 @@ def paths(folder: str | os.PathLike[str], key: str) -> dict[str, Path]:
     return {"info": base / f"{stem}.json", "lock": base / f"{stem}.lock", "log": base / f"{stem}.log"}
 
 
-def server_folder(config: Any) -> Path:
-    """As :func:`hindsight.leases.server_dir`: beside the response cache."""
-    return Path(config["cache"]["path"]).parent / "servers"
-
-
-def _connect(address: str) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect("\0" + address)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
 def start(p: dict[str, Path], key: str, scripts: str, idle_s: float) -> dict[str, Any]:
     """Start a server (the caller holds the lock) and wait for its info file."""
     address = f"hindsight-{NAME}-{key}-{os.getpid()}-{time.time_ns()}"
@@ -134,16 +113,16 @@ def start(p: dict[str, Path], key: str, scripts: str, idle_s: float) -> dict[str
 def connect(config: Any, scripts: str) -> socket.socket:
     """A connection to this machine's job server for ``config`` (started if none is alive)."""
     key = server_key(scripts)
-    p = paths(server_folder(config), key)
+    p = paths(server_dir(config), key)
     with locked(p["lock"]):
         info = read_info(p["info"])
         if info is not None and alive(int(info["pid"])):
             try:
-                return _connect(str(info["address"]))
+                return connect_abstract(str(info["address"]))
             except OSError:
                 pass
         info = start(p, key, scripts, float(config["servers"]["idle_s"]))
-        return _connect(str(info["address"]))
+        return connect_abstract(str(info["address"]))
 
 
 def _process_start() -> float | None:

@@ -27,6 +27,29 @@ def server_dir(config: Mapping[str, Any]) -> Path:
     return Path(config["cache"]["path"]).parent / "servers"
 
 
+CLUSTER_VARIABLES: tuple[str, ...] = ("SLURM_JOB_ID", "KUBERNETES_SERVICE_HOST")
+
+
+def cluster_job() -> str | None:
+    """The variable that says this job runs under a cluster executor, or ``None``.
+
+    There the fork servers and the job server stay off: Slurm ends every process of a job's
+    cgroup with the job, so a server started by one job (and the children it forked for
+    others) would die with it; a Kubernetes pod holds one job anyway."""
+    return next((v for v in CLUSTER_VARIABLES if os.environ.get(v)), None)
+
+
+def connect_abstract(address: str) -> socket.socket:
+    """A stream connection to the Unix socket ``address`` in Linux's abstract namespace."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect("\0" + address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def peer_uid(conn: socket.socket) -> int | None:
     """The user id of the process on the other end of a Unix socket (``SO_PEERCRED``), or ``None``."""
     try:

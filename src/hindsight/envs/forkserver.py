@@ -44,7 +44,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from hindsight.files import atomic_write_text
-from hindsight.leases import IdleClock, alive, locked, peer_uid, read_info, retire, same_user, server_dir, start_detached
+from hindsight.leases import (  # noqa: F401  (CLUSTER_VARIABLES: re-exported)
+    CLUSTER_VARIABLES, IdleClock, alive, cluster_job, connect_abstract, locked, peer_uid, read_info, retire,
+    same_user, server_dir, start_detached,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +72,6 @@ def configure(config: Mapping[str, Any] | None) -> None:
         use(None)
         return
     use(server_dir(config), float(config["servers"]["idle_s"]))  # type: ignore[arg-type,index]
-
-
-CLUSTER_VARIABLES: tuple[str, ...] = ("SLURM_JOB_ID", "KUBERNETES_SERVICE_HOST")
-
-
-def cluster_job() -> str | None:
-    """The variable that says this job runs under a cluster executor, or ``None``.
-
-    There fork servers stay off: Slurm ends every process of a job's cgroup with the job,
-    so a server started by one job (and the children it forked for others) would die with
-    it; a Kubernetes pod holds one job anyway."""
-    return next((v for v in CLUSTER_VARIABLES if os.environ.get(v)), None)
 
 
 def use(folder: str | os.PathLike[str] | None, idle_s: float = 30.0) -> None:
@@ -124,16 +115,6 @@ def paths(folder: str | os.PathLike[str], name: str, key: str) -> dict[str, Path
     return {"info": base / f"{stem}.json", "lock": base / f"{stem}.lock", "log": base / f"{stem}.log"}
 
 
-def _connect(address: str) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect("\0" + address)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
 def _start(name: str, warm: Mapping[str, Any], p: Mapping[str, Path], key: str, idle_s: float) -> dict[str, Any]:
     """Start a server (the caller holds the lock) and wait for its info file."""
     address = f"hindsight-envfork-{name}-{key}-{os.getpid()}-{time.time_ns()}"
@@ -157,12 +138,12 @@ def open_child(name: str, options: Mapping[str, Any]) -> socket.socket:
             sock = None
             if info is not None and alive(int(info["pid"])):
                 try:
-                    sock = _connect(str(info["address"]))
+                    sock = connect_abstract(str(info["address"]))
                 except OSError:
                     sock = None
             if sock is None:
                 info = _start(name, warm, p, key, cfg["idle_s"])
-                sock = _connect(str(info["address"]))
+                sock = connect_abstract(str(info["address"]))
             request = {"name": name, "options": dict(options), "cwd": os.getcwd(), "env": dict(os.environ)}
             payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
             sys.stdout.flush()
