@@ -125,7 +125,7 @@ def connect(config: Any, scripts: str) -> socket.socket:
         return connect_abstract(str(info["address"]))
 
 
-def _process_start() -> float | None:
+def process_start() -> float | None:
     """This process's start as a Unix time (Linux ``/proc``), or ``None``."""
     try:
         fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
@@ -149,7 +149,7 @@ def request(smk: Any, script: str) -> dict[str, Any]:
     t = os.times()
     return {"snakemake": smk, "script": os.path.abspath(script), "cwd": os.getcwd(), "env": dict(os.environ),
             "argv": list(sys.argv), "path": list(sys.path), "client_pid": os.getpid(),
-            "client_cpu_s": t.user + t.system, "started_at": _process_start(),
+            "client_cpu_s": t.user + t.system, "started_at": process_start(),
             "fds": [fd for fd in (0, 1, 2) if _is_open(fd)]}
 
 

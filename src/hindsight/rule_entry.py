@@ -131,12 +131,10 @@ def format_cost(cost: Mapping[str, float | None]) -> str:
 
 def _process_age() -> float | None:
     """Seconds since this process started (Linux ``/proc``), or ``None``."""
-    try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return None
+    from hindsight.jobclient import process_start
+
+    started = process_start()
+    return None if started is None else max(0.0, time.time() - started)
 
 
 def spec_path(first_output: str | os.PathLike[str]) -> Path:
