@@ -22,14 +22,17 @@ which every ScienceWorld object of the process reads when built with ``join_admi
 and which process-backed children (spawned or forked) inherit.  A process that never read the
 config (a bare ``ScienceWorldEnv()`` in a script or a test) and has no such variable takes the
 items one by one; ``join_admissible=True``/``False`` decides for one object.  The join changes
-no action list, but it changes what the JVM does between steps: with it the history golden cells
-(tests/history/test_history_unchanged.py, made item by item) print the doors of a "You also see:
-..." line in another order (seen 2 December), so they pin ``join_admissible: false``.  The likely
-cause, not proven: ScienceWorld orders them by Java identity hashes, whose sequence follows how
-many objects the JVM has hashed, py4j's proxies included, and one round trip instead of hundreds
-shifts it.  Either way a run is reproducible: the same actions in a fresh process give the same
-observations and action lists, byte for byte (tests/envs/test_scienceworld.py checks both
-settings in two fresh processes each).
+no output: the history golden cells (tests/history/test_history_unchanged.py) are made with it.
+
+Every object's JVM starts with a constant identity hash (:data:`JVM_OPTIONS`).  Under HotSpot's
+default the order of a room's objects and doors in an observation followed the JVM's identity
+hashes, seeded per thread from how many threads (compiler, GC, py4j) the JVM had started: another
+garbage collector, ``-Xint``, the join (fewer py4j round trips) or a busy machine (compiler
+threads started at other moments) printed another order, now and then even between two fresh
+runs.  With the constant hash the order is that in which objects were added, so the same
+actions in a fresh process give the same observations and action lists, byte for byte, under
+every JVM variant tried (tests/envs/test_scienceworld.py runs the second process with another
+collector, with and without the join).
 
 ``won`` is the engine's own completion flag (``getCompleted``); a failed task ends with
 score -100 and ``done``.  ``score`` is on the engine's 0-100 scale and ``reward`` is its
@@ -47,6 +50,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from typing import Any, Sequence
 
 from hindsight.envs.base import Env, Observation, RestoreMismatch
@@ -110,6 +114,32 @@ def same_observation(got: str, recorded: str) -> bool:
     return a is not None and b is not None and sorted(a) == sorted(b)
 
 
+# HotSpot's default identity hash (hashCode=5) seeds each JVM thread from a global random
+# sequence that every thread start advances, and ScienceWorld keeps a room's objects in hashed
+# sets: which compiler and GC threads the JVM happened to start before py4j's connection thread
+# decided the order of a room's objects and doors (seen: another order under load, with
+# -XX:+UseSerialGC and with -Xint).  A constant identity hash (hashCode=2) makes that order
+# depend on the order objects were added alone: the same output under every JVM variant tried
+# (tests/envs/test_scienceworld.py), at no measured cost per step.
+JVM_OPTIONS = ("-XX:+UnlockExperimentalVMOptions", "-XX:hashCode=2")
+_LAUNCH_LOCK = threading.Lock()
+
+
+def _start_engine(engine_class: Any) -> Any:
+    """Start ScienceWorld's JVM with :data:`JVM_OPTIONS` (through ``JAVA_TOOL_OPTIONS``, after
+    any the user set: the package's launcher takes no JVM options), restoring the variable after."""
+    with _LAUNCH_LOCK:
+        before = os.environ.get("JAVA_TOOL_OPTIONS")
+        os.environ["JAVA_TOOL_OPTIONS"] = " ".join(filter(None, (before, *JVM_OPTIONS)))
+        try:
+            return engine_class("", envStepLimit=10**9)
+        finally:
+            if before is None:
+                os.environ.pop("JAVA_TOOL_OPTIONS", None)
+            else:
+                os.environ["JAVA_TOOL_OPTIONS"] = before
+
+
 class ScienceWorldEnv(Env):
     """One JVM per object, reused across tasks; ``reset`` loads the variation afresh.
 
@@ -138,7 +168,7 @@ class ScienceWorldEnv(Env):
 
         self.simplification = simplification
         self.max_steps = max_steps
-        self.engine = _Engine("", envStepLimit=10**9)
+        self.engine = _start_engine(_Engine)
         self.server = self.engine.server
         self._task_names = tuple(self.engine.get_task_names())
         self._task_id: str | None = None

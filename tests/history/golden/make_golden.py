@@ -14,7 +14,11 @@ c1839e8).  It is now made with the current code after the faithfulness fixes of 
 executed transition, the F.2 chat reference message, the continuations' ``calibrator``
 column), which changed the continuation cells only; rollouts and probe are unchanged; and
 remade once more when call records gained the serving-contract columns (reported model,
-provider, billed cost, mismatch), which changed no episode or step content.
+provider, billed cost, mismatch), which changed no episode or step content.  Remade again (3 December) when ScienceWorld's JVM got a
+constant identity hash (``hindsight.envs.scienceworld.JVM_OPTIONS``): the order of a room's
+objects and doors in observations is now the order they were added, no longer one that varied
+with the JVM's threads; the cells now use the default joined valid-action list, which since then
+gives the same output as item by item.
 """
 
 from __future__ import annotations
