@@ -160,6 +160,19 @@ def test_memory_block_is_rendered_and_ids_kept(prompts):
         step_count=0, admissible=ADM, mode="react", memory=mem)[0]["content"]
     assert "Lessons from earlier tasks:\n- Check the fridge first.\n- Open containers.\n" in text
     assert mem.ids == ("L1", "L7")
+    # the block, the same across a candidate's episodes, comes before the task (a stable prompt
+    # prefix for the server's cache); with nothing served the verl-agent line is as it was
+    assert text.startswith("You are an expert agent operating in ") and ".\nLessons from earlier tasks:\n" in text
+    assert text.index("Open containers.") < text.index("Your task is to: t\n")
+    for fmt in ("block", "chat"):
+        bare = prompts.actor_messages(
+            env="scienceworld", task="t", history=[], current_observation="O1", current_label="Current observation",
+            step_count=0, admissible=ADM, mode="react", fmt=fmt)[0]["content"]
+        assert ". Your task is to: t\n" in bare
+        served = prompts.actor_messages(
+            env="scienceworld", task="t", history=[], current_observation="O1", current_label="Current observation",
+            step_count=0, admissible=ADM, mode="react", fmt=fmt, memory=mem)[0]["content"]
+        assert served.index("Lessons from earlier tasks:") < served.index("Your task is to: t")
     with pytest.raises(ValueError, match="duplicate lesson ids"):
         MemoryBlock((Lesson("L1", "a"), Lesson("L1", "b")))
 

@@ -69,6 +69,18 @@ def fill(template: str, **fields: Any) -> str:
     return _FIELD.sub(lambda m: str(fields[m.group(1)]) if m.group(1) in fields else m.group(0), template)
 
 
+def memory_lead(memory: MemoryBlock | None) -> str:
+    """What ``{memory}`` becomes, between the environment's sentence and the task: a space
+    when nothing is served (the verl-agent line as it was), else a line break and the block.
+
+    The served block comes before the task because it is the part of a prompt that stays the
+    same across episodes (a playbook candidate is served whole on every call): with the task
+    first, every episode's first request differed from the start, and the server's prompt
+    cache could reuse nothing of the block (issue 14)."""
+    text = memory.render() if memory is not None else ""
+    return "\n" + text if text else " "
+
+
 class HistoryPrompts(PromptFiles):
     """The loaded prompt files (``texts``: file name -> exact content), with the
     digests and version of :class:`hindsight.prompts.PromptFiles`."""
@@ -131,7 +143,7 @@ class HistoryPrompts(PromptFiles):
         with_reference = any(seg.reference for seg in history)
         common = dict(
             environment=self.environment(env), task=task,
-            memory=memory.render() if memory is not None else "",
+            memory=memory_lead(memory),
             response_instruction=self.response_instruction(mode, admissible),
             reminder=self.reminder(reminder), current_label=current_label,
             current_observation=current_observation, actions=self.actions_section(admissible),
