@@ -53,6 +53,7 @@ import re
 import threading
 from typing import Any, Sequence
 
+from hindsight.envs import scienceworld_jvm
 from hindsight.envs.base import Env, Observation, RestoreMismatch
 
 AMBIGUITY_PREFIX = "Ambiguous request:"
@@ -69,11 +70,13 @@ def join_enabled() -> bool:
 
 
 def configure(config: Any) -> None:
-    """Set this process's join (and its children's) from ``envs.scienceworld.join_admissible``."""
+    """Set this process's join (and its children's) from ``envs.scienceworld.join_admissible``,
+    and its shared JVMs from ``envs.scienceworld.shared_jvm`` (:mod:`.scienceworld_jvm`)."""
     on = config["envs"]["scienceworld"]["join_admissible"]
     if not isinstance(on, bool):
         raise ValueError(f"envs.scienceworld.join_admissible must be true or false, got {on!r}")
     os.environ[JOIN_SWITCH] = "1" if on else "0"
+    scienceworld_jvm.configure(config)
 
 
 def parse_task_id(task_id: str) -> tuple[str, int]:
@@ -125,6 +128,45 @@ JVM_OPTIONS = ("-XX:+UnlockExperimentalVMOptions", "-XX:hashCode=2")
 _LAUNCH_LOCK = threading.Lock()
 
 
+_LENT_ENGINE: list[Any] = []
+
+
+def _lent_engine(port: int) -> Any:
+    """ScienceWorld's Python wrapper over a borrowed JVM (:mod:`hindsight.envs.scienceworld_jvm`):
+    its own py4j connection and engine object; closing it ends the connection, never the JVM."""
+    if not _LENT_ENGINE:
+        import tempfile
+
+        from py4j.java_gateway import GatewayParameters, JavaGateway
+        from scienceworld import ScienceWorldEnv as _Engine
+
+        class LentEngine(_Engine):  # type: ignore[misc, valid-type]
+            def __init__(self, gateway_port: int) -> None:  # the wrapper's own start, less the launch
+                self._gateway = JavaGateway(gateway_parameters=GatewayParameters(auto_field=True, port=gateway_port))
+                self.server = self._gateway.jvm.scienceworld.runtime.pythonapi.PythonInterface()
+                self.lastStepScore = 0
+                self.taskName = None
+                self.envStepLimit = 10**9
+                self.clear_run_histories()
+                self.goldPathGenerated = False
+                self._obj_tree_tempdir = tempfile.TemporaryDirectory()
+
+            def close(self) -> None:
+                gateway, self._gateway = getattr(self, "_gateway", None), None
+                if gateway is None:
+                    return
+                for end in (lambda: gateway.detach(self.server), gateway.close):
+                    try:
+                        end()
+                    except Exception:  # noqa: BLE001  (the JVM may be gone; it is not ours to stop)
+                        pass
+                # the JVM is another borrower's now: py4j objects finalized later must not connect
+                gateway._gateway_client.is_connected = False
+
+        _LENT_ENGINE.append(LentEngine)
+    return _LENT_ENGINE[0](port)
+
+
 def _start_engine(engine_class: Any) -> Any:
     """Start ScienceWorld's JVM with :data:`JVM_OPTIONS` (through ``JAVA_TOOL_OPTIONS``, after
     any the user set: the package's launcher takes no JVM options), restoring the variable after."""
@@ -157,7 +199,7 @@ class ScienceWorldEnv(Env):
     thread_safe = True  # each object drives its own JVM over its own gateway (EnvPool runs them unlocked)
 
     def __init__(self, simplification: str = "", max_steps: int | None = None,
-                 join_admissible: bool | None = None) -> None:
+                 join_admissible: bool | None = None, shared_jvm: tuple[str, float] | bool | None = None) -> None:
         import logging
 
         from scienceworld import ScienceWorldEnv as _Engine
@@ -168,7 +210,22 @@ class ScienceWorldEnv(Env):
 
         self.simplification = simplification
         self.max_steps = max_steps
-        self.engine = _start_engine(_Engine)
+        self._lease: Any = None
+        shared = scienceworld_jvm.settings() if shared_jvm is None else (
+            {"dir": shared_jvm[0], "idle_s": shared_jvm[1]} if shared_jvm else None)
+        self.engine = None
+        if shared is not None:
+            try:
+                self._lease = scienceworld_jvm.borrow(shared["dir"], shared["idle_s"], JVM_OPTIONS)
+                self.engine = _lent_engine(self._lease.port)
+            except Exception as exc:  # noqa: BLE001  (anything: start an own JVM, as without sharing)
+                if self._lease is not None:
+                    self._lease.release()
+                    self._lease = None
+                logging.getLogger(__name__).warning(
+                    "scienceworld: no shared JVM (%s); starting this environment's own", exc)
+        if self.engine is None:
+            self.engine = _start_engine(_Engine)
         self.server = self.engine.server
         self._task_names = tuple(self.engine.get_task_names())
         self._task_id: str | None = None
@@ -333,6 +390,8 @@ class ScienceWorldEnv(Env):
                 self.engine.close()
             except Exception:  # the JVM may already be gone at interpreter exit
                 pass
+            if self._lease is not None:  # the borrowed JVM goes back to the machine's idle ones
+                self._lease.release()
 
 
 def task_rows(env: ScienceWorldEnv) -> list[dict]:
