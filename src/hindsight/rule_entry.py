@@ -102,13 +102,15 @@ COST_LINE = re.compile(r"job cost: (?P<wall>[0-9.]+|-) s wall, (?P<cpu>[0-9.]+) 
 def job_cost() -> dict[str, float | None]:
     """This process's cost so far: ``wall_s`` since it started (``None`` where ``/proc`` is
     missing), ``cpu_s`` (user + system) and ``children_cpu_s`` (the children it waited for, and
-    the environments forked for it by a fork server, which report their CPU when they close).
+    the environments forked for it by a fork server, which report their CPU when they close, and
+    the shared ScienceWorld JVMs while lent to it).
 
     In a job forked by the job server (:mod:`hindsight.jobserver`) the job is two processes:
     the one Snakemake started (its interpreter's start, Snakemake's preamble, the hand-over)
     and the forked child; ``cpu_s`` is the first's CPU up to the hand-over plus the child's,
     ``wall_s`` counts from the first's start, as without a server."""
     from hindsight.envs.forkserver import FORKED_CPU_S  # environments forked for this job count as its children
+    from hindsight.envs.scienceworld_jvm import LENT_CPU_S  # so do shared JVMs while lent to it
 
     from hindsight.jobclient import SERVED  # a job forked by the job server: count its client too
 
@@ -119,7 +121,8 @@ def job_cost() -> dict[str, float | None]:
         cpu += float(SERVED["client_cpu_s"])
         started = SERVED.get("started_at")
         wall = None if started is None else max(0.0, time.time() - float(started))
-    return {"wall_s": wall, "cpu_s": cpu, "children_cpu_s": kids.ru_utime + kids.ru_stime + FORKED_CPU_S[0]}
+    return {"wall_s": wall, "cpu_s": cpu,
+            "children_cpu_s": kids.ru_utime + kids.ru_stime + FORKED_CPU_S[0] + LENT_CPU_S[0]}
 
 
 def format_cost(cost: Mapping[str, float | None]) -> str:
