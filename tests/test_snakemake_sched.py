@@ -1,8 +1,11 @@
-"""hindsight.snakemake_sched: Snakemake's scheduler reads each ready job's input sizes once."""
+"""hindsight.snakemake_sched: Snakemake's scheduler reads each ready job's input sizes once and keeps
+one re-evaluation timer pending, not one more per round."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from types import SimpleNamespace
 
 from snakemake.scheduling.job_scheduler import JobScheduler
@@ -24,10 +27,26 @@ class Path(str):
         return int(Path.sizes[str(self)])
 
 
+BOTH = ["update_input_sizes", "_schedule_reevalutation"]
+
+
 def test_installed_on_this_snakemake_and_idempotent():
-    assert snakemake_sched.memoize_input_sizes()
+    assert snakemake_sched.speed_up_scheduler() == BOTH
     assert JobScheduler.update_input_sizes is snakemake_sched.update_input_sizes
-    assert snakemake_sched.memoize_input_sizes()  # a second call changes nothing
+    assert JobScheduler._schedule_reevalutation is snakemake_sched.schedule_reevaluation
+    assert snakemake_sched.speed_up_scheduler() == BOTH  # a second call changes nothing
+
+
+def test_one_reevaluation_pending_at_a_time_and_each_wakes_the_scheduler():
+    sched = SimpleNamespace(_open_jobs=threading.Semaphore(0))
+    for _ in range(50):  # fifty rounds end within the timespan: one wake-up, not fifty
+        snakemake_sched.schedule_reevaluation(sched, 0.3)
+    assert not sched._open_jobs.acquire(timeout=0.1)
+    assert sched._open_jobs.acquire(timeout=5)
+    time.sleep(0.5)
+    assert not sched._open_jobs.acquire(blocking=False)  # no other timer was left running
+    snakemake_sched.schedule_reevaluation(sched, 0.05)  # after it fired, the next round gets a new one
+    assert sched._open_jobs.acquire(timeout=5)
 
 
 def test_each_known_size_is_asked_once_and_a_missing_file_again():
@@ -56,13 +75,21 @@ def test_sizes_no_ready_job_needs_are_dropped_past_the_bound(monkeypatch):
 def test_another_snakemake_is_left_alone(monkeypatch):
     import snakemake
 
-    monkeypatch.setattr(JobScheduler, "update_input_sizes", lambda self, jobs: None)
-    assert not snakemake_sched.memoize_input_sizes()  # not a coroutine with (self, jobs)
-    monkeypatch.setattr(snakemake, "__version__", "10.0.0")
+    def other(self, jobs):
+        return None
+
+    def reevaluate(self, delay, extra):
+        return None
+
+    monkeypatch.setattr(JobScheduler, "update_input_sizes", other)  # not a coroutine
+    monkeypatch.setattr(JobScheduler, "_schedule_reevalutation", reevaluate)  # other parameters
+    assert snakemake_sched.speed_up_scheduler() == []
+    assert JobScheduler.update_input_sizes is other and JobScheduler._schedule_reevalutation is reevaluate
 
     async def update_input_sizes(self, jobs):
         return None
 
     monkeypatch.setattr(JobScheduler, "update_input_sizes", update_input_sizes)
-    assert not snakemake_sched.memoize_input_sizes()
+    monkeypatch.setattr(snakemake, "__version__", "10.0.0")
+    assert snakemake_sched.speed_up_scheduler() == []
     assert JobScheduler.update_input_sizes is update_input_sizes

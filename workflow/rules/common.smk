@@ -13,12 +13,12 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from hindsight.config import ConfigError, check_config, config_sources  # noqa: E402
-from hindsight.snakemake_sched import memoize_input_sizes  # noqa: E402
+from hindsight.snakemake_sched import speed_up_scheduler  # noqa: E402
 from hindsight.prompts import check_prompts  # noqa: E402
 from hindsight.llm.runs import run_id  # noqa: E402
 
-# Each ready job's input sizes read once, not before every scheduling round (hindsight.snakemake_sched)
-memoize_input_sizes()
+# Two costs of Snakemake's scheduler that grow with the job count, removed (hindsight.snakemake_sched)
+speed_up_scheduler()
 
 # Validate the config and the model registry: first with messages that name the file
 # that set the key (config.yaml, a --configfile overlay or --config), the key and the
