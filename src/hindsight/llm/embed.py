@@ -23,11 +23,9 @@ import json
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
-import openai
 
 from hindsight.config import Endpoint
 from hindsight.llm.cache import canonical_json, embed_key
-from hindsight.llm.retry import now
 from hindsight.llm.serving import mismatch, reported
 from hindsight.llm.types import CallFailed, EmbedResult, Usage
 
@@ -101,6 +99,10 @@ def token_shares(texts: Sequence[str], total: int) -> list[int]:
 async def _request(client: "Client", ep: Endpoint, batch: list[tuple[str, str]], options: Mapping[str, Any],
                    purpose: str) -> list[tuple[str, dict[str, Any]]]:
     """One ``/v1/embeddings`` request for ``batch`` (key, text); its records, cached."""
+    import openai  # here, not at import: a fully cached cell never needs the SDK (about 1.3 CPU-s)
+
+    from hindsight.llm.retry import now
+
     oai = await client._openai(ep)
     texts = [t for _, t in batch]
     body: dict[str, Any] = {"model": ep.model, "input": texts, "encoding_format": "float"}
