@@ -46,7 +46,22 @@ def _resolve(module: str, name: str, seen: frozenset[str] = frozenset()) -> list
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if any((a.asname or a.name) == name for a in node.names) and node.module.startswith("hindsight"):
                 return _resolve(node.module, name, seen | {module})
+        lazy = _lazy_submodule(node, name)
+        if lazy is not None:  # a name the package loads on first use (PEP 562): its submodule
+            return _resolve(f"{module}.{lazy}", name, seen | {module})
     return [module]
+
+
+def _lazy_submodule(node: ast.AST, name: str) -> str | None:
+    """The submodule a package's ``_WHERE = {name: submodule, ...}`` (a dict literal at module
+    level, read by its ``__getattr__``; e.g. ``hindsight.stats``) gives for ``name``, or ``None``."""
+    if not (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_WHERE" for t in node.targets)
+            and isinstance(node.value, ast.Dict)):
+        return None
+    for key, value in zip(node.value.keys, node.value.values):
+        if isinstance(key, ast.Constant) and key.value == name and isinstance(value, ast.Constant):
+            return str(value.value)
+    return None
 
 
 def _imports(path: Path) -> set[str]:
