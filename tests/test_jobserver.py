@@ -194,13 +194,21 @@ def test_off_under_slurm_and_when_the_key_is_off(scratch):
 
 
 def test_warm_up_imports_the_scripts_modules_but_no_sdk_or_engine():
-    code = ("import sys, threading; from hindsight.jobserver import warm_up, denied_loaded, script_modules; "
+    code = ("import os, sys, threading; from hindsight.jobserver import warm_up, denied_loaded, script_modules; "
             "failed = warm_up('workflow/scripts'); print(failed, denied_loaded(), threading.active_count(), "
-            "len(script_modules('workflow/scripts')), 'pandas' in sys.modules)")
+            "len(script_modules('workflow/scripts')), 'pandas' in sys.modules, "
+            "'scipy.stats' in sys.modules and 'sklearn.linear_model' in sys.modules, "
+            "','.join(sorted({open(f'/proc/self/task/{t}/comm').read().strip() for t in os.listdir('/proc/self/task')})))")
+    # the BLAS thread variables Snakemake sets for a one-thread job (they are in the server's key)
+    blas = {v: "1" for v in jobclient.KEY_ENV if v.endswith("_THREADS")}
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
-                         env=_env())
+                         env=_env(**blas))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["[]", "[]", "1", out.stdout.split()[3], "True"] and int(out.stdout.split()[3]) > 10
+    got = out.stdout.split()
+    assert got[:3] == ["[]", "[]", "1"] and int(got[3]) > 10 and got[4:6] == ["True", "True"]
+    # SciPy and scikit-learn (the playbook jobs') loaded and no thread started: only pyarrow's
+    # jemalloc background thread, which jemalloc restarts after a fork, besides the main one
+    assert set(got[6].split(",")) <= {"python", "jemalloc_bg_thd"}
 
 
 def test_every_script_hands_over_first():

@@ -63,9 +63,12 @@ BASE_MODULES: tuple[str, ...] = (
 """What every job imports (``run_rule`` and the files it writes)."""
 
 DENIED: tuple[str, ...] = ("openai", "aiohttp", "appworld", "textworld", "alfworld", "scienceworld", "py4j",
-                           "torch", "transformers", "matplotlib", "scipy", "sklearn", "llama_cpp")
+                           "torch", "transformers", "matplotlib", "llama_cpp")
 """Packages the server does not import: SDKs and engines (a job imports them on first need)
-and the plotting and statistics stacks of the report jobs (one job a study, about 1 CPU-s)."""
+and the plotting stack of the report jobs (one job a study, about 1 CPU-s).  SciPy and
+scikit-learn are imported: the playbook study's jobs (about 40 in the default run) need them at
+once, about 0.7 CPU-s each, and with the BLAS thread variables Snakemake sets for a one-thread
+job (part of the server's key) they start no thread (``tests/test_jobserver.py``)."""
 
 
 def _module_file(name: str) -> Path | None:
