@@ -77,3 +77,22 @@ def test_low_modules_stay_low(module, forbidden):
     below = sources.closure([module])
     reached = [m for m in below if m != module and any(m == f or m.startswith(f + ".") for f in forbidden)]
     assert not reached, f"{module} reaches {reached}"
+
+
+@pytest.mark.parametrize("module, heavy", [
+    ("hindsight.llm.client", ("openai", "aiohttp")),
+    ("hindsight.llm.embed", ("openai", "aiohttp")),
+    ("hindsight.llm.tokenize", ("openai", "aiohttp")),
+    ("hindsight.memory.antipersist", ("openai", "aiohttp", "scipy")),
+    ("hindsight.stats", ("scipy",)),
+])
+def test_what_a_fully_cached_job_imports_stays_light(module, heavy):
+    """Modules on a fully cached job's path load no SDK (it is imported on a cell's first fresh
+    call) and the anti-persistence memory no SciPy: each cost a job about 0.7-1.3 CPU-s (py-spy
+    on a cached rerun, 3 December)."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {module}; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", f"{module} imports {out.stdout.strip()}"

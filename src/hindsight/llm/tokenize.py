@@ -19,13 +19,12 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Sequence
 
-import aiohttp
-
 from hindsight.llm.cache import canonical_json
-from hindsight.llm.retry import now
 from hindsight.llm.types import CallFailed
 
 if TYPE_CHECKING:
+    import aiohttp
+
     from hindsight.llm.client import Client
 
 NO_TOKENIZER_STATUS = (404, 405, 501)
@@ -47,6 +46,8 @@ def _count(data: Any) -> int:
 
 async def _post(session: aiohttp.ClientSession, url: str, body: dict[str, Any], timeout_s: float) -> int | None:
     """One text's count, ``None`` when the server has no ``/tokenize``; transient errors retried."""
+    import aiohttp
+
     last = ""
     for attempt in range(ATTEMPTS):
         try:
@@ -76,7 +77,11 @@ async def count_tokens(client: "Client", model: str, texts: Sequence[str], *,
     records = client.cache.get_many(list(distinct))
     cached = {k: True for k in records}
     missing = [(k, t) for k, t in distinct.items() if k not in records]
-    if missing:
+    if missing:  # aiohttp and the SDK (through retry) only now: a fully cached count needs neither
+        import aiohttp
+
+        from hindsight.llm.retry import now
+
         oai = await client._openai(ep)  # starts an embedded server
         root = str(oai.base_url).rstrip("/").removesuffix("/v1")
         headers = {"Authorization": f"Bearer {oai.api_key}"} if oai.api_key else {}
