@@ -13,7 +13,9 @@ not rerun: their outputs are taken as they are), then prints
   ``job cost:`` log line (:func:`hindsight.rule_entry.job_cost`), split into the job's own
   Python process and its waited children (the environments' processes);
 - whether the rerun was fully cached (the response cache's size before and after: a rerun
-  over results with missing jobs makes fresh calls and is not the figure the target means).
+  over results with missing jobs makes fresh calls and is not the figure the target means);
+- the whole machine's CPU during the rerun (``/proc/stat``): what no per-process sum misses (the
+  shared ScienceWorld JVMs, the fork servers' children), and what else ran beside it.
 
     python benchmarks/bench_cached_rerun.py --results /path/to/results [--resources /path/to/resources]
     python benchmarks/bench_cached_rerun.py            # first a full run in the scratch copy (long)
@@ -180,8 +182,10 @@ def rerun(scratch: Path, common: list[str], rules: list[str], cores: str, job_se
     sampler = LoadSampler()
     sampler.start()
     run_log = scratch / f"rerun-job-server-{label}.log"
+    machine_before = machine_cpu()
     rc, wall, cpu = snakemake(scratch, [*extra, *common, "--forcerun", *rules, "--allowed-rules", *rules,
                                         "--rerun-triggers", "mtime"], run_log)
+    machine = machine_cpu() - machine_before
     sampler.done.set()
     sampler.join()
     cache_after = cache_bytes(cache)
@@ -199,6 +203,8 @@ def rerun(scratch: Path, common: list[str], rules: list[str], cores: str, job_se
               f"children (not Snakemake's): {total:.0f} CPU-s in all")
     if srv["envfork_warm"]:
         print(f"environment fork servers: {srv['envfork_warm']:.1f} CPU-s of warm-up (not counted above)")
+    print(f"the whole machine during the rerun (/proc/stat, every process: Snakemake, the jobs, the job and fork "
+          f"servers and their children, the shared ScienceWorld JVMs, anything else running): {machine:.0f} CPU-s")
     grew = cache_after - cache_before
     print("fully cached: yes (the response cache did not grow)" if grew <= 0 else
           f"fully cached: NO (the response cache grew by {grew} bytes: fresh calls were made)")
@@ -220,6 +226,13 @@ def rerun(scratch: Path, common: list[str], rules: list[str], cores: str, job_se
     print(f"cached forced rerun: {wall:.0f} s wall, {total:.0f} CPU-s ({total / max(1, int(cores)):.0f} s on "
           f"{cores} idle cores at best) for {jobs} jobs; target {TARGET_S:.0f} s", flush=True)
     return digest_outputs(scratch / "results", records_before)
+
+
+def machine_cpu() -> float:
+    """CPU seconds (user, nice, system, irq, softirq) the whole machine has spent since boot."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def prepare(scratch: Path, results: Path | None, resources: Path, rev: str) -> None:
