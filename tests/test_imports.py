@@ -85,6 +85,8 @@ def test_low_modules_stay_low(module, forbidden):
     ("hindsight.llm.tokenize", ("openai", "aiohttp")),
     ("hindsight.memory.antipersist", ("openai", "aiohttp", "scipy")),
     ("hindsight.stats", ("scipy",)),
+    # what the Snakefile imports when Snakemake parses it (every run and dry run pays it)
+    ("hindsight.studies.playbook.workflow", ("scipy", "sklearn")),
 ])
 def test_what_a_fully_cached_job_imports_stays_light(module, heavy):
     """Modules on a fully cached job's path load no SDK (it is imported on a cell's first fresh

@@ -48,9 +48,10 @@ from hindsight.memory.lessons import trajectory_text
 from hindsight.memory.retrieval import top_k
 from hindsight.prompts import PromptFiles
 from hindsight.stats.shapley import subset_shapley
+from hindsight.studies.playbook.methods import (  # noqa: F401  (re-exported)
+    DC_PROMPT_FILES, EVALUATION, JUDGE_PROMPT_FILES, METHODS, PRACTICE,
+)
 
-DC_PROMPT_FILES = ("dc_select_system.txt", "dc_select_user.txt")
-JUDGE_PROMPT_FILES = ("judge_goal_system.txt", "judge_goal_user.txt")
 SELECT_SCHEMA = {"type": "object", "properties": {"keep": {"type": "array", "items": {"type": "string"}}},
                  "required": ["keep"], "additionalProperties": False}
 TITLE = "Playbook"
@@ -298,25 +299,6 @@ async def judge_labels(client: Any, judge: str, prompts_dir: str, episodes: pd.D
     return pd.DataFrame(rows)
 
 
-#: Every baseline: how its variants' scores combine (``mean``: over orders and runs;
-#: ``best``: the best variant on the evaluation tasks; ``full``: the variants are the
-#: subsampled rounds of Table 17, the score is the whole round's) and what it was allowed to see.
-PRACTICE, EVALUATION = "practice only", "evaluation tasks (tuned on evaluation)"
-METHODS: dict[str, tuple[str, str, str]] = {  # key -> (label, combine, allowed to see)
-    "random": ("Random", "mean", PRACTICE),
-    "own": ("Own", "mean", PRACTICE),
-    "top_k": ("Top-k", "mean", PRACTICE),
-    "tags_star": ("Tags*", "best", EVALUATION),
-    "topk_star": ("Top-k*", "best", EVALUATION),
-    "dc_self": ("DC_self", "mean", PRACTICE),
-    "dc_outcome": ("DC_outcome", "mean", PRACTICE),
-    "dgmem": ("DG-Mem", "mean", PRACTICE),
-    "pooled": ("Pooled", "mean", PRACTICE),
-    "best_full_cut": ("Best-Full cut", "mean", PRACTICE),
-    "all_positive": ("All-positive (no cap)", "mean", PRACTICE),
-    "judge": ("Judge-based RBC-cut", "mean", PRACTICE),
-    "subsampled": ("RBC-cut, subsampled rounds", "full", PRACTICE),
-}
 
 
 def candidate_name(method: str, variant: str, run: str) -> str:

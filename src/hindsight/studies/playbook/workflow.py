@@ -99,7 +99,7 @@ class PlaybookWorkflow:
 
     def check_baselines(self) -> None:
         """``playbook.baselines`` (issue 10): known methods and benchmarks, sizes that make sense."""
-        from hindsight.studies.playbook.baselines import METHODS
+        from hindsight.studies.playbook.methods import METHODS
 
         b, src = self.p["baselines"], "config key playbook.baselines"
         for m in b["methods"]:
@@ -266,9 +266,7 @@ class PlaybookWorkflow:
         return [f"{self.p['prompts_dir']}/{f}" for f in (*ACE, *DC)]
 
     def baseline_prompt_files(self) -> list[str]:
-        from hindsight.studies.playbook.baselines import DC_PROMPT_FILES
-
-        from hindsight.studies.playbook.baselines import JUDGE_PROMPT_FILES
+        from hindsight.studies.playbook.methods import DC_PROMPT_FILES, JUDGE_PROMPT_FILES
 
         return [f"{self.p['baselines']['prompts_dir']}/{f}" for f in (*DC_PROMPT_FILES, *JUDGE_PROMPT_FILES)]
 
@@ -293,7 +291,7 @@ class PlaybookWorkflow:
         return max(1, min(int(self.p["in_flight"]), int(self.models_registry[model].max_concurrency)))
 
     def alternatives(self, kind: str) -> str:
-        from hindsight.studies.playbook.baselines import METHODS
+        from hindsight.studies.playbook.methods import METHODS
 
         values = {"growth": list(GROWTHS), "variant": list(VARIANTS), "env": self.envs,
                   "candidate": self.candidates(), "method": list(METHODS)}[kind]
