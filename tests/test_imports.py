@@ -87,6 +87,7 @@ def test_low_modules_stay_low(module, forbidden):
     ("hindsight.stats", ("scipy",)),
     # what the Snakefile imports when Snakemake parses it (every run and dry run pays it)
     ("hindsight.studies.playbook.workflow", ("scipy", "sklearn")),
+    ("hindsight.llm.check", ("openai", "httpx")),  # the run's preflight (onstart)
 ])
 def test_what_a_fully_cached_job_imports_stays_light(module, heavy):
     """Modules on a fully cached job's path load no SDK (it is imported on a cell's first fresh

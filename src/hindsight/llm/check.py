@@ -16,9 +16,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-import httpx
-import openai
-
 from hindsight.config import ConfigError, Endpoint
 from hindsight.llm.embedded import weights_paths
 from hindsight.llm.embedder_server import server_for
@@ -38,6 +35,8 @@ class CheckResult:
 
 
 def _list_models(ep: Endpoint, base_url: str, key: str, timeout: float) -> None:
+    import httpx  # here, like the SDK below: the pipeline's start (preflight) on embedded endpoints needs neither
+
     url = base_url.rstrip("/") + "/models"
     try:
         resp = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout)
@@ -76,6 +75,8 @@ def preflight(config: Mapping[str, Any], endpoints: Mapping[str, Endpoint], name
 
 
 async def _one_embedding(base_url: str, key: str, ep: Endpoint, timeout: float) -> tuple[int, float]:
+    import openai
+
     from hindsight.llm.embed import NO_EMBEDDINGS_STATUS, embed_options, no_embeddings, parse_embeddings
 
     client = openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=timeout)
@@ -98,6 +99,8 @@ async def _one_embedding(base_url: str, key: str, ep: Endpoint, timeout: float) 
 
 
 async def _one_token(base_url: str, key: str, ep: Endpoint, timeout: float) -> float:
+    import openai
+
     client = openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=timeout)
     try:
         t0 = time.monotonic()
@@ -112,6 +115,8 @@ async def _one_token(base_url: str, key: str, ep: Endpoint, timeout: float) -> f
 
 def check_endpoint(ep: Endpoint, timeout: float = 30.0) -> CheckResult:
     """Key variable set, ``/v1/models`` answers, a 1-token completion (or 1-text embedding) works."""
+    import openai
+
     server = None
     try:
         if ep.provider == "embedded":
