@@ -286,7 +286,7 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=4)
     p.add_argument("--budgets", nargs="+", type=int, default=[6, 10, 15])
     p.add_argument("--listed", nargs="+", type=lambda s: None if s == "all" else int(s), default=[10, 20])
-    p.add_argument("--listing", nargs="+", choices=["sample", "ranked"], default=["sample"],
+    p.add_argument("--listing", nargs="+", choices=["sample", "ranked", "best-first"], default=["sample"],
                    help="action listings compared (hindsight.agent.listing)")
     p.add_argument("--simplification", default="easy", help="ScienceWorld simplifications ('' for none)")
     p.add_argument("--in-flight", type=int, default=2)

@@ -1,4 +1,4 @@
-"""The action listing (hindsight.agent.listing): the seeded sample and the ranked listing."""
+"""The action listing (hindsight.agent.listing): the seeded sample, the ranked and the best-first listing."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ OBS = "You are in the middle of a room. Looking quickly around you, you see a ca
 
 def test_all_actions_when_under_or_at_the_cap_or_no_cap():
     acts = ALF[:5]
-    for listing in L.LISTINGS:
+    for listing in ("sample", "ranked"):
         assert listed_actions(acts, 5, "s:1", listing, TASK, OBS) == acts
         assert listed_actions(acts, 9, "s:1", listing, TASK, OBS) == acts
         assert listed_actions(ALF, None, "s:1", listing, TASK, OBS) == ALF
@@ -94,3 +94,31 @@ def test_an_unknown_listing_is_refused():
     with pytest.raises(ValueError, match="listing"):
         ActorSettings(model="m", listing="best")
     assert ActorSettings(model="m", listing="ranked").listing == "ranked"
+
+
+@pytest.mark.parametrize("cap", [1, 3, 7, 15, None])
+def test_best_first_lists_the_ranked_actions_best_match_first(cap):
+    """best-first shows exactly the ranked listing's actions, ordered by falling score (the
+    sample's draw breaking ties), also when the cap keeps them all."""
+    bf = listed_actions(ALF, cap, "s:1", "best-first", TASK, OBS)
+    n = len(ALF) if cap is None else cap
+    if cap is not None and cap < len(ALF):
+        assert set(bf) == set(listed_actions(ALF, cap, "s:1", "ranked", TASK, OBS))
+    else:
+        assert set(bf) == set(ALF)
+    assert len(bf) == n and bf == listed_actions(ALF, cap, "s:1", "best-first", TASK, OBS)
+    scores = dict(zip(ALF, L.relevance(ALF, TASK, OBS)))
+    assert [scores[a] for a in bf] == sorted((scores[a] for a in bf), reverse=True)
+    assert bf[0] == "go to sidetable 1"  # the task's receptacle, first whatever the environment's order
+
+
+def test_best_first_reorders_a_listing_that_fits_and_keeps_ties_in_the_samples_draw():
+    acts = ("inventory", "look", "go to desk 1", "go to sidetable 1")
+    bf = listed_actions(acts, 10, "s:2", "best-first", TASK, OBS)
+    assert bf[0] == "go to sidetable 1" and set(bf) == set(acts)
+    scores = L.relevance(acts, TASK, OBS)
+    zero = [a for a, sc in zip(acts, scores) if sc == 0]
+    draw = [acts[i] for i in L.sample_order(len(acts), len(acts), "s:2")]
+    assert [a for a in bf if a in zero] == [a for a in draw if a in zero]
+    assert listed_actions(acts, 10, "s:3", "best-first", "", "") == tuple(draw[:0]) + tuple(
+        acts[i] for i in L.sample_order(len(acts), len(acts), "s:3"))

@@ -24,7 +24,7 @@ def test_the_key_is_required_with_the_configs_default(section):
     schema = json.loads((REPO / "config/schemas/config.schema.json").read_text())
     actor = schema["properties"][section]["properties"]["actor"]
     assert "listing" in actor["required"]
-    assert actor["properties"]["listing"]["enum"] == ["sample", "ranked"]
+    assert actor["properties"]["listing"]["enum"] == ["sample", "ranked", "best-first"]
     assert actor["properties"]["listing"]["default"] == base_config()[section]["actor"]["listing"]
 
 
@@ -43,7 +43,7 @@ def test_an_unknown_or_missing_listing_names_the_key(section):
 
 def test_each_study_passes_the_listing_to_its_actor():
     cfg = base_config()
-    for listing in ("sample", "ranked"):
+    for listing in ("sample", "ranked", "best-first"):
         assert history_actor("m", "raw", dict(cfg["history"]["actor"], listing=listing)).listing == listing
         assert playbook_actor("m", dict(cfg["playbook"]["actor"], listing=listing)).listing == listing
         assert antipersist_actor("m", dict(cfg["antipersist"]["actor"], listing=listing)).listing == listing

@@ -6,6 +6,9 @@ import json
 import re
 from typing import Any, Callable, Mapping
 
+from hindsight.agent.prompts import task_clause
+
+
 def wrap(body: Mapping[str, Any], action: str) -> str:
     """Answer in the form the request asks for: a JSON enum object or plain text."""
     fmt = body.get("response_format") or {}
@@ -48,7 +51,7 @@ def gold_policy(gold: Mapping[str, list[str]], review: str = '{"decision":"NOUPD
             return judge
         text = "\n".join(str(m.get("content", "")) for m in body.get("messages") or [])
         for desc, actions in gold.items():
-            if desc in text:
+            if task_clause(desc) in text:  # the prompt holds the task without its leading "Your task is to"
                 k = step_of(body) - 1
                 return wrap(body, actions[k] if k < len(actions) else actions[-1])
         raise AssertionError("no known task in the prompt")

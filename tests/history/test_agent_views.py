@@ -130,6 +130,27 @@ def test_block_prompt_contains_history_current_observation_and_actions(prompts):
     assert check.index("[/History caution]") < check.index("Current observation: O7")
 
 
+@pytest.mark.parametrize("fmt", ["block", "chat"])
+@pytest.mark.parametrize("task, clause", [
+    ("Your task is to: put some cd on sidetable.", "put some cd on sidetable."),  # ALFWorld's goal line
+    ("Your task is to find a(n) non-living thing. First, focus on the thing.",  # ScienceWorld's
+     "find a(n) non-living thing. First, focus on the thing."),
+    ("Add a task titled 'Order the onyx boxes' to my Todoist project 'Garden'.",  # AppWorld's
+     "Add a task titled 'Order the onyx boxes' to my Todoist project 'Garden'."),
+])
+def test_the_task_follows_the_templates_marker_once(prompts, task, clause, fmt):
+    """The environments' task texts that begin with "Your task is to" are not prefixed with the
+    template's own "Your task is to: " a second time (every ALFWorld and ScienceWorld prompt said
+    "Your task is to: Your task is to ...")."""
+    msgs = prompts.actor_messages(
+        env="alfworld", task=task, history=[Segment.of(V.apply_view("raw", ENTRIES))],
+        current_observation="O7", current_label="Current observation", step_count=6,
+        admissible=ADM, mode="choice", fmt=fmt)
+    text = msgs[0]["content"]
+    assert f"Your task is to: {clause}" in text
+    assert text.lower().count("your task is to") == 1
+
+
 def test_chat_format_alternates_user_and_assistant(prompts):
     msgs = prompts.actor_messages(
         env="alfworld", task="t", history=[Segment.of(V.apply_view("raw", ENTRIES))],

@@ -54,7 +54,7 @@ class ActorSettings:
     max_actions: int = 30
     max_output_tokens: int | None = 8192
     max_listed_actions: int | None = None  # list at most this many admissible actions (None: all)
-    listing: str = "sample"                # which ones when capped: sample | ranked (hindsight.agent.listing)
+    listing: str = "sample"                # which ones when capped: sample | ranked | best-first (hindsight.agent.listing)
     review: bool = False                   # Experience reviews after non-terminal transitions
     review_model: str | None = None        # None: the actor itself (C_actor); else e.g. a calibrator
     review_max_tokens: int | None = None

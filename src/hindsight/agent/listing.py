@@ -29,6 +29,14 @@ rule, not the papers'.  Two listings (``ActorSettings.listing``):
   continued draw from the same generator.  So a ranked listing with no word in common with
   the context is exactly the ``sample`` listing, and with any cap the ranked listing differs
   from it only where the context says something.
+- ``best-first``: the same actions as ``ranked``, shown best match first (ties in the sample's
+  draw order) instead of in the environment's order, and so also when the cap keeps them all.
+  Small models pick by position as much as by content: at an ALFWorld state where the task's
+  object lay in front of the agent ("take keychain 2 from desk 1" listed last of ten,
+  alphabetically), Qwen2.5-Coder-1.5B answered "go to desk 2" with the environment's order and
+  the take action with it listed first, free-form and grammar-constrained alike (3 December;
+  docs/history.md, "Listing order").  The order is therefore part of what an actor is shown,
+  and the history study's tables say which listing a cell used.
   No demotion of actions already taken: the history study's repetition probe measures whether
   an agent repeats an action at the same observation, and a listing that hid repeats would
   remove the behaviour it measures.
@@ -43,7 +51,7 @@ import re
 from collections import Counter
 from typing import Sequence
 
-LISTINGS: tuple[str, ...] = ("sample", "ranked")
+LISTINGS: tuple[str, ...] = ("sample", "ranked", "best-first")
 """``ActorSettings.listing`` values."""
 
 STOP_WORDS: frozenset[str] = frozenset(
@@ -103,27 +111,38 @@ def relevance(actions: Sequence[str], task: str, observation: str) -> list[float
     return [sum(math.log(n / df[w]) * weight(w) for w in ws) / math.sqrt(len(ws)) if ws else 0.0 for ws in words]
 
 
+def rank_order(actions: Sequence[str], cap: int, seed: str, task: str, observation: str) -> list[int]:
+    """Indices of ``actions`` best-scoring first, ties in the sample's draw order for ``cap``."""
+    scores = relevance(actions, task, observation)
+    order = sample_order(len(actions), min(cap, len(actions)), seed)
+    tie = {i: k for k, i in enumerate(order)}
+    return sorted(range(len(actions)), key=lambda i: (-scores[i], tie[i]))
+
+
 def ranked(actions: Sequence[str], cap: int, seed: str, task: str, observation: str) -> tuple[str, ...]:
     """The ``ranked`` listing: the ``cap`` best-scoring actions, ties in the sample's draw order,
     shown in the environment's order."""
-    scores = relevance(actions, task, observation)
-    order = sample_order(len(actions), cap, seed)
-    tie = {i: k for k, i in enumerate(order)}
-    ranked_ix = sorted(range(len(actions)), key=lambda i: (-scores[i], tie[i]))
-    keep = sorted(ranked_ix[:cap])
+    keep = sorted(rank_order(actions, cap, seed, task, observation)[:cap])
     return tuple(actions[i] for i in keep)
+
+
+def best_first(actions: Sequence[str], cap: int, seed: str, task: str, observation: str) -> tuple[str, ...]:
+    """The ``best-first`` listing: the ``ranked`` listing's actions, best-scoring first."""
+    return tuple(actions[i] for i in rank_order(actions, cap, seed, task, observation)[:cap])
 
 
 def list_actions(admissible: Sequence[str] | None, cap: int | None, seed: str, listing: str = "sample",
                  task: str = "", observation: str = "") -> tuple[str, ...] | None:
     """The admissible actions shown in a prompt: all when ``cap`` is None or not below their
-    number, else ``cap`` of them by ``listing`` (:data:`LISTINGS`); None when the environment
-    has no admissible list (AppWorld)."""
+    number, else ``cap`` of them by ``listing`` (:data:`LISTINGS`; ``best-first`` reorders them
+    in either case); None when the environment has no admissible list (AppWorld)."""
     if listing not in LISTINGS:
         raise ValueError(f"unknown action listing {listing!r} ({' | '.join(LISTINGS)})")
     if admissible is None:
         return None
     acts = tuple(admissible)
+    if listing == "best-first" and acts:
+        return best_first(acts, len(acts) if cap is None else cap, seed, task, observation)
     if cap is None or len(acts) <= cap:
         return acts
     if listing == "sample":

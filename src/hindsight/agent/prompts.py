@@ -69,6 +69,19 @@ def fill(template: str, **fields: Any) -> str:
     return _FIELD.sub(lambda m: str(fields[m.group(1)]) if m.group(1) in fields else m.group(0), template)
 
 
+_TASK_MARKER = re.compile(r"\A\s*your task is to\s*:?\s*", re.IGNORECASE)
+
+
+def task_clause(task: str) -> str:
+    """The task as the actor templates' ``Your task is to: {task}`` needs it: without the same
+    words at its start.  ALFWorld's goal line ("Your task is to: put some cd on sidetable.")
+    and ScienceWorld's task description ("Your task is to find a(n) non-living thing. ...")
+    begin with them, so the prompt said "Your task is to: Your task is to ..."; a task without
+    them (AppWorld's instruction) is unchanged."""
+    rest = _TASK_MARKER.sub("", task, count=1)
+    return rest if rest.strip() else task
+
+
 def memory_lead(memory: MemoryBlock | None) -> str:
     """What ``{memory}`` becomes, between the environment's sentence and the task: a space
     when nothing is served (the verl-agent line as it was), else a line break and the block.
@@ -142,7 +155,7 @@ class HistoryPrompts(PromptFiles):
             raise ValueError(f"unknown history format {fmt!r}; known: {', '.join(FORMATS)}")
         with_reference = any(seg.reference for seg in history)
         common = dict(
-            environment=self.environment(env), task=task,
+            environment=self.environment(env), task=task_clause(task),
             memory=memory_lead(memory),
             response_instruction=self.response_instruction(mode, admissible),
             reminder=self.reminder(reminder), current_label=current_label,

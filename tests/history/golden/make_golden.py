@@ -18,7 +18,9 @@ provider, billed cost, mismatch), which changed no episode or step content.  Rem
 constant identity hash (``hindsight.envs.scienceworld.JVM_OPTIONS``): the order of a room's
 objects and doors in observations is now the order they were added, no longer one that varied
 with the JVM's threads; the cells now use the default joined valid-action list, which since then
-gives the same output as item by item.
+gives the same output as item by item.  Remade again (3 December) when the actor prompt stopped repeating the
+task's own "Your task is to" after the template's (``hindsight.agent.prompts.task_clause``):
+every actor prompt changed, and with it the loopback's choices.
 """
 
 from __future__ import annotations
