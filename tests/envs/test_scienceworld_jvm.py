@@ -54,12 +54,17 @@ def infos(folder):
     return sorted(folder.glob("scienceworld-jvm-*.json"))
 
 
-def test_a_borrowed_jvm_gives_a_fresh_jvms_output_and_is_reused(folder):
+def fresh_output():
+    """The reference episode played in a JVM of its own."""
     own = ScienceWorldEnv(simplification="easy", shared_jvm=False)
     try:
-        fresh = play(own)
+        return play(own)
     finally:
         own.close()
+
+
+def test_a_borrowed_jvm_gives_a_fresh_jvms_output_and_is_reused(folder):
+    fresh = fresh_output()
     first = ScienceWorldEnv(simplification="easy", shared_jvm=(str(folder), 60.0))
     pid = first._lease.java_pid
     play(first, tasks=("boil:3", "melt:2", "find-animal:40"), seed=1, n=15)  # other work in that JVM first
@@ -107,11 +112,7 @@ def test_a_killed_borrower_frees_its_jvm(folder):
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    own = ScienceWorldEnv(simplification="easy", shared_jvm=False)
-    try:
-        fresh = play(own)
-    finally:
-        own.close()
+    fresh = fresh_output()
     env = ScienceWorldEnv(simplification="easy", shared_jvm=(str(folder), 60.0))
     try:
         assert env._lease.java_pid == held
