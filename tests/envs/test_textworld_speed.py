@@ -125,11 +125,12 @@ def _reinstall(monkeypatch, **switches: str) -> None:
 
 
 @pytest.mark.parametrize("part", sorted(tws.PART_SWITCHES))
-def test_each_part_changes_no_episode_and_has_its_switch(alf_games, monkeypatch, part):
+def test_each_part_changes_no_episode_and_has_its_switch(alf_games, monkeypatch, part, tmp_path):
     """Episodes (texts, admissible lists in order, scores) with the part on equal those with it off."""
     from textworld.envs.pddl import logic as pddl_logic
     from textworld.envs.pddl import textgen
 
+    monkeypatch.setenv(tws.SAS_DIR, str(tmp_path / "sas"))
     root, records = alf_games
     picks = [r for r in records if r["spec"].task_type in ("pick_clean_then_place_in_recep", "pick_two_obj_and_place")]
     try:
@@ -141,8 +142,10 @@ def test_each_part_changes_no_episode_and_has_its_switch(alf_games, monkeypatch,
         if part == "shallow_copy":
             assert textgen.copy_context is tws._originals.get("copy_context", textgen.copy_context)
             assert textgen.copy_context.__module__ == textgen.__name__
-        else:
+        elif part == "lazy_replan":
             assert pddl_logic.PddlState.__module__ == pddl_logic.__name__
+        else:
+            assert "pddl2sas_disk" not in tws.stats()
         off = [_play(AlfworldEnv(root=root), r["spec"].task_id, r["walkthrough"]) for r in picks]
     finally:
         monkeypatch.undo()
@@ -152,7 +155,7 @@ def test_each_part_changes_no_episode_and_has_its_switch(alf_games, monkeypatch,
     assert tws.parts() == frozenset(tws.PART_SWITCHES)
 
 
-def test_lazy_replan_defers_the_optimized_translation_and_the_planner_still_plans_the_same(alf_games, monkeypatch):
+def test_lazy_replan_defers_the_optimized_translation_and_the_planner_still_plans_the_same(alf_games, monkeypatch, tmp_path):
     """Episodes make no optimized (replan) translation; the planner expert's plans are unchanged."""
     from hindsight.envs import alfworld_planner
 
@@ -160,6 +163,7 @@ def test_lazy_replan_defers_the_optimized_translation_and_the_planner_still_plan
     planned = [r for r in records if r["spec"].task_type != "pick_two_obj_and_place"][:3]
     files = [str(root / r["spec"].task_id / "game.tw-pddl") for r in planned]
     calls: list[bool] = []
+    monkeypatch.setenv(tws.SAS_DIR, str(tmp_path / "sas"))  # an empty disk memo: every translation is made
     try:
         tws.uninstall()
         assert tws.install() and "lazy_replan" in tws.parts()
@@ -184,3 +188,51 @@ def test_lazy_replan_defers_the_optimized_translation_and_the_planner_still_plan
         tws.uninstall()
         tws.install()
     assert lazy == eager == [r["walkthrough"] for r in planned]
+
+
+def test_translations_read_back_from_disk_give_the_same_episodes(alf_games, monkeypatch, tmp_path):
+    """The disk memo: a process with an empty in-memory memo reads each game's translation from
+    the folder (no new translation) and plays every episode as a process that translates afresh;
+    a corrupt file is translated again and replaced; a folder that cannot be written only costs
+    the memo, and an empty folder setting switches the part off."""
+    root, records = alf_games
+    picks = [r for r in records if r["spec"].task_type in ("pick_clean_then_place_in_recep", "pick_two_obj_and_place")]
+    folder = tmp_path / "sas"
+    monkeypatch.setenv(tws.SAS_DIR, str(folder))
+
+    def play_all():
+        tws.uninstall()  # drop the in-memory memo: a new process's view
+        assert tws.install() and "disk_sas" in tws.parts()
+        return [_play(AlfworldEnv(root=root), r["spec"].task_id, r["walkthrough"]) for r in picks], \
+            tws.stats()["pddl2sas_disk"]
+
+    try:
+        before = dict(tws._disk)
+        first, _ = play_all()
+        written = sorted(folder.glob("*.pickle"))
+        assert written and tws._disk["misses"] > before["misses"]
+        hits = tws._disk["hits"]
+        misses = tws._disk["misses"]
+        again, _ = play_all()
+        assert tws._disk["hits"] > hits and tws._disk["misses"] == misses  # all read back, none made
+        assert again == first
+        written[0].write_bytes(b"not a pickle")
+        errors = tws._disk["errors"]
+        third, _ = play_all()
+        assert third == first and tws._disk["errors"] == errors + 1
+        assert written[0].read_bytes() != b"not a pickle"  # replaced by a good translation
+        monkeypatch.setenv(tws.SAS_DIR, "")
+        tws.uninstall()
+        assert tws.install() and tws.sas_dir() is None
+        plain = [_play(AlfworldEnv(root=root), r["spec"].task_id, r["walkthrough"]) for r in picks]
+        assert plain == first
+        blocked = tmp_path / "file"
+        blocked.write_text("")
+        monkeypatch.setenv(tws.SAS_DIR, str(blocked / "sas"))  # below a file: cannot be made
+        errors = tws._disk["errors"]
+        unwritable, _ = play_all()
+        assert unwritable == first and tws._disk["errors"] > errors
+    finally:
+        monkeypatch.undo()
+        tws.uninstall()
+        tws.install()
