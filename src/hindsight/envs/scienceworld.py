@@ -48,6 +48,7 @@ recorded numeric answer to the option with the recorded text.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -128,43 +129,40 @@ JVM_OPTIONS = ("-XX:+UnlockExperimentalVMOptions", "-XX:hashCode=2")
 _LAUNCH_LOCK = threading.Lock()
 
 
-_LENT_ENGINE: list[Any] = []
-
-
-def _lent_engine(port: int) -> Any:
+@functools.cache
+def _lent_engine_class() -> Any:
     """ScienceWorld's Python wrapper over a borrowed JVM (:mod:`hindsight.envs.scienceworld_jvm`):
-    its own py4j connection and engine object; closing it ends the connection, never the JVM."""
-    if not _LENT_ENGINE:
-        import tempfile
+    its own py4j connection and engine object; closing it ends the connection, never the JVM.
+    Made on first use (it subclasses the package's wrapper, imported only then)."""
+    import tempfile
 
-        from py4j.java_gateway import GatewayParameters, JavaGateway
-        from scienceworld import ScienceWorldEnv as _Engine
+    from py4j.java_gateway import GatewayParameters, JavaGateway
+    from scienceworld import ScienceWorldEnv as _Engine
 
-        class LentEngine(_Engine):  # type: ignore[misc, valid-type]
-            def __init__(self, gateway_port: int) -> None:  # the wrapper's own start, less the launch
-                self._gateway = JavaGateway(gateway_parameters=GatewayParameters(auto_field=True, port=gateway_port))
-                self.server = self._gateway.jvm.scienceworld.runtime.pythonapi.PythonInterface()
-                self.lastStepScore = 0
-                self.taskName = None
-                self.envStepLimit = 10**9
-                self.clear_run_histories()
-                self.goldPathGenerated = False
-                self._obj_tree_tempdir = tempfile.TemporaryDirectory()
+    class LentEngine(_Engine):  # type: ignore[misc, valid-type]
+        def __init__(self, gateway_port: int) -> None:  # the wrapper's own start, less the launch
+            self._gateway = JavaGateway(gateway_parameters=GatewayParameters(auto_field=True, port=gateway_port))
+            self.server = self._gateway.jvm.scienceworld.runtime.pythonapi.PythonInterface()
+            self.lastStepScore = 0
+            self.taskName = None
+            self.envStepLimit = 10**9
+            self.clear_run_histories()
+            self.goldPathGenerated = False
+            self._obj_tree_tempdir = tempfile.TemporaryDirectory()
 
-            def close(self) -> None:
-                gateway, self._gateway = getattr(self, "_gateway", None), None
-                if gateway is None:
-                    return
-                for end in (lambda: gateway.detach(self.server), gateway.close):
-                    try:
-                        end()
-                    except Exception:  # noqa: BLE001  (the JVM may be gone; it is not ours to stop)
-                        pass
-                # the JVM is another borrower's now: py4j objects finalized later must not connect
-                gateway._gateway_client.is_connected = False
+        def close(self) -> None:
+            gateway, self._gateway = getattr(self, "_gateway", None), None
+            if gateway is None:
+                return
+            for end in (lambda: gateway.detach(self.server), gateway.close):
+                try:
+                    end()
+                except Exception:  # noqa: BLE001  (the JVM may be gone; it is not ours to stop)
+                    pass
+            # the JVM is another borrower's now: py4j objects finalized later must not connect
+            gateway._gateway_client.is_connected = False
 
-        _LENT_ENGINE.append(LentEngine)
-    return _LENT_ENGINE[0](port)
+    return LentEngine
 
 
 def _start_engine(engine_class: Any) -> Any:
@@ -217,7 +215,7 @@ class ScienceWorldEnv(Env):
         if shared is not None:
             try:
                 self._lease = scienceworld_jvm.borrow(shared["dir"], shared["idle_s"], JVM_OPTIONS)
-                self.engine = _lent_engine(self._lease.port)
+                self.engine = _lent_engine_class()(self._lease.port)
             except Exception as exc:  # noqa: BLE001  (anything: start an own JVM, as without sharing)
                 if self._lease is not None:
                     self._lease.release()

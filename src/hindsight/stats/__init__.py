@@ -33,20 +33,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = [
-    "Interval",
-    "PairedDifference",
-    "betting_pvalue",
-    "betting_wealth",
-    "degenerate_interval",
-    "holm",
-    "mcnemar_exact",
-    "paired_bootstrap",
-    "paired_difference",
-    "t_interval",
-    "t_test_pvalue",
-    "wilson_interval",
-]
+__all__ = sorted(_WHERE)
 
 
 def __dir__() -> list[str]:

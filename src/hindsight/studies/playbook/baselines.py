@@ -299,8 +299,6 @@ async def judge_labels(client: Any, judge: str, prompts_dir: str, episodes: pd.D
     return pd.DataFrame(rows)
 
 
-
-
 def candidate_name(method: str, variant: str, run: str) -> str:
     """The ``candidate`` of a baseline's evaluation episodes: ``method:variant:run``."""
     return f"{method}:{variant}:{run}"

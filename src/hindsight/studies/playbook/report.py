@@ -53,7 +53,7 @@ def table1(meth: pd.DataFrame) -> pd.DataFrame:
 
 
 #: What each of RBC's own methods was allowed to see before serving (the baselines say theirs,
-#: :data:`.baselines.METHODS`).
+#: :data:`.methods.METHODS`).
 SEES = {"No playbook": "nothing", "Whole": "growth only", "Best-Full": "practice only", "RBC-cut": "practice only",
         "RBC": "practice only"}
 
