@@ -56,6 +56,29 @@ def run_snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: i
     )
 
 
+def failure_text(proc: subprocess.CompletedProcess, tail: int = 3000) -> str:
+    """What a failed run's assertion should show: every traceback and Snakemake ``Error in rule``
+    block of its output (a failing job's traceback is often thousands of characters above the
+    end, pushed out by the log lines of the jobs that kept running), then the output's tail."""
+    text = (proc.stdout or "") + (proc.stderr or "")
+    lines = text.splitlines()
+    blocks: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("Traceback (most recent call last)") or line.startswith("Error in rule "):
+            j = i + 1
+            while j < len(lines) and (lines[j].startswith((" ", "\t")) or not lines[j].strip()):
+                j += 1
+            end = j + 1 if line.startswith("Traceback") else j  # the exception's own line
+            blocks.append("\n".join(lines[i:end]))
+            i = end
+            continue
+        i += 1
+    found = "\n---\n".join(blocks[:6])
+    return (f"{found}\n=== the output's last {tail} characters ===\n" if found else "") + text[-tail:]
+
+
 @pytest.fixture
 def workflow_copy(tmp_path: Path) -> Path:
     """The workflow in a temporary directory (results and logs land there)."""

@@ -21,7 +21,7 @@ from hindsight.envs import forkserver
 from hindsight.leases import alive
 from hindsight.rule_entry import COST_LINE
 from hindsight.testing import LoopbackServer, loopback_endpoint
-from tests.conftest import REPO, run_snakemake
+from tests.conftest import REPO, run_snakemake, failure_text
 from tests.test_workflow import loop_overlay, registry
 
 # What Snakemake's preamble does before a script runs: a ``snakemake`` object in the globals,
@@ -238,13 +238,13 @@ def test_a_real_rule_gives_the_same_outputs_through_the_server_and_in_its_own_pr
         off.write_text(yaml.safe_dump({**base, "servers": {"job_server": False}}))
         env = {"PYTHONPATH": str(REPO / "src")}
         first = _smoke(workflow_copy, off, env)  # the one model call; the reruns replay it
-        assert first.returncode == 0, first.stderr[-3000:]
+        assert first.returncode == 0, failure_text(first)
         outputs = sorted((workflow_copy / "results" / "smoke").glob("loop*"))
         assert len(outputs) == 3  # answer, calls, spec
         runs = {}
         for name, cfg in (("on", on), ("off", off)):
             out = _smoke(workflow_copy, cfg, env, "--force")
-            assert out.returncode == 0, out.stderr[-3000:]
+            assert out.returncode == 0, failure_text(out)
             runs[name] = {p.name: p.read_bytes() for p in outputs}
             log = (workflow_copy / "logs" / "smoke" / "loop.log").read_text()
             assert ("job server: forked by pid" in log) == (name == "on"), log

@@ -28,7 +28,7 @@ import yaml
 
 from hindsight.testing import LoopbackServer, loopback_endpoint
 from tests.chromium import CHROMIUM_MISSING, Chromium, chromium_path, pixel_spread
-from tests.conftest import REPO, base_config, run_snakemake
+from tests.conftest import REPO, base_config, run_snakemake, failure_text
 from tests.history.helpers import is_judge, is_review, wrap
 from tests.luck.test_luck_e2e import policy as luck_policy
 
@@ -79,9 +79,9 @@ def built(tmp_path_factory) -> Path:
                         if isinstance(v, dict) and "enabled" in v and k not in (*STUDIES, "smoke")})
         (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))
         out = run_snakemake(wf, "--configfile", "overlay.yaml")
-        assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+        assert out.returncode == 0, failure_text(out)
     out = run_snakemake(wf, "--configfile", "overlay.yaml", "--report", "results/report.html")
-    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    assert out.returncode == 0, failure_text(out)
     return wf
 
 

@@ -86,11 +86,15 @@ def test_user_error_exits_1_without_spec(tmp_path, error, code):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_bug_propagates_without_spec(tmp_path):
+def test_a_bug_propagates_without_spec(tmp_path, capsys):
     smk = fake_snakemake(tmp_path)
     with pytest.raises(ZeroDivisionError):
         run_rule(smk, lambda: 1 / 0)
     assert not (tmp_path / "out").exists()
+    # the rule's log says why the job failed (the traceback), the console does not get it twice
+    log = (tmp_path / "logs" / "raw.log").read_text()
+    assert "the job failed with an unexpected error" in log and "ZeroDivisionError" in log and "1 / 0" in log
+    assert "ZeroDivisionError" not in capsys.readouterr().err
 
 
 def test_spec_path_of_files_and_folders():

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from hindsight.testing import LoopbackServer, loopback_endpoint
-from tests.conftest import REPO, base_config
+from tests.conftest import REPO, base_config, failure_text
 from tests.conftest import run_snakemake as snakemake
 
 SECRET = "sk-hindsight-DUMMY-SECRET-0123456789abcdef"
@@ -33,13 +33,13 @@ def registry(entry: dict) -> str:
 
 def test_dry_run_of_default_config_is_clean():
     out = snakemake(REPO, "-n", "--quiet", "rules")
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, failure_text(out)
 
 
 @pytest.mark.slow
 def test_lint_is_clean():
     out = snakemake(REPO, "--lint")
-    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    assert out.returncode == 0, failure_text(out)
 
 
 def test_malformed_config_fails_before_any_job(workflow_copy):
@@ -70,7 +70,7 @@ def test_smoke_run_records_and_no_key_leaks(workflow_copy):
         overlay = loop_overlay(workflow_copy)
         env = {"HINDSIGHT_DUMMY_KEY": SECRET}
         out = snakemake(workflow_copy, "--configfile", str(overlay), "--", "results/smoke/loop.parquet", env=env)
-        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.returncode == 0, failure_text(out)
         import pandas as pd
 
         answer = pd.read_parquet(workflow_copy / "results/smoke/loop.parquet")

@@ -70,6 +70,19 @@ def run_cell(main: Callable[[], Awaitable[T]] | Callable[[], T], log_path: Any =
     except (ConfigError, LLMError) as exc:
         log.error("%s", exc)
         sys.exit(1)
+    except Exception:
+        _log_file_traceback(log)
+        raise  # Python (or the job server's child) prints it on stderr
+
+
+def _log_file_traceback(log: logging.Logger) -> None:
+    """Write the exception being handled, with its traceback, to the rule's log file only (the
+    console gets it from the uncaught exception): a failed job's log then says why it failed."""
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "the job failed with an unexpected error",
+                            (), sys.exc_info())
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def run_rule(smk: Any, main: Callable[[], Awaitable[T]] | Callable[[], T]) -> T:

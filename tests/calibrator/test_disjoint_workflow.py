@@ -16,7 +16,7 @@ import yaml
 
 from hindsight.studies.history.calibrator.leakage import leaks, task_pairs
 from hindsight.testing import LoopbackServer, loopback_endpoint
-from tests.conftest import REPO, run_snakemake
+from tests.conftest import REPO, run_snakemake, failure_text
 
 TYPES = ("find-non-living-thing", "lifespan-longest-lived", "lifespan-shortest-lived")   # every default type
 TASKS = [(f"{t}:{v}", split) for v, split in ((0, "test"), (1, "train")) for t in TYPES]
@@ -49,7 +49,7 @@ def test_no_evaluation_task_reaches_a_training_file(workflow_copy):
         }
         (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))
         out = run_snakemake(wf, "--configfile", "overlay.yaml", "--", "results/calibrator/tables/index.md")
-        assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+        assert out.returncode == 0, failure_text(out)
     res = wf / "results"
     evaluation = [res / f"history/rollouts/loop/scienceworld/{c}.parquet" for c in ("raw", "causal")]
     evaluation += [res / "calibrator/rollouts/loop/scienceworld/calibrator.parquet"]

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from hindsight.testing import Faults, LoopbackServer, loopback_endpoint
+from tests.conftest import failure_text
 
 from .helpers import is_judge, is_review, wrap
 
@@ -100,7 +101,7 @@ def test_history_workflow_end_to_end(tmp_path):
         assert done, "nothing completed before the kill"
         assert snakemake(wf, "--configfile", "overlay.yaml", "--unlock", "--", "results/history/tables/index.md").returncode == 0
         out = snakemake(wf, "--configfile", "overlay.yaml", "--", "results/history/tables/index.md", cores="1")
-        assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+        assert out.returncode == 0, failure_text(out)
         res = wf / "results" / "history"
         all_ids = set().union(*(set(pd.read_parquet(p)["call_id"]) for p in res.rglob("*.calls.parquet")))
         assert done <= all_ids and srv.stats.completions - served == len(all_ids - done)  # nothing repeated
@@ -121,5 +122,5 @@ def test_history_workflow_end_to_end(tmp_path):
         before = (wf / cell).read_bytes()
         n = srv.stats.completions
         out = snakemake(wf, "--configfile", "overlay.yaml", "--force", "--", cell)
-        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.returncode == 0, failure_text(out)
         assert srv.stats.completions == n and (wf / cell).read_bytes() == before

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from hindsight.testing import LoopbackServer, loopback_endpoint
-from tests.conftest import REPO, run_snakemake
+from tests.conftest import REPO, run_snakemake, failure_text
 
 FAILURE_LESSON = ("# Memory Item 1\n## Title Switch tools after an error\n"
                   "## Description Use when a tool returned an error.\n"
@@ -99,7 +99,7 @@ def test_pipeline_recovers_planted_p2_and_reads_luck_carrying(workflow_copy):
         overlay["roles"] = {role: "loop" for role in (base.get("roles") or {}) if role != "embedder"}
         (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))
         out = run_snakemake(wf, "--configfile", "overlay.yaml", "--", *LUCK_TARGETS)
-        assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+        assert out.returncode == 0, failure_text(out)
 
         worlds = pd.read_parquet(wf / "results/luck/worlds.parquet")
         lessons = pd.read_parquet(wf / "results/luck/loop/lessons.parquet")
