@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -236,3 +237,54 @@ def test_translations_read_back_from_disk_give_the_same_episodes(alf_games, monk
         monkeypatch.undo()
         tws.uninstall()
         tws.install()
+
+
+def test_the_disk_memo_keeps_under_its_cap_dropping_the_least_recently_used(monkeypatch, tmp_path, caplog):
+    """A hit marks its file used; a write that takes the folder over the cap deletes the least
+    recently used files until it is under nine tenths of the cap; a bad cap value is reported and
+    the default used."""
+    folder = tmp_path / "sas"
+    monkeypatch.setenv(tws.SAS_DIR, str(folder))
+    monkeypatch.setenv(tws.SAS_MAX_MB, str(1100 / 2**20))  # room for two 400-byte translations, not three
+    monkeypatch.setitem(tws._originals, "pddl2sas", lambda domain, problem, optimize=False: problem * 400)
+    monkeypatch.setattr(tws, "_parts", {"disk_sas"})
+    monkeypatch.setattr(tws, "_disk", {"hits": 0, "misses": 0, "errors": 0, "pruned": 0})
+    assert tws._translate("d", "a", False) == "a" * 400
+    assert tws._translate("d", "b", False) == "b" * 400
+    files = {pickle.loads(p.read_bytes())[0]: p for p in folder.glob("*.pickle")}
+    assert len(files) == 2
+    for i, p in enumerate(files.values()):
+        os.utime(p, (1000 + i, 1000 + i))  # both written long ago
+    assert tws._translate("d", "a", False) == "a" * 400 and tws._disk["hits"] == 1  # a used now
+    assert tws._translate("d", "c", False) == "c" * 400
+    left = sorted(pickle.loads(p.read_bytes())[0] for p in folder.glob("*.pickle"))
+    assert left == ["a", "c"] and tws._disk["pruned"] == 1  # b, the least recently used, went
+    assert tws._translate("d", "b", False) == "b" * 400 and tws._disk["misses"] == 4  # made again
+    monkeypatch.setenv(tws.SAS_MAX_MB, "0")
+    assert tws._translate("d", "e", False) == "e" * 400 and not list(folder.glob("*.pickle"))  # keeps nothing
+    monkeypatch.setenv(tws.SAS_MAX_MB, "lots")
+    monkeypatch.setattr(tws, "_warned_cap", [])
+    with caplog.at_level("WARNING"):
+        assert tws.sas_max_bytes() == tws.SAS_MAX_MB_DEFAULT * 2**20
+    assert f"{tws.SAS_MAX_MB}='lots'" in caplog.text
+
+
+def test_pruning_skips_files_that_another_process_removed(tmp_path, monkeypatch):
+    folder = tmp_path / "sas"
+    folder.mkdir()
+    for i in range(4):
+        (folder / f"{i}.pickle").write_bytes(b"x" * 100)
+        os.utime(folder / f"{i}.pickle", (1000 + i, 1000 + i))
+    (folder / ".tmpfile.tmp").write_bytes(b"x" * 10_000)  # a write in progress is not counted or touched
+    real_unlink = Path.unlink
+
+    def racing_unlink(self, missing_ok=False):
+        if self.name == "0.pickle":
+            real_unlink(self)  # gone before this process gets to it
+            raise FileNotFoundError(self)
+        return real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", racing_unlink)
+    assert tws.prune_sas_dir(folder, 250) == 1  # 400 > 250: down to 225; 0 went by itself, 1 by this call
+    assert sorted(p.name for p in folder.iterdir()) == [".tmpfile.tmp", "2.pickle", "3.pickle"]
+    assert tws.prune_sas_dir(folder, 10_000) == 0

@@ -57,6 +57,11 @@ Two further parts, each with its own switch (:data:`PART_SWITCHES`, on by defaul
   and replaced; a folder that cannot be written leaves the memo in memory only.  The translator's
   output is a function of its inputs (below), and ``PddlState`` reads the task's actions, types,
   objects and initial facts, which pickling keeps whole (shared references included).
+  The folder is kept under a size cap (``$HINDSIGHT_TEXTWORLD_SAS_MAX_MB``, default
+  :data:`SAS_MAX_MB_DEFAULT`; 0 keeps nothing): a hit marks its file used (its modification
+  time), and after each write the least recently used files go until the folder is under
+  nine tenths of the cap (about 0.3 MB a game: the default run's games take some 100 MB, the
+  paper's whole ALFWorld set about 1.1 GB).
 
 Measured and left out: the tatsu parse of a game's whole grammar document (about 40 ms of a
 load; the rules inside it, parsed one by one afterwards, are the cost, and they hit the
@@ -102,6 +107,8 @@ PART_SWITCHES: dict[str, str] = {"shallow_copy": "HINDSIGHT_TEXTWORLD_SHALLOW_CO
                                  "lazy_replan": "HINDSIGHT_TEXTWORLD_LAZY_REPLAN",
                                  "disk_sas": "HINDSIGHT_TEXTWORLD_DISK_SAS"}
 SAS_DIR = "HINDSIGHT_TEXTWORLD_SAS_DIR"
+SAS_MAX_MB = "HINDSIGHT_TEXTWORLD_SAS_MAX_MB"
+SAS_MAX_MB_DEFAULT = 2048
 DISK_FORMAT = 1
 """Part of every disk entry's name: bump it when what is stored changes."""
 CAPS: dict[str, int] = {"csg_parse": 8192, "pddl2sas": 32, "query": 4096}
@@ -110,10 +117,11 @@ _lock = threading.Lock()
 _originals: dict[str, Any] = {}
 _caches: dict[str, Callable] = {}
 _warned: list[bool] = []
+_warned_cap: list[bool] = []
 _parts: set[str] = set()
 _lazy = threading.local()  # .on: inside our PddlState.__init__ (pending optimized translations)
 _OFF = ("0", "false", "no", "off")
-_disk = {"hits": 0, "misses": 0, "errors": 0}
+_disk = {"hits": 0, "misses": 0, "errors": 0, "pruned": 0}
 
 
 def enabled_by_env() -> bool:
@@ -218,6 +226,10 @@ def _translate(domain: str, problem: str, optimize: bool):
         with open(path, "rb") as fh:
             value = pickle.load(fh)
         _disk["hits"] += 1
+        try:
+            os.utime(path)  # used now: the pruning keeps it over older ones
+        except OSError:
+            pass
         return value
     except FileNotFoundError:
         pass
@@ -235,7 +247,65 @@ def _translate(domain: str, problem: str, optimize: bool):
     except OSError as exc:
         _disk["errors"] += 1
         log.debug("hindsight.envs.textworld_speed: translation not stored in %s (%s)", folder, exc)
+    else:
+        _disk["pruned"] += prune_sas_dir(folder, sas_max_bytes())
     return value
+
+
+def sas_max_bytes() -> int:
+    """The disk memo's size cap in bytes (``$HINDSIGHT_TEXTWORLD_SAS_MAX_MB``; a value that is not a
+    number of megabytes >= 0 is reported once and the default used)."""
+    raw = os.environ.get(SAS_MAX_MB)
+    mb: float = SAS_MAX_MB_DEFAULT
+    if raw is not None and raw.strip():
+        try:
+            mb = float(raw)
+            if not mb >= 0:
+                raise ValueError
+        except ValueError:
+            mb = SAS_MAX_MB_DEFAULT
+            if not _warned_cap:
+                _warned_cap.append(True)
+                log.warning("hindsight.envs.textworld_speed: %s=%r is not a size in megabytes (a number >= 0); "
+                            "using %d", SAS_MAX_MB, raw, SAS_MAX_MB_DEFAULT)
+    return int(mb * 1024 * 1024)
+
+
+def prune_sas_dir(folder: Path, max_bytes: int) -> int:
+    """Delete the least recently used translations in ``folder`` until it holds at most nine tenths
+    of ``max_bytes`` (nothing while it is within ``max_bytes``); how many were deleted.  Safe beside
+    other processes: a reader of a deleted file translates again, a file gone already is skipped."""
+    entries = []
+    total = 0
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                if not e.name.endswith(".pickle") or e.name.startswith("."):
+                    continue
+                try:
+                    st = e.stat()
+                except OSError:
+                    continue
+                entries.append((st.st_mtime_ns, e.name, st.st_size))
+                total += st.st_size
+    except OSError:
+        return 0
+    if total <= max_bytes:
+        return 0
+    goal = max_bytes * 9 // 10
+    removed = 0
+    for _, name, size in sorted(entries):
+        if total <= goal:
+            break
+        try:
+            (folder / name).unlink()
+            removed += 1
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        total -= size
+    return removed
 
 
 def _shallow_copy_context(context):
@@ -361,7 +431,7 @@ def uninstall() -> None:
 
 def stats() -> dict[str, dict[str, int]]:
     """Per memo: ``hits``, ``misses``, ``size`` (entries) and ``cap``; empty when not installed.
-    With the ``disk_sas`` part, ``pddl2sas_disk``: its ``hits``, ``misses`` and ``errors`` in this process."""
+    With the ``disk_sas`` part, ``pddl2sas_disk``: its ``hits``, ``misses``, ``errors`` and ``pruned`` in this process."""
     out = {name: {"hits": c.cache_info().hits, "misses": c.cache_info().misses,
                   "size": c.cache_info().currsize, "cap": CAPS[name]} for name, c in _caches.items()}
     if "disk_sas" in _parts:
