@@ -79,6 +79,25 @@ def test_a_borrowed_jvm_gives_a_fresh_jvms_output_and_is_reused(folder):
     assert jvms.LENT_CPU_S[0] > 0  # the JVM's CPU while lent counts as the borrower's
 
 
+def test_a_jvm_lent_to_an_environment_process_counts_in_the_parents_cost(folder):
+    """An environment in a child process (``ProcessEnv``, as the anti-persistence study runs them)
+    borrows the JVM; its CPU while lent is no process's child, so the child's close reply carries
+    it and the parent adds it to the job's count."""
+    from hindsight.envs.procenv import ProcessEnv
+
+    before = jvms.LENT_CPU_S[0]
+    env = ProcessEnv("scienceworld", {"simplification": "easy", "shared_jvm": (str(folder), 60.0)})
+    try:
+        assert not env.forked
+        env.reset("find-non-living-thing:286")
+        for _ in range(3):
+            env.step(sorted(env.admissible_actions())[0])
+    finally:
+        env.close()
+    assert len(infos(folder)) == 1  # the child borrowed a shared JVM
+    assert jvms.LENT_CPU_S[0] > before
+
+
 def test_one_borrower_at_a_time(folder):
     a = ScienceWorldEnv(shared_jvm=(str(folder), 60.0))
     b = ScienceWorldEnv(shared_jvm=(str(folder), 60.0))

@@ -136,10 +136,15 @@ class ProcessEnv:
             return
         try:
             reply = self._call("close")
-            if self.forked and isinstance(reply, dict):
-                from hindsight.envs.forkserver import FORKED_CPU_S
+            if isinstance(reply, dict):
+                if self.forked:  # a spawned child's own CPU reaches the job's rusage when it is waited for
+                    from hindsight.envs.forkserver import FORKED_CPU_S
 
-                FORKED_CPU_S[0] += float(reply.get("cpu_s", 0.0))
+                    FORKED_CPU_S[0] += float(reply.get("cpu_s", 0.0))
+                if reply.get("lent_cpu_s"):  # a JVM lent to the child is nobody's child: counted here
+                    from hindsight.envs.scienceworld_jvm import LENT_CPU_S
+
+                    LENT_CPU_S[0] += float(reply["lent_cpu_s"])
         except (RuntimeError, OSError, EOFError, BrokenPipeError):
             pass
         finally:

@@ -19,7 +19,8 @@ def send(fh: Any, value: Any) -> None:
 
 def serve(rd: BinaryIO, wr: BinaryIO, name: str, options: dict[str, Any]) -> None:
     """The child: build the environment, then answer (method, args) requests until close
-    (EOF: the parent is gone) or ``close`` (whose reply carries the child's CPU seconds)."""
+    (EOF: the parent is gone) or ``close`` (whose reply carries the child's CPU seconds and those
+    of the shared JVMs lent to it while lent, which are no process's children)."""
     try:
         from hindsight.envs.engines import build_engine
 
@@ -36,7 +37,8 @@ def serve(rd: BinaryIO, wr: BinaryIO, name: str, options: dict[str, Any]) -> Non
         if method == "close":
             env.close()
             t = os.times()
-            send(wr, (True, {"cpu_s": t.user + t.system}))
+            lent = sys.modules.get("hindsight.envs.scienceworld_jvm")  # shared JVMs lent to this child
+            send(wr, (True, {"cpu_s": t.user + t.system, "lent_cpu_s": lent.LENT_CPU_S[0] if lent else 0.0}))
             # the environment is closed and the reply sent: leave without the interpreter's
             # teardown, which for AppWorld (thousands of modules and FastAPI routes) cost
             # 5.5 of an AppWorld child's 15 CPU-s and 11 s of wall at load 13 (its one
