@@ -63,3 +63,42 @@ def test_both_servers_check_the_peer_before_forking():
         text = Path(module.__file__).read_text()
         accept = text.index("listener.accept()")
         assert "if same_user(conn):" in text[accept:accept + 200], module.__name__
+
+
+def test_proc_stat_reads_a_process_and_a_zombie_and_nothing_for_a_gone_one(tmp_path):
+    """``hindsight.leases.proc_stat``, the one reader of ``/proc/<pid>/stat`` (the job's start,
+    a lent JVM's CPU, the fork server's watchdog): a command name with ``)`` and spaces does not
+    shift the fields."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    from hindsight.leases import proc_stat
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time, sys; sys.stdout.write('x'); sys.stdout.flush(); "
+                             "t = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+                             "time.sleep(30)"], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.read(1) == b"x"
+        time.sleep(0.5)
+        fields = proc_stat(proc.pid)
+        assert fields[0] in "SR" and int(fields[11]) + int(fields[12]) > 0  # state; user + system ticks
+    finally:
+        proc.kill()
+    time.sleep(0.2)
+    assert proc_stat(proc.pid)[0] == "Z"  # killed, not reaped yet
+    proc.wait()
+    assert proc_stat(proc.pid) is None
+    assert proc_stat()[0] == "R" and int(proc_stat()[19]) > 0 and proc_stat(os.getpid()) is not None
+    link = tmp_path / "a) b (c"  # the command name comes from the executed file's name
+    link.symlink_to(shutil.which("sleep"))
+    odd = subprocess.Popen([str(link), "30"])
+    try:
+        time.sleep(0.3)
+        assert open(f"/proc/{odd.pid}/comm").read().strip() == "a) b (c"
+        assert proc_stat(odd.pid)[0] in "SR" and proc_stat(odd.pid)[1] == str(os.getpid())  # [1]: the parent
+    finally:
+        odd.kill()
+        odd.wait()

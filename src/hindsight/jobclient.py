@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from hindsight.leases import (  # noqa: F401  (CLUSTER_VARIABLES: re-exported)
-    CLUSTER_VARIABLES, alive, cluster_job, connect_abstract, locked, read_info, server_dir, start_detached,
+    CLUSTER_VARIABLES, alive, cluster_job, connect_abstract, locked, proc_stat, read_info, server_dir, start_detached,
 )
 
 SERVED: dict[str, Any] | None = None
@@ -127,11 +127,11 @@ def connect(config: Any, scripts: str) -> socket.socket:
 
 def process_start() -> float | None:
     """This process's start as a Unix time (Linux ``/proc``), or ``None``."""
+    fields = proc_stat()
     try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
         uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return time.time() - max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
+        return time.time() - max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))  # type: ignore[index]
+    except (OSError, ValueError, IndexError, TypeError):
         return None
 
 

@@ -65,6 +65,21 @@ def same_user(conn: socket.socket) -> bool:
     return peer_uid(conn) == os.getuid()
 
 
+_OPEN = open  # taken at import: AppWorld null-patches open while an action's code runs (forkserver)
+
+
+def proc_stat(pid: int | str = "self") -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` the state, ``[11]`` and
+    ``[12]`` user and system clock ticks, ``[19]`` the start in ticks after boot), or ``None`` when
+    the process is gone or the file unreadable (Linux only)."""
+    try:
+        with _OPEN(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields or None
+
+
 def alive(pid: int) -> bool:
     """Whether process ``pid`` exists (on this machine)."""
     try:

@@ -45,8 +45,8 @@ from typing import Any, Mapping
 
 from hindsight.files import atomic_write_text
 from hindsight.leases import (  # noqa: F401  (CLUSTER_VARIABLES: re-exported)
-    CLUSTER_VARIABLES, IdleClock, alive, cluster_job, connect_abstract, locked, peer_uid, read_info, retire,
-    same_user, server_dir, start_detached,
+    CLUSTER_VARIABLES, IdleClock, alive, cluster_job, connect_abstract, locked, peer_uid, proc_stat, read_info,
+    retire, same_user, server_dir, start_detached,
 )
 
 log = logging.getLogger(__name__)
@@ -185,17 +185,14 @@ def warm_up(name: str, warm: Mapping[str, Any]) -> None:
 
 
 # AppWorld null-patches unsafe functions (os._exit, time.sleep, open, ...) while it runs an
-# action's code: the child's watchdog holds the originals, taken at import.
-_EXIT, _SLEEP, _OPEN = os._exit, time.sleep, open
+# action's code: the child's watchdog holds the originals, taken at import (open: hindsight.leases).
+_EXIT, _SLEEP = os._exit, time.sleep
 
 
 def _running(pid: int) -> bool:
     """Whether ``pid`` exists and is not a zombie (a killed job its parent has not reaped yet)."""
-    try:
-        with _OPEN(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    fields = proc_stat(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def _watch_client(conn: socket.socket, poll_s: float = 1.0) -> None:

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from hindsight.files import atomic_write_text
-from hindsight.leases import IdleClock, alive, cluster_job, locked, read_info, server_dir, start_detached
+from hindsight.leases import IdleClock, alive, cluster_job, locked, proc_stat, read_info, server_dir, start_detached
 
 log = logging.getLogger(__name__)
 
@@ -127,10 +127,10 @@ def _try_lock(path: Path) -> int | None:
 
 def jvm_cpu(pid: int) -> float:
     """CPU seconds (user + system) of process ``pid`` so far, 0 if it cannot be read."""
+    fields = proc_stat(pid)
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # type: ignore[index]
+    except (IndexError, ValueError, TypeError):
         return 0.0
 
 
