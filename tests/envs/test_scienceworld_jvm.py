@@ -198,3 +198,16 @@ def test_configured_from_the_pipeline_config(monkeypatch, tmp_path):
 
 def test_the_key_follows_the_jvm_options():
     assert jvms.jvm_key(JVM_OPTIONS) != jvms.jvm_key((*JVM_OPTIONS, "-Xint"))
+
+
+def test_java_tool_options_follow_the_users_and_are_restored(monkeypatch):
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    with jvms.java_tool_options(("-XX:hashCode=2", "-Xss4m")):
+        assert os.environ["JAVA_TOOL_OPTIONS"] == "-XX:hashCode=2 -Xss4m"
+    assert "JAVA_TOOL_OPTIONS" not in os.environ
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xmx1g")
+    with pytest.raises(RuntimeError):
+        with jvms.java_tool_options(("-XX:hashCode=2",)):
+            assert os.environ["JAVA_TOOL_OPTIONS"] == "-Xmx1g -XX:hashCode=2"  # the user's first, ours win
+            raise RuntimeError
+    assert os.environ["JAVA_TOOL_OPTIONS"] == "-Xmx1g"

@@ -168,16 +168,8 @@ def _lent_engine_class() -> Any:
 def _start_engine(engine_class: Any) -> Any:
     """Start ScienceWorld's JVM with :data:`JVM_OPTIONS` (through ``JAVA_TOOL_OPTIONS``, after
     any the user set: the package's launcher takes no JVM options), restoring the variable after."""
-    with _LAUNCH_LOCK:
-        before = os.environ.get("JAVA_TOOL_OPTIONS")
-        os.environ["JAVA_TOOL_OPTIONS"] = " ".join(filter(None, (before, *JVM_OPTIONS)))
-        try:
-            return engine_class("", envStepLimit=10**9)
-        finally:
-            if before is None:
-                os.environ.pop("JAVA_TOOL_OPTIONS", None)
-            else:
-                os.environ["JAVA_TOOL_OPTIONS"] = before
+    with _LAUNCH_LOCK, scienceworld_jvm.java_tool_options(JVM_OPTIONS):
+        return engine_class("", envStepLimit=10**9)
 
 
 class ScienceWorldEnv(Env):

@@ -46,9 +46,10 @@ import signal
 import socket
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from hindsight.files import atomic_write_text
 from hindsight.leases import IdleClock, alive, cluster_job, locked, proc_stat, read_info, server_dir, start_detached
@@ -62,6 +63,21 @@ START_TIMEOUT_S = 120.0
 POLL_S = 0.5
 LENT_CPU_S = [0.0]
 """CPU seconds the JVMs lent to this process spent while lent (they are not its children)."""
+
+
+@contextmanager
+def java_tool_options(options: tuple[str, ...]) -> Iterator[None]:
+    """``JAVA_TOOL_OPTIONS`` with ``options`` after any the user set (ScienceWorld's launcher takes
+    no JVM options), restored on leaving.  Not thread-safe: callers that may race hold a lock."""
+    before = os.environ.get("JAVA_TOOL_OPTIONS")
+    os.environ["JAVA_TOOL_OPTIONS"] = " ".join(filter(None, (before, *options)))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("JAVA_TOOL_OPTIONS", None)
+        else:
+            os.environ["JAVA_TOOL_OPTIONS"] = before
 
 
 class Unavailable(RuntimeError):
@@ -200,9 +216,8 @@ def serve(info: Path, registry: Path, idle_s: float, jvm_options: tuple[str, ...
     from py4j.java_gateway import launch_gateway
     from scienceworld.constants import BASEPATH, JAR_PATH
 
-    before = os.environ.get("JAVA_TOOL_OPTIONS")
-    os.environ["JAVA_TOOL_OPTIONS"] = " ".join(filter(None, (before, *jvm_options)))
-    port, proc = launch_gateway(classpath=JAR_PATH, die_on_exit=True, cwd=BASEPATH, return_proc=True)
+    with java_tool_options(jvm_options):
+        port, proc = launch_gateway(classpath=JAR_PATH, die_on_exit=True, cwd=BASEPATH, return_proc=True)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     atomic_write_text(info, json.dumps({"pid": os.getpid(), "port": port, "java_pid": proc.pid,
