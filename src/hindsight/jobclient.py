@@ -128,10 +128,12 @@ def connect(config: Any, scripts: str) -> socket.socket:
 def process_start() -> float | None:
     """This process's start as a Unix time (Linux ``/proc``), or ``None``."""
     fields = proc_stat()
+    if fields is None:
+        return None
     try:
         uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return time.time() - max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))  # type: ignore[index]
-    except (OSError, ValueError, IndexError, TypeError):
+        return time.time() - max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
         return None
 
 

@@ -144,9 +144,11 @@ def _try_lock(path: Path) -> int | None:
 def jvm_cpu(pid: int) -> float:
     """CPU seconds (user + system) of process ``pid`` so far, 0 if it cannot be read."""
     fields = proc_stat(pid)
+    if fields is None:
+        return 0.0
     try:
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # type: ignore[index]
-    except (IndexError, ValueError, TypeError):
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (IndexError, ValueError):
         return 0.0
 
 
