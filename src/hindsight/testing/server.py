@@ -200,6 +200,12 @@ class LoopbackServer:
                     break
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             pass
+        except asyncio.CancelledError:
+            # Only :meth:`stop` cancels a handler (a request held by an injected timeout, or an idle
+            # keep-alive connection).  Ending it normally here, rather than re-raising, keeps
+            # Python 3.11's stream callback (which calls ``task.exception()`` on the finished
+            # handler) from logging a CancelledError traceback for every such connection.
+            pass
         finally:
             try:
                 writer.close()
