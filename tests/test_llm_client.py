@@ -218,17 +218,15 @@ def test_per_endpoint_cap(loopback, make_config, tmp_path):
     assert srv.stats.completions < 20
 
 
-def test_stopping_the_server_with_a_request_held_logs_no_traceback(caplog):
+def test_stopping_the_server_with_a_request_held_logs_no_traceback(loopback, caplog):
     """A request held by an injected timeout when the loopback server stops ends quietly: Python
     3.11's stream callback used to log the cancelled handler's CancelledError with a traceback (seen
     at the end of benchmarks/drill_faults.py, after every check had passed)."""
     import logging
     import socket
 
-    from hindsight.testing import LoopbackServer
-
     caplog.set_level(logging.DEBUG, logger="asyncio")
-    srv = LoopbackServer(faults=Faults(rate_timeout=1.0, timeout_delay_s=60.0)).start()
+    srv = loopback(faults=Faults(rate_timeout=1.0, timeout_delay_s=60.0))
     body = json.dumps({"model": "m", "messages": msgs(0)}).encode()
     with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as sock:
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
