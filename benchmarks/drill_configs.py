@@ -17,9 +17,8 @@ where ``base.yaml`` points every endpoint at the loopback server of this drill. 
 *rejected precisely* when it exits non-zero, the loopback server received no request, and
 the output names the file, the key, and a fix (``Fix:`` or an instruction), without a
 Python traceback and without echoing a pasted key.  Variants of the whole study level
-(tasks per cell, splits, environment options) are checked by ``snakemake -n`` and
-``bin/run -n`` only (``config check`` validates the config, the registry and the prompt
-folders).
+(tasks per cell or per role, splits, environment options) go through all three entries:
+``config check`` builds every study's workflow helper, as the rule files do.
 
     python benchmarks/drill_configs.py [--quick] [--keep]
 
@@ -27,7 +26,7 @@ folders).
 drill runs ``snakemake -n`` and ``bin/run -n`` too, for every variant (a few seconds each).  More tasks than a split holds is tried on ALFWorld's generated games, whose
 split sizes are known before any job; for official data the size is known once
 ``results/tasks/<env>.parquet`` exists (before that the cell itself refuses, before its
-first call: see ``hindsight.studies.history.preflight``); the variant lists every
+first call: see ``hindsight.envs.catalog``); the variant lists every
 ALFWorld task type (the known size is the whole split's) and turns the calibrator off (its
 own check of ``calibrator.sources.envs`` against ``history.envs`` would answer first).
 The last line is the figure: variants, runs, rejected precisely, imprecise (rejected before
@@ -132,13 +131,23 @@ def variants(full_config: str) -> list[Variant]:
         Variant("tasks per cell larger than the split",
                 {"bad.yaml": "history:\n  envs: [alfworld]\n  tasks_per_cell: 100000\n  task_types: {alfworld: null}\n"
                              "calibrator:\n  enabled: false\n"},
-                "tasks_per_cell", entries=("dryrun", "binrun")),
+                "tasks_per_cell"),
         Variant("unknown history.splits entry",
                 {"bad.yaml": "history:\n  envs: [scienceworld]\n  splits: {scienceworld: tset}\n"},
-                "splits", entries=("dryrun", "binrun")),
+                "splits"),
         Variant("unknown history.env_options key",
                 {"bad.yaml": "history:\n  envs: [scienceworld]\n  env_options: {scienceworld: {colour: red}}\n"},
-                "colour", entries=("dryrun", "binrun")),
+                "colour"),
+        Variant("playbook training tasks larger than the split",
+                {"bad.yaml": "playbook:\n  growth:\n    train_tasks: 100000\n"}, "playbook.growth.train_tasks"),
+        Variant("unknown split of an antipersist pool",
+                {"bad.yaml": "antipersist:\n  pools:\n    alfworld: {train_split: train, train_tasks: 4, "
+                             "eval_split: evl, eval_tasks: 1}\n"}, "antipersist.pools.alfworld.eval_split"),
+        Variant("unknown playbook.env_options key",
+                {"bad.yaml": "playbook:\n  env_options: {alfworld: {colour: red}}\n"}, "colour"),
+        Variant("unknown calibrator split",
+                {"bad.yaml": "calibrator:\n  splits: {alfworld: trn, scienceworld: train, appworld: train}\n"},
+                "calibrator.splits.alfworld"),
     ]
 
 

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hindsight.config import ConfigError, load_config, load_models
+from hindsight.config import ConfigError, Sources, check_config, load_config, load_models, load_overlay
 from hindsight.prompts import check_prompts
 
 
@@ -46,10 +46,36 @@ def _models(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def check_studies(config: dict, files: list[str]) -> None:
+    """Build every study's workflow helper from ``config``, as the rule files do when
+    Snakemake parses the workflow, so that their checks before any job (sizes, splits,
+    environment options, roles: each study's ``workflow.check``) run here too; a failure is
+    a :class:`ConfigError` naming the file that set its key."""
+    from hindsight.studies.antipersist.workflow import AntipersistWorkflow
+    from hindsight.studies.history.calibrator.workflow import CalibratorWorkflow
+    from hindsight.studies.history.workflow import HistoryWorkflow
+    from hindsight.studies.luck.workflow import LuckWorkflow
+    from hindsight.studies.playbook.workflow import PlaybookWorkflow
+
+    sources = Sources((f, load_overlay(f)) for f in files)
+    models = check_config(config, sources)
+
+    def endpoint(name: str) -> dict:
+        ep = models[name]
+        return {"identity": ep.identity, "params": dict(ep.params), "structured_output": ep.structured_output}
+
+    for study in (LuckWorkflow, HistoryWorkflow, CalibratorWorkflow, PlaybookWorkflow, AntipersistWorkflow):
+        try:
+            study(config, models, endpoint)
+        except (ConfigError, ValueError) as exc:
+            raise ConfigError(sources.explain(exc)) from None
+
+
 def _config(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config, args.configfile)
         check_prompts(config, " + ".join([args.config, *args.configfile]))
+        check_studies(config, [args.config, *args.configfile])
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from hindsight.config import ConfigError
+from hindsight.envs.catalog import check_env_options, check_split, check_task_count
 from hindsight.studies.antipersist.design import DESIGNS, ENVS, sweep_designs
 from hindsight.studies.antipersist.memories import uses_selector
 
@@ -113,6 +114,22 @@ class AntipersistWorkflow:
         for key in ("prompts_dir", "actor_prompts_dir"):
             if not Path(str(a[key])).is_dir():
                 raise ConfigError(f"{src}.{key}: folder '{a[key]}' does not exist; restore it from git or fix the key")
+        self.check_pools()
+
+    def check_pools(self, tasks_dir: str = "results/tasks") -> None:
+        """Each pool's splits exist in its environment's task table and hold the tasks asked
+        for, and ``antipersist.env_options`` names options ``make_env`` takes (before any job:
+        :mod:`hindsight.envs.catalog`)."""
+        a, envs_cfg = self.a, self.config["envs"]
+        check_env_options(a["env_options"], "antipersist.env_options", ENVS)
+        for env in self.envs:
+            pool = a["pools"][env]
+            for role in ("train", "eval"):
+                split_key, count_key = f"antipersist.pools.{env}.{role}_split", f"antipersist.pools.{env}.{role}_tasks"
+                check_split(env, pool[f"{role}_split"], envs_cfg, split_key)
+                check_task_count(env, str(pool[f"{role}_split"]), pool[f"{role}_tasks"], envs_cfg, count_key,
+                                 f"set {count_key} to at most that (or null: the whole split), or name a larger "
+                                 f"split in {split_key}", tasks_dir)
 
     # -- paths -----------------------------------------------------------------
     def jobs(self) -> list[tuple[str, str, str, int]]:

@@ -7,97 +7,25 @@ split for that many tasks; ``history.task_types`` names task types of the enviro
 after other cells had spent calls.  Here each is checked when the workflow is parsed, with
 a message naming the key, the allowed values and the fix.
 
-A split's size is known before its task table exists for the generated data (the ALFWorld
-game counts in ``envs.alfworld.sizes``, the authored AppWorld set); for official data it is
-known once ``results/tasks/{env}.parquet`` has been built (otherwise the cell checks it
-before its first call: :func:`hindsight.studies.history.design.read_tasks`).
+What an environment offers (splits, task types, ``make_env`` options, split sizes) is
+:mod:`hindsight.envs.catalog`'s, which every study's checks use.  A split's size is known
+before its task table exists for the generated data (the ALFWorld game counts in
+``envs.alfworld.sizes``, the authored AppWorld set); for official data it is known once
+``results/tasks/{env}.parquet`` has been built (otherwise the cell checks it before its
+first call: :func:`hindsight.studies.history.design.read_tasks`).
 """
 
 from __future__ import annotations
 
-import inspect
-from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from hindsight.config import ConfigError
+from hindsight.envs.catalog import (  # noqa: F401  (re-exported: the history study's names for them)
+    MAKE_ENV_OPTIONS, SCIENCEWORLD_SPLITS, allowed_splits, built_table, env_option_names, known_task_types,
+    source, split_size)
 from hindsight.envs.tasks import ENV_NAMES
 from hindsight.studies.history.design import check_named, filter_types, too_few_tasks_fix
-
-SCIENCEWORLD_SPLITS: tuple[str, ...] = ("train", "dev", "test")
-MAKE_ENV_OPTIONS: tuple[str, ...] = ("process",)
-"""Options of :func:`hindsight.envs.make_env` itself (the rest are the constructor's)."""
-
-
-def source(env: str, envs_cfg: Mapping[str, Any]) -> str:
-    """``generated`` or ``official``: where ``env``'s task table comes from (``envs.<env>.source``)."""
-    if env == "scienceworld":
-        return "official"
-    return str(envs_cfg[env]["source"])
-
-
-def built_table(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Path = "results/tasks") -> Path | None:
-    """``<tasks_dir>/<env>.parquet`` when it is built from the configured source (its
-    ``source`` column); ``None`` when absent or built from the other source (a table left by
-    an earlier config, which the workflow rebuilds: its splits and types say nothing yet)."""
-    table = Path(tasks_dir) / f"{env}.parquet"
-    if not table.is_file():
-        return None
-    import pandas as pd
-
-    built = set(pd.read_parquet(table, columns=["source"])["source"].astype(str))
-    return table if built <= {source(env, envs_cfg)} else None
-
-
-def allowed_splits(env: str, envs_cfg: Mapping[str, Any]) -> tuple[str, ...]:
-    """The split names ``env``'s task table holds under its configured source."""
-    if env == "scienceworld":
-        return SCIENCEWORLD_SPLITS
-    if env == "alfworld":
-        from hindsight.envs.alfworld import OFFICIAL_SPLITS
-        from hindsight.envs.alfworld_gen import SPLITS
-
-        return tuple(OFFICIAL_SPLITS) if source(env, envs_cfg) == "official" else SPLITS
-    from hindsight.envs.appworld import GENERATED_SPLITS, OFFICIAL_SPLITS
-
-    return OFFICIAL_SPLITS if source(env, envs_cfg) == "official" else GENERATED_SPLITS
-
-
-def env_option_names(env: str) -> tuple[str, ...]:
-    """Keyword options ``make_env(env, ...)`` accepts (the constructor's, plus ``process``)."""
-    if env == "scienceworld":
-        from hindsight.envs.scienceworld import ScienceWorldEnv as cls
-    elif env == "alfworld":
-        from hindsight.envs.alfworld import AlfworldEnv as cls  # type: ignore[assignment]
-    else:
-        from hindsight.envs.appworld import AppWorldEnv as cls  # type: ignore[assignment]
-    return tuple(inspect.signature(cls).parameters) + MAKE_ENV_OPTIONS
-
-
-def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
-               tasks_dir: str | Path = "results/tasks", types: Sequence[str] | None = None
-               ) -> tuple[int, str] | None:
-    """``(tasks in split, where that count comes from)``, or ``None`` when not known yet;
-    with ``types``, only the tasks of those types (known once the task table is built)."""
-    table = built_table(env, envs_cfg, tasks_dir)
-    if table is not None:
-        import pandas as pd
-
-        df = pd.read_parquet(table, columns=["split", "type"] if types is not None else ["split"])
-        if types is not None:
-            df = df[df["type"].astype(str).isin([str(t) for t in types])]
-        return int(len(df) if split is None else (df["split"].astype(str) == str(split)).sum()), str(table)
-    if split is None or types is not None or source(env, envs_cfg) != "generated":
-        return None
-    if env == "alfworld":
-        sizes = envs_cfg["alfworld"]["sizes"]
-        return (int(sizes[split]), "the generated games, envs.alfworld.sizes") if split in sizes else None
-    if env == "appworld":
-        from hindsight.envs.appworld_tasks import task_specs
-
-        count = Counter(s.split for s in task_specs(int(envs_cfg["seed"])))
-        return int(count.get(split, 0)), "the project-authored AppWorld task set"
-    return None
 
 
 def check_history_envs(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
@@ -151,34 +79,6 @@ def _check_listed(types: Sequence[str] | None, allowed: Sequence[str], where: st
     if unknown:
         raise ValueError(f"config key {key}: unknown task type(s) {unknown} in {where}; allowed: "
                          f"{', '.join(allowed)}; remove them or set {key}: null (every type)")
-
-
-def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Path = "results/tasks"
-                     ) -> tuple[tuple[str, ...], str] | None:
-    """``(the task types env has, where that list comes from)`` before any job: the
-    environment's own list (ScienceWorld's tasks, ALFWorld's six types, the authored AppWorld
-    families), else its built task table; ``None`` while unknown (official AppWorld data
-    before its task table is built)."""
-    if env == "scienceworld":
-        from scienceworld.constants import ID2TASK
-
-        return tuple(sorted(ID2TASK.values())), "ScienceWorld's task list (scienceworld.constants)"
-    if env == "alfworld":
-        from hindsight.envs.alfworld_scenes import TASK_TYPES
-
-        return tuple(sorted(TASK_TYPES)), "ALFWorld's six task types"
-    if env == "appworld" and str(envs_cfg["appworld"]["source"]) == "generated":
-        from hindsight.envs.appworld_tasks import task_specs
-
-        families = {s.family for s in task_specs(int(envs_cfg["seed"]))}
-        return tuple(sorted(families)), "the project-authored AppWorld task set"
-    table = built_table(env, envs_cfg, tasks_dir)
-    if table is not None:
-        import pandas as pd
-
-        col = pd.read_parquet(table, columns=["type"])["type"].astype(str)
-        return tuple(sorted(col.unique())), str(table)
-    return None
 
 
 def _per_env(h: Mapping[str, Any], name: str, value: str, null_means: str) -> Mapping[str, Any]:

@@ -179,7 +179,7 @@ async def baseline_run(config: Mapping[str, Any], *, model: str, env: str, varia
                        out_record: str, make_env: Callable[[], Any] | None = None) -> dict[str, Any]:
     """Play baseline ``method`` of one setting on the evaluation tasks (module docstring)."""
     seed, ev = int(cell["seed"]), cell["evaluation"]
-    tasks = role_tasks(pd.read_parquet(tasks_path), cell["splits"]["eval"], int(ev["tasks"]), seed, tasks_path,
+    tasks = role_tasks(pd.read_parquet(tasks_path), cell["splits"]["eval"], ev["tasks"], seed, tasks_path,
                        "playbook.evaluation.tasks")
     choice = json.loads(Path(choice_path).read_text(encoding="utf-8"))
     runs = list(choice["runs"])

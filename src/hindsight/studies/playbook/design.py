@@ -70,8 +70,11 @@ def split_for(splits: Mapping[str, Any], env: str, source: str, role: str) -> st
     return str(splits[env][source][role])
 
 
-def role_tasks(tasks: pd.DataFrame, split: str, n: int, seed: int, source: str, key: str) -> list[str]:
-    """``n`` tasks of ``split`` by the one seeded stratified sampler; the error names ``key``."""
+def role_tasks(tasks: pd.DataFrame, split: str, n: int | None, seed: int, source: str, key: str) -> list[str]:
+    """``n`` tasks of ``split`` (``None``: all of them) by the one seeded stratified sampler;
+    the error names ``key``."""
+    if n is None:
+        n = int((tasks["split"].astype(str) == str(split)).sum()) if "split" in tasks.columns else 0
     return select_tasks(tasks, n, split, seed, source, fix=f"set {key} to at most the split's size, or use the "
                         "official data (envs.<env>.source: official) whose splits are larger")
 

@@ -51,7 +51,7 @@ async def eval_run(config: Mapping[str, Any], *, model: str, env: str, variant: 
     """Play ``candidate`` (path form ``curated-run1`` or name ``curated:run1``) on the evaluation tasks."""
     name = candidate if ":" in candidate or candidate == "none" else candidate.replace("-", ":", 1)
     seed, ev = int(cell["seed"]), cell["evaluation"]
-    tasks = role_tasks(pd.read_parquet(tasks_path), cell["splits"]["eval"], int(ev["tasks"]), seed, tasks_path,
+    tasks = role_tasks(pd.read_parquet(tasks_path), cell["splits"]["eval"], ev["tasks"], seed, tasks_path,
                        "playbook.evaluation.tasks")
     record = json.loads(Path(choice_path).read_text(encoding="utf-8"))
     served = served_for(name, record, playbooks)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from hindsight.config import ConfigError
+from hindsight.envs.catalog import check_env_options, check_split, check_task_count
 from hindsight.studies.playbook.design import GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
 PARTS = ("growth", "practice", "choice", "eval", "report", "baseline", "pooled", "diagnostics")
@@ -82,11 +83,14 @@ class PlaybookWorkflow:
                     "growth.batch_size": g["batch_size"], "growth.max_passes": g["max_passes"],
                     "growth.long_passes": g["long_passes"], "measurement.blocks": meas["blocks"],
                     "measurement.episodes": meas["episodes"], "choice.episodes": p["choice"]["episodes"],
-                    "evaluation.tasks": p["evaluation"]["tasks"], "evaluation.seeds": p["evaluation"]["seeds"],
+                    "evaluation.seeds": p["evaluation"]["seeds"],
                     "in_flight": p["in_flight"], "actor.max_actions": p["actor"]["max_actions"]}
         for key, v in positive.items():
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{src}.{key}: expected an integer >= 1, got {v!r}")
+        v = p["evaluation"]["tasks"]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ConfigError(f"{src}.evaluation.tasks: expected an integer >= 1 or null (the whole split), got {v!r}")
         if not isinstance(meas["practice_tasks"], int) or meas["practice_tasks"] < 2:
             raise ConfigError(f"{src}.measurement.practice_tasks: the estimate leaves one task out, so it needs "
                               f"at least 2 practice tasks, got {meas['practice_tasks']!r}")
@@ -95,7 +99,26 @@ class PlaybookWorkflow:
                               f"got {meas['budget']!r}")
         if not 0 < float(meas["p"]) < 1:
             raise ConfigError(f"{src}.measurement.p: an inclusion probability in (0, 1), got {meas['p']!r}")
+        self.check_tasks()
         self.check_baselines()
+
+    def check_tasks(self, tasks_dir: str = "results/tasks") -> None:
+        """Each role's split exists in its environment's task table and holds the tasks the
+        role asks for, and ``playbook.env_options`` names options ``make_env`` takes (before
+        any job: :mod:`hindsight.envs.catalog`)."""
+        p, envs_cfg = self.p, self.config["envs"]
+        check_env_options(p["env_options"], "playbook.env_options", ENVS)
+        wants = {"train": "growth.train_tasks", "practice": "measurement.practice_tasks", "eval": "evaluation.tasks"}
+        for env in self.envs:
+            source = envs_cfg[env]["source"]
+            for role, key in wants.items():
+                split_key = f"playbook.splits.{env}.{source}.{role}"
+                split = p["splits"][env][source][role]
+                check_split(env, split, envs_cfg, split_key)
+                section, _, name = key.partition(".")
+                check_task_count(env, str(split), p[section][name], envs_cfg, f"playbook.{key}",
+                                 f"set playbook.{key} to at most that, or name a larger split in {split_key}",
+                                 tasks_dir)
 
     def check_baselines(self) -> None:
         """``playbook.baselines`` (issue 10): known methods and benchmarks, sizes that make sense."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from hindsight.config import ConfigError
+from hindsight.envs.catalog import check_split, check_task_count
 
 PARTS = ("sources", "contexts", "generate", "screen", "compare", "labels", "dataset", "rollouts", "joint",
          "joint_rollouts", "joint_sources", "report")
@@ -75,6 +76,11 @@ class CalibratorWorkflow:
                 raise ConfigError(f"config key calibrator.splits.{env}: {self.c['splits'][env]!r} is also the "
                                   f"history evaluation split (history.splits.{env}); the calibrator's tasks must "
                                   "be disjoint from the evaluation tasks: name another split")
+            split, n = self.c["splits"][env], self.c["sources"]["tasks_per_cell"]
+            check_split(env, split, self.config["envs"], f"calibrator.splits.{env}")
+            check_task_count(env, str(split), n, self.config["envs"], "calibrator.sources.tasks_per_cell",
+                             f"set calibrator.sources.tasks_per_cell to at most that, or name a larger split in "
+                             f"calibrator.splits.{env}", types=(self.h["task_types"] or {}).get(env))
         self.check_rollouts()
         bad = sorted(set(self.variants) - set(VARIANTS)) + sorted(set(self.train["variants"]) - set(self.variants))
         if bad:
