@@ -1,7 +1,8 @@
 """Command line: ``python -m hindsight <command>``.
 
     config check [--configfile F ...]   validate config/config.yaml + overlays, the registry and
-                              the prompt folders with messages naming file, line and key
+                              the prompt folders, and run every study's checks before any job
+                              (as ``snakemake -n`` does), with messages naming file, line and key
                               (Snakemake's own loader reports an empty or unparsable
                               --configfile without naming it: run this to find out which)
     models check [NAME ...]   check endpoints: key variable, /v1/models, 1-token completion
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         p.set_defaults(func=_models)
     cfg = sub.add_parser("config", help="validate the config, its overlays, the registry and the prompt folders")
     csub = cfg.add_subparsers(dest="action", required=True)
-    check = csub.add_parser("check", help="what the workflow checks before any job")
+    check = csub.add_parser("check", help="what the workflow checks before any job (the studies' checks included)")
     _config_arguments(check)
     check.set_defaults(func=_config)
     spend = sub.add_parser("spend", help="what was paid so far, per endpoint")
