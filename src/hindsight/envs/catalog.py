@@ -134,7 +134,7 @@ def check_split(env: str, split: Any, envs_cfg: Mapping[str, Any], key: str, *, 
     if split is None and nullable:
         return
     allowed = allowed_splits(env, envs_cfg)
-    if str(split) not in allowed or split is None:
+    if split is None or str(split) not in allowed:
         null = " (or null: every split)" if nullable else ""
         raise ConfigError(f"config key {key}: unknown split {split!r} for the {source(env, envs_cfg)} {env} data; "
                           f"allowed: {', '.join(allowed)}{null}; set it to one of them")
