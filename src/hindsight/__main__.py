@@ -61,13 +61,9 @@ def check_studies(config: dict, files: list[str]) -> None:
     sources = Sources((f, load_overlay(f)) for f in files)
     models = check_config(config, sources)
 
-    def endpoint(name: str) -> dict:
-        ep = models[name]
-        return {"identity": ep.identity, "params": dict(ep.params), "structured_output": ep.structured_output}
-
     for study in (LuckWorkflow, HistoryWorkflow, CalibratorWorkflow, PlaybookWorkflow, AntipersistWorkflow):
         try:
-            study(config, models, endpoint)
+            study(config, models, lambda name: models[name].cell_params())
         except (ConfigError, ValueError) as exc:
             raise ConfigError(sources.explain(exc)) from None
 

@@ -90,6 +90,10 @@ class Endpoint:
             return {"embedded": self.embedded.sha256, "model": self.model}
         return {"base_url": (self.base_url or "").rstrip("/"), "model": self.model}
 
+    def cell_params(self) -> dict[str, Any]:
+        """What of the entry determines a cell's output (a rule's ``params``; never the key)."""
+        return {"identity": self.identity, "params": dict(self.params), "structured_output": self.structured_output}
+
     def api_key(self) -> str:
         """Read the key from the environment at call time (never stored anywhere)."""
         if not self.api_key_env:

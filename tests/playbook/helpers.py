@@ -194,11 +194,7 @@ def workflow(cfg: Mapping[str, Any]):
 
     models = check_config(cfg)
 
-    def endpoint(m: str) -> dict[str, Any]:
-        ep = models[m]
-        return {"identity": ep.identity, "params": dict(ep.params), "structured_output": ep.structured_output}
-
-    return PlaybookWorkflow(cfg, models, endpoint)
+    return PlaybookWorkflow(cfg, models, lambda m: models[m].cell_params())
 
 
 def paths(base: Path, part: str, k: int = 1, candidate: str = "none") -> dict[str, str]:

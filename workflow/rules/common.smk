@@ -127,9 +127,4 @@ CONDA_ENV = "../../envs/hindsight.yaml"
 
 def get_endpoint_params(model):
     """What of an endpoint entry determines a cell's output (never the key)."""
-    ep = MODELS[model]
-    return {
-        "identity": ep.identity,
-        "params": dict(ep.params),
-        "structured_output": ep.structured_output,
-    }
+    return MODELS[model].cell_params()

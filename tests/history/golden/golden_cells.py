@@ -82,11 +82,7 @@ def _run_cells(cfg: dict[str, Any], models: Any, out: Path) -> list[Path]:
     from hindsight.studies.history import entry as cells
     from hindsight.studies.history.workflow import HistoryWorkflow
 
-    def params(name: str) -> dict[str, Any]:
-        ep = models[name]
-        return {"identity": ep.identity, "params": dict(ep.params), "structured_output": ep.structured_output}
-
-    hw = HistoryWorkflow(cfg, models, params)
+    hw = HistoryWorkflow(cfg, models, lambda name: models[name].cell_params())
     tasks = task_table(out / "tasks.parquet")
     prompts = str(REPO / "config" / "prompts" / "history")
     files: list[Path] = []
