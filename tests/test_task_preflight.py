@@ -71,7 +71,7 @@ def test_the_catalog_knows_the_generated_split_sizes_before_any_table(tmp_path):
 def test_the_catalog_refuses_unknown_splits_and_options():
     envs = base_config()["envs"]
     with pytest.raises(ConfigError, match=r"config key a\.b: unknown split 'tset' for the official scienceworld "
-                                          r"data; allowed: train, dev, test; set it"):
+                                          r"data; allowed: train, dev, test; set a\.b to one of them"):
         check_split("scienceworld", "tset", envs, "a.b")
     with pytest.raises(ConfigError, match=r"unknown split None"):
         check_split("alfworld", None, envs, "a.b")

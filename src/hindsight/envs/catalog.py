@@ -16,6 +16,7 @@ job checks it before its first call: :func:`hindsight.envs.tasks.select_tasks`).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections import Counter
 from pathlib import Path
@@ -36,6 +37,21 @@ def source(env: str, envs_cfg: Mapping[str, Any]) -> str:
     return str(envs_cfg[env]["source"])
 
 
+@functools.lru_cache(maxsize=16)
+def _read(path: str, stamp: tuple[int, int]) -> Any:
+    import pandas as pd
+
+    return pd.read_parquet(path, columns=["split", "type", "source"]).astype(str)
+
+
+def table_columns(table: Path) -> Any:
+    """The ``split``, ``type`` and ``source`` columns of a task table, as strings, read once
+    per process while the file is unchanged (every study's checks ask the same tables).
+    Callers must not modify the frame."""
+    st = table.stat()
+    return _read(str(table), (st.st_mtime_ns, st.st_size))
+
+
 def built_table(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Path = "results/tasks") -> Path | None:
     """``<tasks_dir>/<env>.parquet`` when it is built from the configured source (its
     ``source`` column); ``None`` when absent or built from the other source (a table left by
@@ -43,9 +59,7 @@ def built_table(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Path = "
     table = Path(tasks_dir) / f"{env}.parquet"
     if not table.is_file():
         return None
-    import pandas as pd
-
-    built = set(pd.read_parquet(table, columns=["source"])["source"].astype(str))
+    built = set(table_columns(table)["source"])
     return table if built <= {source(env, envs_cfg)} else None
 
 
@@ -81,12 +95,10 @@ def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
     with ``types``, only the tasks of those types (known once the task table is built)."""
     table = built_table(env, envs_cfg, tasks_dir)
     if table is not None:
-        import pandas as pd
-
-        df = pd.read_parquet(table, columns=["split", "type"] if types is not None else ["split"])
+        df = table_columns(table)
         if types is not None:
-            df = df[df["type"].astype(str).isin([str(t) for t in types])]
-        return int(len(df) if split is None else (df["split"].astype(str) == str(split)).sum()), str(table)
+            df = df[df["type"].isin([str(t) for t in types])]
+        return int(len(df) if split is None else (df["split"] == str(split)).sum()), str(table)
     if split is None or types is not None or source(env, envs_cfg) != "generated":
         return None
     if env == "alfworld":
@@ -121,10 +133,7 @@ def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Pat
         return tuple(sorted(families)), "the project-authored AppWorld task set"
     table = built_table(env, envs_cfg, tasks_dir)
     if table is not None:
-        import pandas as pd
-
-        col = pd.read_parquet(table, columns=["type"])["type"].astype(str)
-        return tuple(sorted(col.unique())), str(table)
+        return tuple(sorted(table_columns(table)["type"].unique())), str(table)
     return None
 
 
@@ -137,7 +146,7 @@ def check_split(env: str, split: Any, envs_cfg: Mapping[str, Any], key: str, *, 
     if split is None or str(split) not in allowed:
         null = " (or null: every split)" if nullable else ""
         raise ConfigError(f"config key {key}: unknown split {split!r} for the {source(env, envs_cfg)} {env} data; "
-                          f"allowed: {', '.join(allowed)}{null}; set it to one of them")
+                          f"allowed: {', '.join(allowed)}{null}; set {key} to one of them")
 
 
 def check_env_options(per_env: Any, key: str, envs: Sequence[str] = ENV_NAMES) -> None:

@@ -91,9 +91,9 @@ def detail(row: Mapping) -> dict:
     return json.loads(row["detail"]) if row.get("detail") else {}
 
 
-def select_tasks(tasks: pd.DataFrame, n: int, split: str | Sequence[str] | None, seed: int,
+def select_tasks(tasks: pd.DataFrame, n: int | None, split: str | Sequence[str] | None, seed: int,
                  source: str = "tasks table", fix: str | None = None) -> list[str]:
-    """``n`` task ids of ``split``, balanced over task types, in a seeded order.
+    """``n`` task ids of ``split`` (``None``: all of them), balanced over task types, in a seeded order.
 
     The one seeded stratified sampler.  Within a type the task ids are ordered by
     ``sha256(f"{seed}:{task_id}")``; the types are ordered by the same hash of their first
@@ -107,7 +107,7 @@ def select_tasks(tasks: pd.DataFrame, n: int, split: str | Sequence[str] | None,
     missing = {"task_id", "split", "type"} - set(tasks.columns)
     if missing:
         raise ValueError(f"{source}: missing column(s) {sorted(missing)} (need task_id, split, type)")
-    if n < 0:
+    if n is not None and n < 0:
         raise ValueError(f"{source}: a negative number of tasks ({n}) requested")
     if split is None:
         df, label = tasks, "(all splits)"
@@ -120,6 +120,8 @@ def select_tasks(tasks: pd.DataFrame, n: int, split: str | Sequence[str] | None,
         splits = sorted(tasks["split"].astype(str).unique())
         raise ValueError(f"{source}: no tasks in split {label}; splits present: {splits}"
                          + (f"; {fix}" if fix else ""))
+    if n is None:
+        n = len(df)
     if n > len(df):
         raise ValueError(f"{source}: {n} tasks requested but split {label} has only {len(df)}; "
                          + (fix or f"ask for at most {len(df)} or choose a larger split"))

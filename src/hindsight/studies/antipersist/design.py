@@ -81,8 +81,8 @@ def seed_of(base: int, *parts: Any) -> int:
 def pool(tasks: pd.DataFrame, split: str, n: int | None, seed: int, source: str, key: str) -> list[str]:
     """``n`` task ids of ``split`` (None: all), type-balanced; errors name the config ``key``."""
     size = int((tasks["split"] == split).sum())
-    want = size if n is None else int(n)
-    return select_tasks(tasks, want, split, seed, source, fix=f"set {key} to at most {size} (or null: all)")
+    return select_tasks(tasks, None if n is None else int(n), split, seed, source,
+                        fix=f"set {key} to at most {size} (or null: all)")
 
 
 def training_order(train: Sequence[str], rounds: int, round_size: int, seed: int) -> list[list[str]]:

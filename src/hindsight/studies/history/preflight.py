@@ -21,9 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from hindsight.config import ConfigError
-from hindsight.envs.catalog import (  # noqa: F401  (re-exported: the history study's names for them)
-    MAKE_ENV_OPTIONS, SCIENCEWORLD_SPLITS, allowed_splits, built_table, env_option_names, known_task_types,
-    source, split_size)
+from hindsight.envs.catalog import built_table, check_env_options, check_split, known_task_types, split_size
 from hindsight.envs.tasks import ENV_NAMES
 from hindsight.studies.history.design import check_named, filter_types, too_few_tasks_fix
 
@@ -34,25 +32,14 @@ def check_history_envs(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
     split (of the ``history.task_types`` listed, once the table is built) smaller than
     ``history.tasks_per_cell`` (module docstring).  Run after :func:`check_task_types`, which
     checks the type lists this counts with."""
-    for key in ("splits", "env_options"):
-        unknown = sorted(set(h[key] or {}) - set(ENV_NAMES))
-        if unknown:
-            raise ConfigError(f"config key history.{key}: unknown environment(s) {unknown}; "
-                              f"allowed: {', '.join(ENV_NAMES)}; remove or rename the entry")
+    unknown = sorted(set(h["splits"] or {}) - set(ENV_NAMES))
+    if unknown:
+        raise ConfigError(f"config key history.splits: unknown environment(s) {unknown}; "
+                          f"allowed: {', '.join(ENV_NAMES)}; remove or rename the entry")
+    check_env_options(h["env_options"], "history.env_options")
     for env in h["envs"]:
-        split = h["splits"][env]  # present: HistoryWorkflow.check asks for an entry per environment
-        allowed = allowed_splits(env, envs_cfg)
-        if split is not None and str(split) not in allowed:
-            raise ConfigError(
-                f"config key history.splits.{env}: unknown split {split!r} for the {source(env, envs_cfg)} "
-                f"{env} data; allowed: {', '.join(allowed)} (or null: every split); set `{env}: <split>`")
-    for env, options in (h["env_options"] or {}).items():
-        names = env_option_names(env)
-        unknown = sorted(set(options or {}) - set(names))
-        if unknown:
-            raise ConfigError(
-                f"config key history.env_options.{env}: unknown option(s) {unknown}; allowed: {', '.join(names)} "
-                f"(keyword options of hindsight.envs.make_env('{env}', ...)); remove or rename them")
+        # present: HistoryWorkflow.check asks for an entry per environment
+        check_split(env, h["splits"][env], envs_cfg, f"history.splits.{env}", nullable=True)
     n, chosen, named = h["tasks_per_cell"], h["task_types"] or {}, h["tasks"] or {}
     for env in h["envs"]:
         if named.get(env) is not None:  # the named tasks' count: check_named_tasks

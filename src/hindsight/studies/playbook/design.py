@@ -73,8 +73,6 @@ def split_for(splits: Mapping[str, Any], env: str, source: str, role: str) -> st
 def role_tasks(tasks: pd.DataFrame, split: str, n: int | None, seed: int, source: str, key: str) -> list[str]:
     """``n`` tasks of ``split`` (``None``: all of them) by the one seeded stratified sampler;
     the error names ``key``."""
-    if n is None:
-        n = int((tasks["split"].astype(str) == str(split)).sum()) if "split" in tasks.columns else 0
     return select_tasks(tasks, n, split, seed, source, fix=f"set {key} to at most the split's size, or use the "
                         "official data (envs.<env>.source: official) whose splits are larger")
 
