@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -194,6 +195,74 @@ def test_a_reader_with_a_stale_view_finds_a_fresh_reply_through_the_claim(tmp_pa
     assert not late.claims.path("q").exists()  # its own momentary claim is given back
     for c in (late, writer, quick):
         c.close()
+
+
+def test_a_pointer_this_host_cannot_read_yet_is_waited_for_not_replaced(tmp_path, monkeypatch):
+    """A network filesystem client may go on serving a shard's old size (sshfs does for up to
+    20 s): the stored pointer then names bytes this reader cannot see yet.  The reader waits
+    (no second paid call, no second reply); only a pointer unreadable for lost_after_s (a shard
+    deleted by hand) is replaced.  benchmarks/drill_netfs.py runs this on a real sshfs mount."""
+    path = tmp_path / "llm.sqlite"
+    writer = ShardCache(path)
+    assert writer.claim("k", "w", 60) is True
+    writer.store("k", _record("k", "first"), "run")
+    reader = ShardCache(path, lost_after_s=0.5, refresh_s=1e9)
+    real_line = reader._line
+
+    def stale_line(file, offset):  # as a client whose cached size ends before the pointed line
+        return json.loads(b"")
+
+    monkeypatch.setattr(reader, "_line", stale_line)
+    monkeypatch.setattr(reader, "_refresh", lambda force=False: None)
+    assert reader.claim("k", "r", 60) is False        # stored but not visible here: wait, do not call
+    # storing a reply of its own meanwhile waits too, and goes on with the stored one once visible
+    threading.Timer(0.2, setattr, (reader, "_line", real_line)).start()
+    assert reader.store("k", _record("k", "second"), "run")["response_text"] == "first"
+    assert reader.claim("k", "r", 60)["response_text"] == "first"
+    monkeypatch.setattr(reader, "_line", real_line)
+
+    # a pointer at bytes that never appear is replaced, but only after lost_after_s
+    assert writer.claim("g", "w", 60) is True
+    writer.store("g", _record("g", "lost"), "run")
+    (path.parent / "shards" / writer.name).write_bytes(b"")  # the shard emptied by hand
+    monkeypatch.setattr(reader, "_line", stale_line)
+    t0 = time.monotonic()
+    assert reader.claim("g", "r", 60) is False
+    while (got := reader.claim("g", "r", 60)) is False:
+        time.sleep(0.05)
+    assert got is True and time.monotonic() - t0 >= 0.5
+    writer.close()
+    reader.close()
+
+
+def test_a_link_that_reports_the_name_taken_is_won_by_its_token(tmp_path, monkeypatch):
+    """NFS may answer a retransmitted LINK that succeeded with EEXIST, and sshfs reports every
+    link count as 1: the claim whose content carries this process's token is its own."""
+    from hindsight.llm import cache_claims
+
+    book = cache_claims.ClaimBook(tmp_path / "claims", "s.jsonl")
+    real_link = os.link
+
+    def link_then_eexist(src, dst):
+        real_link(src, dst)
+        raise FileExistsError(17, "File exists")
+
+    real_stat = os.stat
+
+    def stat_as_sshfs(path, *args, **kw):  # every link count reads 1
+        st = real_stat(path, *args, **kw)
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev, 1, st.st_uid, st.st_gid, st.st_size,
+                               int(st.st_atime), int(st.st_mtime), int(st.st_ctime)))
+
+    monkeypatch.setattr(cache_claims.os, "link", link_then_eexist)
+    monkeypatch.setattr(cache_claims.os, "stat", stat_as_sshfs)
+    assert book.try_claim("k", "me") is True and book.owns("k")
+    other = cache_claims.ClaimBook(tmp_path / "claims", "t.jsonl")
+    monkeypatch.setattr(cache_claims.os, "link", real_link)
+    got = other.try_claim("k", "you")  # the name is taken (link count 1 here too): not won
+    assert isinstance(got, dict) and got["owner"] == "me"
+    book.close()
+    other.close()
 
 
 def test_torn_lines_are_never_read_and_compaction_keeps_every_reply(tmp_path, capsys):

@@ -4,9 +4,9 @@ The shards backend of the response cache (:mod:`hindsight.llm.cache_shards`) can
 SQLite's locking across hosts, so a claim on a key is a file, ``<cache dir>/claims/<digest>``,
 created exclusively: its content is written to a temporary file which is then hard-linked
 to the claim's name (``link`` fails when the name exists; atomic at the server on NFSv2 and
-later, and on every local filesystem; success is read from the link count, which stays
-right when NFS retransmits the request), so exactly one process creates it and nobody ever
-sees it half written.  Its content names the owner (token,
+later, on sshfs and on every local filesystem; when ``link`` reports the name taken, the
+link count or the claim's own token tells a retransmitted request that succeeded), so
+exactly one process creates it and nobody ever sees it half written.  Its content names the owner (token,
 host, pid) and the shard its reply will land in; while the call runs, the owner's
 heartbeat thread refreshes the file's mtime every ``heartbeat_s``.
 
@@ -23,7 +23,10 @@ A claim goes through two states:
   offset).  It stays ``grace_s`` (120 s, longer than an NFS client's longest attribute
   and directory cache, ``acregmax`` / ``acdirmax`` = 60 s) so a process that has not yet
   seen the new shard or its new lines still finds the reply by the pointer; after that
-  every reader's listing shows it, and the file is swept.
+  every reader's listing shows it, and the file is swept.  A pointer is proof that the
+  reply was stored, so a process that cannot read it yet (its client still caches the
+  shard's old size, as sshfs does for up to 20 s whatever the open) waits; it replaces the
+  pointer only once it has stayed unreadable for ``lost_after_s`` (a shard deleted by hand).
 
 State changes replace the file's content by a rename (atomic), never by rewriting it.
 """
@@ -134,20 +137,22 @@ class ClaimBook:
         tmp = self._written(key, self._live(token, owner))
         try:
             # the claim appears with its content, exclusively: link() fails if the name
-            # exists; success is read from the link count (NFS may report a retransmitted
-            # LINK that succeeded as failed), the classic NFS-safe lock recipe
+            # exists.  NFS may answer a retransmitted LINK that succeeded with EEXIST; the
+            # classic recipe reads the link count then, but some network filesystems
+            # (sshfs) report every link count as 1, so the claim's token decides as well
             try:
                 os.link(tmp, self.path(key))
+                won = True
             except FileExistsError:
-                pass
-            won = os.stat(tmp).st_nlink == 2
+                won = os.stat(tmp).st_nlink == 2
         finally:
             tmp.unlink(missing_ok=True)
         if not won:
             got = self.read(key)
             if got is None:  # released between the link and the read: try again
                 return self.try_claim(key, owner)
-            return {**got[0], "mtime": got[1]}
+            if got[0].get("token") != token:
+                return {**got[0], "mtime": got[1]}
         self._hold(key, token)
         return True
 

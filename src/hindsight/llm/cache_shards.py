@@ -84,6 +84,7 @@ class ShardCache:
         self._closed = False
         self._owner = self.name       # the claim owner when storing without a prior claim
         self._stale_s = 3600.0        # the client's claim_stale_s, once it has claimed
+        self._unseen: dict[tuple[str, str], float] = {}  # (key, pointer token) -> first found unreadable
         self.claims.sweep()
 
     # -- the index -------------------------------------------------------------
@@ -247,12 +248,14 @@ class ShardCache:
                 return "taken"
             assert isinstance(got, dict)
             if got.get("state") == "stored":
+                wait = False
                 if self.mode == "use" or got.get("run") == run_id:
                     record = self._pointed(key, got)
                     if record is not None:
                         return record
-                # a pointer at an earlier run's reply (mode refresh) or at nothing: replace it
-                if self.claims.take_over(key, got.get("token", "?"), self._owner):
+                    wait = not self._pointer_lost(key, got)
+                # a pointer at an earlier run's reply (mode refresh) or at nothing for long: replace it
+                if not wait and self.claims.take_over(key, got.get("token", "?"), self._owner):
                     return "taken"
             elif self.claims.gone(got, got["mtime"], self._stale_s):
                 if self.claims.take_over(key, got.get("token", "?"), self._owner):
@@ -268,6 +271,16 @@ class ShardCache:
             self._refresh(force=True)
             return self._lookup(key)
         return line["rec"] if line.get("k") == key else self._lookup(key)
+
+    def _pointer_lost(self, key: str, claim: Mapping[str, Any]) -> bool:
+        """Whether a stored claim whose record this process cannot read may be replaced:
+        only once it has stayed unreadable for ``lost_after_s`` here.  Until then the reply
+        is taken to be on its way to this host's view (a network filesystem client may go
+        on serving a shard's old size, or an old listing, from its caches)."""
+        now = time.monotonic()
+        with self._lock:
+            first = self._unseen.setdefault((key, str(claim.get("token", "?"))), now)
+        return now - first > self.claims.lost_after_s
 
     def store(self, key: str, record: Mapping[str, Any], run_id: str) -> dict[str, Any]:
         """Store a fresh call's reply and ledger row; returns the stored reply (another
@@ -337,8 +350,13 @@ class ShardCache:
                     return found
                 return True
             assert isinstance(got, dict)
-            if got.get("state") == "stored":  # a pointer at nothing is replaced
-                return self._pointed(key, got) or self.claims.take_over(key, got.get("token", "?"), owner)
+            if got.get("state") == "stored":  # a pointer at nothing for long is replaced
+                record = self._pointed(key, got)
+                if record is not None:
+                    return record
+                if not self._pointer_lost(key, got):
+                    return False
+                return self.claims.take_over(key, got.get("token", "?"), owner)
             if got.get("owner") == owner and got.get("pid") == os.getpid():
                 self.claims._hold(key, got["token"])  # its own claim again (a retry)
                 return True
