@@ -1,7 +1,9 @@
-"""The two cheap reliability drills in their quick form (benchmarks/drill_configs.py,
-benchmarks/drill_keys.py): their printed figures say no malformed config got past the
-entry points (and every ``config check`` rejection named file, key and fix), and no file
-of a run holds the key.  The heavy drills (faults, kill -9, bad outputs) are benchmarks."""
+"""The cheap reliability drills in their quick form (benchmarks/drill_configs.py,
+benchmarks/drill_keys.py, benchmarks/drill_netfs.py): their printed figures say no
+malformed config got past the entry points (and every ``config check`` rejection named
+file, key and fix), no file of a run holds the key, and the shards cache keeps one paid
+call per key and identical records across simulated hosts on a real network filesystem
+(sshfs).  The heavy drills (faults, kill -9, bad outputs) are benchmarks."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,3 +41,13 @@ def test_key_drill_finds_no_key_in_any_file():
     assert fig["hits"] == "0", text
     sent, total = fig["requests_with_key"].split("/")
     assert int(total) > 0 and sent == total, text
+
+
+def test_netfs_drill_keeps_one_paid_call_per_key_across_hosts_on_sshfs():
+    text, fig = _drill("netfs", "--keys", "12")
+    if fig.get("ran") == "no":
+        assert fig["missing"] == "0", "bin/setup-envs installs sshfs and sftp-server:\n" + text
+        pytest.skip("this machine refuses a FUSE mount or a UTS namespace (drill_netfs.py says which)")
+    assert fig["ok"] == "yes", text[-4000:]
+    assert fig["race_calls"] == "12/12" and fig["rerun_requests"] == "0", text
+    assert fig["entries"] == "24/24" and fig["duplicates"] == "0", text
