@@ -70,6 +70,34 @@ def loopback_roles(wf: Path, name: str = "loop", embedder: str = "loopemb") -> d
     return {r: (embedder if r == "embedder" else name) for r in roles(wf)}
 
 
+def loopback_overlay(srv: Any, wf: Path, **kw: Any) -> Path:
+    """``models.yaml`` (:func:`loopback_registry`) and ``overlay.yaml`` in ``wf``: the panel and
+    every role on the loopback endpoint; returns the overlay."""
+    loopback_registry(srv, wf / "models.yaml", **kw)
+    overlay = wf / "overlay.yaml"
+    overlay.write_text(yaml.safe_dump({"models_file": "models.yaml", "panel": ["loop"], "roles": loopback_roles(wf)}))
+    return overlay
+
+
+class Checks:
+    """A drill's checks: each printed as it is made, the failed ones kept for the figure."""
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+        self.fig: dict[str, str] = {}
+
+    def __call__(self, ok: bool, what: str) -> None:
+        print(f"  {'ok  ' if ok else 'FAIL'} {what}")
+        if not ok:
+            self.failures.append(what)
+
+    def figure(self, head: str) -> int:
+        """Print the figure line (``head``, then ``fig`` and the failed count) last; the exit status."""
+        self.fig["failed_checks"] = str(len(self.failures))
+        print(" ".join([head, *(f"{k}={v}" for k, v in self.fig.items()), f"ok={'no' if self.failures else 'yes'}"]))
+        return 1 if self.failures else 0
+
+
 def loopback_registry(srv: Any, path: Path, name: str = "loop", embedder: str = "loopemb", **kw: Any) -> Path:
     """A registry with the chat entry ``name`` and the embedding entry ``embedder``, both on ``srv``."""
     from hindsight.testing import loopback_embed_endpoint, loopback_endpoint

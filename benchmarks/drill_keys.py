@@ -25,9 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
-from drill_common import loopback_registry, loopback_roles, snakemake, workflow_copy
+from drill_common import loopback_overlay, snakemake, workflow_copy
 
 from hindsight.testing import LoopbackServer
 
@@ -86,9 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     wf = workflow_copy(prefix="hindsight-drill-keys-")
     targets = ["results/smoke/loop.parquet"] + ([] if args.quick else LUCK)
     with LoopbackServer(keep_requests=True) as srv:
-        loopback_registry(srv, wf / "models.yaml", api_key_env=KEY_ENV)
-        (wf / "overlay.yaml").write_text(yaml.safe_dump({"models_file": "models.yaml", "panel": ["loop"],
-                                                         "roles": loopback_roles(wf)}))
+        loopback_overlay(srv, wf, api_key_env=KEY_ENV)
         out = snakemake(wf, "--configfile", "overlay.yaml", "--", *targets, extra_env={KEY_ENV: key})
         if out.returncode != 0:
             print((out.stdout + out.stderr)[-4000:])

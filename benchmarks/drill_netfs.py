@@ -49,7 +49,7 @@ from pathlib import Path
 
 import yaml
 
-from drill_common import REPO, env
+from drill_common import REPO, Checks, env
 
 from hindsight.testing import Faults, LoopbackServer, loopback_endpoint
 
@@ -205,14 +205,8 @@ def main() -> int:
     helper.write_text(f"#!/bin/sh\nexec {sftp_server()}\n")  # sshfs starts it in place of ssh; args ignored
     helper.chmod(0o755)
     mounts = {name: work / f"mnt-{name}" for name in "abc"}
-    failures: list[str] = []
-    fig: dict[str, str] = {}
-
-    def check(ok: bool, what: str) -> None:
-        print(f"  {'ok  ' if ok else 'FAIL'} {what}")
-        if not ok:
-            failures.append(what)
-
+    check = Checks()
+    fig = check.fig
     not_here = cannot_run(export, work / "probe", helper)
     if not_here:
         shutil.rmtree(work, ignore_errors=True)
@@ -320,10 +314,7 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
         else:
             print(f"kept {work}")
-    fig["failed_checks"] = str(len(failures))
-    print("netfs: fs=fuse.sshfs hosts=3 keys=%d %s ok=%s" % (
-        n, " ".join(f"{k}={v}" for k, v in fig.items()), "no" if failures else "yes"))
-    return 1 if failures else 0
+    return check.figure(f"netfs: fs=fuse.sshfs hosts=3 keys={n}")
 
 
 if __name__ == "__main__":

@@ -38,9 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
-from drill_common import PY, env, loopback_registry, loopback_roles, workflow_copy
+from drill_common import PY, Checks, env, loopback_overlay, workflow_copy
 
 from hindsight.testing import TEST_KEY_ENV, LoopbackServer
 
@@ -174,20 +172,12 @@ def main() -> int:
     t_all = time.monotonic()
     wf_slurm = workflow_copy(prefix="hindsight-drill-slurm-")
     wf_local = workflow_copy(prefix="hindsight-drill-slurm-local-")
-    failures: list[str] = []
-    fig: dict[str, str] = {}
-
-    def check(ok: bool, what: str) -> None:
-        print(f"  {'ok  ' if ok else 'FAIL'} {what}")
-        if not ok:
-            failures.append(what)
-
+    check = Checks()
+    fig = check.fig
     profile = ["--profile", "workflow/profiles/slurm", "--slurm-status-command", args.status_command]
     with LoopbackServer() as srv:
         for wf in (wf_slurm, wf_local):
-            loopback_registry(srv, wf / "models.yaml")
-            (wf / "overlay.yaml").write_text(yaml.safe_dump({"models_file": "models.yaml", "panel": ["loop"],
-                                                             "roles": loopback_roles(wf)}))
+            loopback_overlay(srv, wf)
         out, secs = run(wf_slurm, *profile)
         jobs = len(re.findall(r"submitted with SLURM jobid", out.stdout + out.stderr))
         paid = srv.stats.completions
@@ -231,9 +221,7 @@ def main() -> int:
     else:
         print(f"kept {wf_slurm} and {wf_local}")
     fig["minutes"] = f"{(time.monotonic() - t_all) / 60:.1f}"
-    fig["failed_checks"] = str(len(failures))
-    print("slurm: " + " ".join(f"{k}={v}" for k, v in fig.items()) + f" ok={'no' if failures else 'yes'}")
-    return 1 if failures else 0
+    return check.figure("slurm:")
 
 
 if __name__ == "__main__":
