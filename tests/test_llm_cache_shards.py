@@ -12,6 +12,7 @@ records) runs on both backends in tests/test_llm_race.py.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -262,6 +263,37 @@ def test_a_link_that_reports_the_name_taken_is_won_by_its_token(tmp_path, monkey
     got = other.try_claim("k", "you")  # the name is taken (link count 1 here too): not won
     assert isinstance(got, dict) and got["owner"] == "me"
     book.close()
+    other.close()
+
+
+def test_a_link_refused_as_eperm_onto_a_taken_name_loses_to_the_holder(tmp_path, monkeypatch):
+    """On sshfs a hard link onto an existing name fails with EPERM, not EEXIST (sftp-server's
+    generic failure status): that is a lost race, not an error; EPERM with no claim there
+    (a filesystem without hard links) is an error that says so."""
+    from hindsight.llm import cache_claims
+
+    holder = cache_claims.ClaimBook(tmp_path / "claims", "s.jsonl")
+    assert holder.try_claim("k", "me") is True
+    real_link = os.link
+
+    def link_as_sshfs(src, dst):
+        try:
+            real_link(src, dst)
+        except FileExistsError:
+            raise PermissionError(errno.EPERM, "Operation not permitted") from None
+
+    monkeypatch.setattr(cache_claims.os, "link", link_as_sshfs)
+    other = cache_claims.ClaimBook(tmp_path / "claims", "t.jsonl")
+    got = other.try_claim("k", "you")
+    assert isinstance(got, dict) and got["owner"] == "me" and not other.owns("k")
+
+    def no_hard_links(src, dst):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(cache_claims.os, "link", no_hard_links)
+    with pytest.raises(OSError, match="needs a filesystem with hard links"):
+        other.try_claim("k2", "you")
+    holder.close()
     other.close()
 
 

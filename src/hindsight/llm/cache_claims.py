@@ -5,7 +5,8 @@ SQLite's locking across hosts, so a claim on a key is a file, ``<cache dir>/clai
 created exclusively: its content is written to a temporary file which is then hard-linked
 to the claim's name (``link`` fails when the name exists; atomic at the server on NFSv2 and
 later, on sshfs and on every local filesystem; when ``link`` reports the name taken, the
-link count or the claim's own token tells a retransmitted request that succeeded), so
+link count or the claim's own token tells a retransmitted request that succeeded; sshfs
+reports a taken name as EPERM, not EEXIST, and the claim found there decides), so
 exactly one process creates it and nobody ever sees it half written.  Its content names the owner (token,
 host, pid) and the shard its reply will land in; while the call runs, the owner's
 heartbeat thread refreshes the file's mtime every ``heartbeat_s``.
@@ -33,6 +34,7 @@ State changes replace the file's content by a rename (atomic), never by rewritin
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -130,11 +132,12 @@ class ClaimBook:
         got = self.read(key)
         return got is not None and got[0].get("token") == token
 
-    def try_claim(self, key: str, owner: str) -> bool | dict[str, Any]:
+    def try_claim(self, key: str, owner: str, _attempt: int = 0) -> bool | dict[str, Any]:
         """``True`` (claimed now), or the claim someone else holds (its content and, under
         ``"mtime"``, its heartbeat)."""
         token = uuid.uuid4().hex
         tmp = self._written(key, self._live(token, owner))
+        taken_as_eperm = False
         try:
             # the claim appears with its content, exclusively: link() fails if the name
             # exists.  NFS may answer a retransmitted LINK that succeeded with EEXIST; the
@@ -145,12 +148,23 @@ class ClaimBook:
                 won = True
             except FileExistsError:
                 won = os.stat(tmp).st_nlink == 2
+            except PermissionError as exc:
+                # sshfs: OpenSSH's sftp-server answers a hard link onto an existing name with
+                # the generic SSH_FX_FAILURE, which sshfs turns into EPERM; the same errno
+                # from a filesystem without hard links is told apart below (no claim there)
+                if exc.errno != errno.EPERM:
+                    raise
+                won, taken_as_eperm = False, True
         finally:
             tmp.unlink(missing_ok=True)
         if not won:
             got = self.read(key)
             if got is None:  # released between the link and the read: try again
-                return self.try_claim(key, owner)
+                if taken_as_eperm and _attempt >= 3:
+                    raise OSError(errno.EPERM, f"cannot create claim files by hard link in {self.folder} "
+                                  "(link() refused and no claim holds the name): the shards cache "
+                                  "needs a filesystem with hard links (NFS, sshfs, any local one)")
+                return self.try_claim(key, owner, _attempt + 1)
             if got[0].get("token") != token:
                 return {**got[0], "mtime": got[1]}
         self._hold(key, token)
