@@ -70,12 +70,14 @@ def loopback_roles(wf: Path, name: str = "loop", embedder: str = "loopemb") -> d
     return {r: (embedder if r == "embedder" else name) for r in roles(wf)}
 
 
-def loopback_overlay(srv: Any, wf: Path, **kw: Any) -> Path:
-    """``models.yaml`` (:func:`loopback_registry`) and ``overlay.yaml`` in ``wf``: the panel and
-    every role on the loopback endpoint; returns the overlay."""
+def loopback_overlay(srv: Any, wf: Path, file: str = "overlay.yaml", extra: dict[str, Any] | None = None,
+                     **kw: Any) -> Path:
+    """``models.yaml`` (:func:`loopback_registry`, given ``kw``) and the overlay ``file`` in ``wf``:
+    the panel and every role on the loopback endpoint, plus the keys of ``extra``; returns the overlay."""
     loopback_registry(srv, wf / "models.yaml", **kw)
-    overlay = wf / "overlay.yaml"
-    overlay.write_text(yaml.safe_dump({"models_file": "models.yaml", "panel": ["loop"], "roles": loopback_roles(wf)}))
+    overlay = wf / file
+    overlay.write_text(yaml.safe_dump({"models_file": "models.yaml", "panel": ["loop"], "roles": loopback_roles(wf),
+                                       **(extra or {})}))
     return overlay
 
 

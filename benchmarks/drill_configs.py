@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from drill_common import PY, REPO, env, loopback_registry, loopback_roles, snakemake_args, workflow_copy
+from drill_common import PY, REPO, env, loopback_overlay, snakemake_args, workflow_copy
 
 from hindsight.testing import LoopbackServer
 
@@ -190,9 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     by_entry: dict[str, list[int]] = {"check": [0, 0], "dryrun": [0, 0], "binrun": [0, 0]}
     problems: list[str] = []
     with LoopbackServer() as srv:
-        loopback_registry(srv, wf / "models.yaml", api_key_env=None)
-        (wf / "base.yaml").write_text(yaml.safe_dump({"models_file": "models.yaml", "panel": ["loop"],
-                                                      "roles": loopback_roles(wf)}))
+        loopback_overlay(srv, wf, "base.yaml", api_key_env=None)
         full_config = (wf / "config/config.yaml").read_text()
         vs = variants(full_config)
         for v in vs:

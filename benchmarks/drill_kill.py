@@ -54,9 +54,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
-import yaml
 
-from drill_common import env, loopback_registry, loopback_roles, snakemake, snakemake_args, workflow_copy
+from drill_common import env, loopback_overlay, snakemake, snakemake_args, workflow_copy
 
 from hindsight.testing import Faults, LoopbackServer, make_policy
 
@@ -129,13 +128,10 @@ SMALL = {"conditions": ["raw", "experience"], "chat_conditions": [],
 
 
 def prepare(wf: Path, srv: LoopbackServer, small: bool = False) -> None:
-    loopback_registry(srv, wf / "models.yaml", api_key_env=None, max_concurrency=4,
-                      params={"temperature": 0.0, "max_tokens": 64, "seed": 0})
-    overlay: dict[str, Any] = {"models_file": "models.yaml", "panel": ["loop"], "roles": loopback_roles(wf),
-                               "history": {"envs": ["scienceworld"], **(SMALL if small else {})}}
-    for study in OFF:
-        overlay[study] = {"enabled": False}
-    (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    extra: dict[str, Any] = {"history": {"envs": ["scienceworld"], **(SMALL if small else {})},
+                             **{study: {"enabled": False} for study in OFF}}
+    loopback_overlay(srv, wf, extra=extra, api_key_env=None, max_concurrency=4,
+                     params={"temperature": 0.0, "max_tokens": 64, "seed": 0})
 
 
 def parquet_tables(wf: Path) -> dict[str, Path]:
