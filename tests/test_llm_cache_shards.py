@@ -297,6 +297,30 @@ def test_a_link_refused_as_eperm_onto_a_taken_name_loses_to_the_holder(tmp_path,
     other.close()
 
 
+def test_a_claim_name_that_churns_past_the_recursion_limit_is_claimed_in_a_loop(tmp_path, monkeypatch):
+    """Other holders taking and giving back the name between this process's link and read,
+    more times than Python's recursion limit: the claimer keeps trying (no RecursionError)
+    and claims the name once it is free."""
+    from hindsight.llm import cache_claims
+
+    real_link = os.link
+    churn = sys.getrecursionlimit() + 50
+    seen = {"n": 0}
+
+    def busy_then_free(src, dst):
+        seen["n"] += 1
+        if seen["n"] <= churn:  # someone held the name; it is gone again by the read
+            raise FileExistsError(errno.EEXIST, "File exists")
+        return real_link(src, dst)
+
+    monkeypatch.setattr(cache_claims.os, "link", busy_then_free)
+    book = cache_claims.ClaimBook(tmp_path / "claims", "t.jsonl")
+    assert book.try_claim("k", "me") is True and book.owns("k")
+    assert seen["n"] == churn + 1
+    assert not list((tmp_path / "claims").glob(".*.tmp"))  # every temporary claim file removed
+    book.close()
+
+
 def test_torn_lines_are_never_read_and_compaction_keeps_every_reply(tmp_path, capsys):
     path = tmp_path / "results" / "cache" / "llm.sqlite"
     a, b = ShardCache(path), ShardCache(path, "refresh")

@@ -132,43 +132,48 @@ class ClaimBook:
         got = self.read(key)
         return got is not None and got[0].get("token") == token
 
-    def try_claim(self, key: str, owner: str, _attempt: int = 0) -> bool | dict[str, Any]:
+    def try_claim(self, key: str, owner: str) -> bool | dict[str, Any]:
         """``True`` (claimed now), or the claim someone else holds (its content and, under
-        ``"mtime"``, its heartbeat)."""
-        token = uuid.uuid4().hex
-        tmp = self._written(key, self._live(token, owner))
-        taken_as_eperm = False
-        try:
-            # the claim appears with its content, exclusively: link() fails if the name
-            # exists.  NFS may answer a retransmitted LINK that succeeded with EEXIST; the
-            # classic recipe reads the link count then, but some network filesystems
-            # (sshfs) report every link count as 1, so the claim's token decides as well
+        ``"mtime"``, its heartbeat).  A claim released between the failed link and the read
+        is tried for again, in a loop (churn by other holders costs tries, never the stack)."""
+        refused = 0  # links refused as EPERM with no claim found under the name
+        while True:
+            token = uuid.uuid4().hex
+            tmp = self._written(key, self._live(token, owner))
+            taken_as_eperm = False
             try:
-                os.link(tmp, self.path(key))
-                won = True
-            except FileExistsError:
-                won = os.stat(tmp).st_nlink == 2
-            except PermissionError as exc:
-                # sshfs: OpenSSH's sftp-server answers a hard link onto an existing name with
-                # the generic SSH_FX_FAILURE, which sshfs turns into EPERM; the same errno
-                # from a filesystem without hard links is told apart below (no claim there)
-                if exc.errno != errno.EPERM:
-                    raise
-                won, taken_as_eperm = False, True
-        finally:
-            tmp.unlink(missing_ok=True)
-        if not won:
-            got = self.read(key)
-            if got is None:  # released between the link and the read: try again
-                if taken_as_eperm and _attempt >= 3:
-                    raise OSError(errno.EPERM, f"cannot create claim files by hard link in {self.folder} "
-                                  "(link() refused and no claim holds the name): the shards cache "
-                                  "needs a filesystem with hard links (NFS, sshfs, any local one)")
-                return self.try_claim(key, owner, _attempt + 1)
-            if got[0].get("token") != token:
-                return {**got[0], "mtime": got[1]}
-        self._hold(key, token)
-        return True
+                # the claim appears with its content, exclusively: link() fails if the name
+                # exists.  NFS may answer a retransmitted LINK that succeeded with EEXIST; the
+                # classic recipe reads the link count then, but some network filesystems
+                # (sshfs) report every link count as 1, so the claim's token decides as well
+                try:
+                    os.link(tmp, self.path(key))
+                    won = True
+                except FileExistsError:
+                    won = os.stat(tmp).st_nlink == 2
+                except PermissionError as exc:
+                    # sshfs: OpenSSH's sftp-server answers a hard link onto an existing name with
+                    # the generic SSH_FX_FAILURE, which sshfs turns into EPERM; the same errno
+                    # from a filesystem without hard links is told apart below (no claim there)
+                    if exc.errno != errno.EPERM:
+                        raise
+                    won, taken_as_eperm = False, True
+            finally:
+                tmp.unlink(missing_ok=True)
+            if not won:
+                got = self.read(key)
+                if got is None:  # released between the link and the read: try again
+                    if taken_as_eperm:
+                        refused += 1
+                        if refused > 3:
+                            raise OSError(errno.EPERM, f"cannot create claim files by hard link in {self.folder} "
+                                          "(link() refused and no claim holds the name): the shards cache "
+                                          "needs a filesystem with hard links (NFS, sshfs, any local one)")
+                    continue
+                if got[0].get("token") != token:
+                    return {**got[0], "mtime": got[1]}
+            self._hold(key, token)
+            return True
 
     def take_over(self, key: str, old_token: str, owner: str) -> bool:
         """Replace a gone claim by this process's (one taker per old claim; see module docstring)."""
