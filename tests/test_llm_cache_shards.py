@@ -220,6 +220,7 @@ def test_a_pointer_this_host_cannot_read_yet_is_waited_for_not_replaced(tmp_path
     threading.Timer(0.2, setattr, (reader, "_line", real_line)).start()
     assert reader.store("k", _record("k", "second"), "run")["response_text"] == "first"
     assert reader.claim("k", "r", 60)["response_text"] == "first"
+    assert not reader._unseen  # a pointer read at last is no longer waited for (nothing kept per key)
     monkeypatch.setattr(reader, "_line", real_line)
 
     # a pointer at bytes that never appear is replaced, but only after lost_after_s
@@ -232,6 +233,7 @@ def test_a_pointer_this_host_cannot_read_yet_is_waited_for_not_replaced(tmp_path
     while (got := reader.claim("g", "r", 60)) is False:
         time.sleep(0.05)
     assert got is True and time.monotonic() - t0 >= 0.5
+    assert not reader._unseen  # nor one replaced
     writer.close()
     reader.close()
 

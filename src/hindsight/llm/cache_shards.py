@@ -269,8 +269,13 @@ class ShardCache:
             line = self._line(str(claim["file"]), int(claim["offset"]))
         except (FileNotFoundError, json.JSONDecodeError):
             self._refresh(force=True)
-            return self._lookup(key)
-        return line["rec"] if line.get("k") == key else self._lookup(key)
+            record = self._lookup(key)
+        else:
+            record = line["rec"] if line.get("k") == key else self._lookup(key)
+        if record is not None:  # readable now: no longer waited for
+            with self._lock:
+                self._unseen.pop((key, str(claim.get("token", "?"))), None)
+        return record
 
     def _pointer_lost(self, key: str, claim: Mapping[str, Any]) -> bool:
         """Whether a stored claim whose record this process cannot read may be replaced:
@@ -278,9 +283,12 @@ class ShardCache:
         is taken to be on its way to this host's view (a network filesystem client may go
         on serving a shard's old size, or an old listing, from its caches)."""
         now = time.monotonic()
+        seen = (key, str(claim.get("token", "?")))
         with self._lock:
-            first = self._unseen.setdefault((key, str(claim.get("token", "?"))), now)
-        return now - first > self.claims.lost_after_s
+            lost = now - self._unseen.setdefault(seen, now) > self.claims.lost_after_s
+            if lost:  # the caller replaces it (or another process did): not waited for again
+                del self._unseen[seen]
+        return lost
 
     def store(self, key: str, record: Mapping[str, Any], run_id: str) -> dict[str, Any]:
         """Store a fresh call's reply and ledger row; returns the stored reply (another
