@@ -188,3 +188,21 @@ def test_a_claim_makes_the_second_caller_wait_and_a_gone_owner_is_taken_over(tmp
     assert off.claim("k", "a", 60) is True and off.claim("k", "b", 60) is True
     c.close()
     off.close()
+
+
+def test_a_cache_opened_while_another_opener_holds_the_fresh_files_write_lock_waits_to_switch_it_to_wal(tmp_path):
+    """Switching a new database to WAL needs an exclusive lock; a connection that finds
+    another holding the write lock is answered "database is locked" at once, without its busy
+    handler (several jobs opening a fresh cache together; seen in the report test's run).
+    The cache waits for the lock instead."""
+    import threading
+
+    path = tmp_path / "llm.sqlite"
+    reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    reader.execute("CREATE TABLE t (x)")  # a fresh file, still in rollback-journal mode
+    reader.execute("BEGIN IMMEDIATE")  # another opener part-way through its own switch: a write lock held
+    threading.Timer(0.5, reader.execute, ("COMMIT",)).start()
+    cache = Cache(path)  # before: sqlite3.OperationalError: database is locked
+    assert cache._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    cache.close()
+    reader.close()

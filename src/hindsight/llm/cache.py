@@ -141,6 +141,25 @@ def filesystem_type(path: str | os.PathLike[str], mountinfo: str = "/proc/self/m
     return kind
 
 
+def _enable_wal(db: sqlite3.Connection, path: Path, wait_s: float = 60.0) -> None:
+    """Put the cache in WAL mode, waiting while another process does the same.  Switching a
+    new database to WAL takes an exclusive lock, and SQLite answers a connection that races
+    for it with "database is locked" at once, without its busy handler: several jobs opening
+    a fresh cache together hit that (about one start in 30 with 8 openers).  Once one of them
+    has switched it, the mode is stored in the file and the pragma takes no lock."""
+    deadline = time.monotonic() + wait_s
+    delay = 0.01
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+
+
 def _refuse_network_filesystem(path: Path) -> None:
     kind = filesystem_type(path.parent)
     if kind in NETWORK_FILESYSTEMS:
@@ -203,7 +222,7 @@ class Cache:
         _refuse_network_filesystem(self.path)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        _enable_wal(self._db, self.path)
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=60000")
         with self._lock:
