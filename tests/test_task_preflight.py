@@ -54,6 +54,15 @@ def test_the_catalog_knows_the_generated_split_sizes_before_any_table(tmp_path):
     envs = base_config()["envs"]
     sizes = envs["alfworld"]["sizes"]
     assert split_size("alfworld", "eval", envs, tmp_path) == (sizes["eval"], "the generated games, envs.alfworld.sizes")
+    # per type too, from the generator's quotas, before any game exists (the calibrator's source
+    # check and the history preflight filter by history.task_types)
+    from hindsight.envs.alfworld_gen import type_counts
+
+    train = type_counts(sizes)["train"]
+    assert sum(train.values()) == sizes["train"] and max(train.values()) - min(train.values()) <= 1
+    two = ["pick_and_place_simple", "look_at_obj_in_light"]
+    assert split_size("alfworld", "train", envs, tmp_path, two) == (
+        train["pick_and_place_simple"] + train["look_at_obj_in_light"], "the generated games, envs.alfworld.sizes")
     size, where = split_size("appworld", "train", envs, tmp_path)
     assert size > 0 and "authored" in where
     assert split_size("scienceworld", "test", envs, tmp_path) is None  # known once its table is built

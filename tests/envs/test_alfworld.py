@@ -32,6 +32,20 @@ def test_plan_puts_all_six_task_types_in_every_split():
         assert sorted(s.task_type for s in plan if s.split == split) == sorted(TASK_TYPES)
 
 
+def test_the_games_per_type_are_the_plans_quotas_known_before_generation():
+    """hindsight.envs.catalog counts a split's games of given types before any game exists
+    (the config checks): the plan for the default's sizes meets alfworld_gen.type_counts."""
+    from collections import Counter
+
+    from hindsight.envs.alfworld_gen import type_counts
+    from tests.conftest import base_config
+
+    for sizes in (SMALL_SIZES, base_config()["envs"]["alfworld"]["sizes"], {"train": 7, "practice": 5, "eval": 11}):
+        counted = Counter((s.split, s.task_type) for s, _ in plan_specs(0, sizes))
+        expected = {(split, t): n for split, per in type_counts(sizes).items() for t, n in per.items() if n}
+        assert dict(counted) == expected
+
+
 def test_games_load_in_alfworlds_own_alfredtwenv(alf_games):
     from alfworld.agents.environment.alfred_tw_env import AlfredTWEnv
 

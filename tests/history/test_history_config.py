@@ -148,8 +148,18 @@ def test_split_sizes_come_from_a_built_task_table(tmp_path):
     official = {**envs, "alfworld": {**envs["alfworld"], "source": "official"}}
     check_history_envs({**h, "envs": ["alfworld"], "splits": {"alfworld": "eval_out_of_distribution"}},
                        official, tmp_path)
-    with pytest.raises(ConfigError, match=r"alfworld split 'eval' holds 4 tasks .*alfworld.parquet"):
-        check_history_envs({**h, "envs": ["alfworld"], "splits": {"alfworld": "eval"}}, envs, tmp_path)
+    # generated games are counted from envs.alfworld.sizes, per type, built table or not: this
+    # 4-game table is one an earlier config's sizes left, and the workflow rebuilds it
+    check_history_envs({**h, "envs": ["alfworld"], "splits": {"alfworld": "eval"}}, envs, tmp_path)
+    eval_size = envs["alfworld"]["sizes"]["eval"]
+    with pytest.raises(ConfigError, match=rf"alfworld split 'eval' holds {eval_size} tasks \(the generated games, "
+                                          r"envs\.alfworld\.sizes\)"):
+        check_history_envs({**h, "envs": ["alfworld"], "splits": {"alfworld": "eval"}, "tasks_per_cell": eval_size + 1},
+                           envs, tmp_path)
+    with pytest.raises(ConfigError, match=r"alfworld split 'eval' holds 22 tasks of the types in "
+                                          r"history\.task_types\.alfworld \(the generated games"):
+        check_history_envs({**h, "envs": ["alfworld"], "splits": {"alfworld": "eval"}, "tasks_per_cell": 23,
+                            "task_types": {"alfworld": ["look_at_obj_in_light"]}}, envs, tmp_path)
     # with a type filter the count is of those types only: the default's types are not in this table
     with pytest.raises(ConfigError, match=r"split 'test' holds 0 tasks of the types in history.task_types"
                                           r".scienceworld .*; list more types in history.task_types"):

@@ -70,6 +70,17 @@ def _quotas(n: int, offset: int) -> dict[str, int]:
     return {t: n // k + (1 if (i - offset) % k < n % k else 0) for i, t in enumerate(sc.TASK_TYPES)}
 
 
+PLAN_ORDER: tuple[str, ...] = ("eval", "practice", "train")
+"""The order :func:`plan_specs` draws the splits in (a split's place shifts its quotas)."""
+
+
+def type_counts(sizes: dict[str, int]) -> dict[str, dict[str, int]]:
+    """Games per task type in each split that :func:`generate` makes for ``sizes``: the
+    plan's quotas, which every game meets (a fallback keeps the task type, a game that
+    cannot be built stops the generation), so known before any game exists."""
+    return {split: _quotas(int(sizes.get(split, 0)), offset) for offset, split in enumerate(PLAN_ORDER)}
+
+
 def plan_specs(seed: int, sizes: dict[str, int]) -> list[tuple[GameSpec, list[tuple[str, int, tuple[str, ...]]]]]:
     """The games of each split as (first-choice spec, fallback triples of the same task type).
 
@@ -85,7 +96,7 @@ def plan_specs(seed: int, sizes: dict[str, int]) -> list[tuple[GameSpec, list[tu
         random.Random(f"{seed}-{t}").shuffle(pool)
     cursor = {t: 0 for t in sc.TASK_TYPES}
     plan: list[tuple[GameSpec, list[tuple[str, int, tuple[str, ...]]]]] = []
-    for offset, split in enumerate(("eval", "practice", "train")):
+    for offset, split in enumerate(PLAN_ORDER):
         n = int(sizes.get(split, 0))
         index = 0
         for t, quota in _quotas(n, offset).items():

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -92,23 +91,36 @@ def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
                tasks_dir: str | Path = "results/tasks", types: Sequence[str] | None = None
                ) -> tuple[int, str] | None:
     """``(tasks in split, where that count comes from)``, or ``None`` when not known yet;
-    with ``types``, only the tasks of those types (known once the task table is built)."""
+    with ``types``, only the tasks of those types (for official data, once its table is built).
+    Generated data is counted from the config, built table or not: ALFWorld's games from
+    ``envs.alfworld.sizes`` (the generator's per-type quotas), the authored AppWorld tasks
+    from ``envs.seed``.  A table an earlier config left is rebuilt by the workflow, so the
+    configured data is what a run plays, and the count does not depend on what ``results/``
+    holds."""
+    if env == "alfworld" and source(env, envs_cfg) == "generated":
+        from hindsight.envs.alfworld_gen import type_counts
+
+        sizes = envs_cfg["alfworld"]["sizes"]
+        if split is not None and split not in sizes:
+            return None
+        per_split = type_counts(sizes)
+        wanted = None if types is None else {str(t) for t in types}
+        n = sum(c for s in ([split] if split is not None else sizes) for t, c in per_split.get(str(s), {}).items()
+                if wanted is None or t in wanted)
+        return int(n), "the generated games, envs.alfworld.sizes"
+    if env == "appworld" and source(env, envs_cfg) == "generated":  # the authored set: fixed by envs.seed
+        from hindsight.envs.appworld_tasks import task_specs
+
+        wanted = None if types is None else {str(t) for t in types}
+        n = sum(1 for s in task_specs(int(envs_cfg["seed"]))
+                if (split is None or s.split == str(split)) and (wanted is None or s.family in wanted))
+        return int(n), "the project-authored AppWorld task set"
     table = built_table(env, envs_cfg, tasks_dir)
     if table is not None:
         df = table_columns(table)
         if types is not None:
             df = df[df["type"].isin([str(t) for t in types])]
         return int(len(df) if split is None else (df["split"] == str(split)).sum()), str(table)
-    if split is None or types is not None or source(env, envs_cfg) != "generated":
-        return None
-    if env == "alfworld":
-        sizes = envs_cfg["alfworld"]["sizes"]
-        return (int(sizes[split]), "the generated games, envs.alfworld.sizes") if split in sizes else None
-    if env == "appworld":
-        from hindsight.envs.appworld_tasks import task_specs
-
-        count = Counter(s.split for s in task_specs(int(envs_cfg["seed"])))
-        return int(count.get(split, 0)), "the project-authored AppWorld task set"
     return None
 
 
@@ -171,13 +183,17 @@ def check_env_options(per_env: Any, key: str, envs: Sequence[str] = ENV_NAMES) -
 
 
 def check_task_count(env: str, split: str | None, n: Any, envs_cfg: Mapping[str, Any], key: str, fix: str,
-                     tasks_dir: str | Path = "results/tasks", types: Sequence[str] | None = None) -> None:
+                     tasks_dir: str | Path = "results/tasks", types: Sequence[str] | None = None,
+                     types_key: str | None = None) -> None:
     """Refuse ``n`` tasks (config key ``key``) from ``env``'s ``split`` when the split is known
-    to hold fewer (:func:`split_size`); ``fix`` says what to change."""
+    to hold fewer (:func:`split_size`); ``fix`` says what to change; ``types_key`` names the
+    config key the ``types`` filter comes from."""
     if isinstance(n, bool) or not isinstance(n, int):
         return  # the shape is the schema's and the study's own check
     known = split_size(env, split, envs_cfg, tasks_dir, types)
     if known is not None and n > known[0]:
         size, where = known
         label = repr(split) if split is not None else "(all splits)"
-        raise ConfigError(f"config key {key}: {n} tasks, but the {env} split {label} holds {size} ({where}); {fix}")
+        of_types = f" tasks of the types in {types_key or 'the task-type filter'}" if types is not None else ""
+        raise ConfigError(f"config key {key}: {n} tasks, but the {env} split {label} holds {size}{of_types} "
+                          f"({where}); {fix}")

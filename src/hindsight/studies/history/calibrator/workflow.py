@@ -80,7 +80,8 @@ class CalibratorWorkflow:
             check_split(env, split, self.config["envs"], f"calibrator.splits.{env}")
             check_task_count(env, str(split), n, self.config["envs"], "calibrator.sources.tasks_per_cell",
                              f"set calibrator.sources.tasks_per_cell to at most that, or name a larger split in "
-                             f"calibrator.splits.{env}", types=(self.h["task_types"] or {}).get(env))
+                             f"calibrator.splits.{env} (or list more types in history.task_types.{env}, or null)",
+                             types=(self.h["task_types"] or {}).get(env), types_key=f"history.task_types.{env}")
         self.check_rollouts()
         bad = sorted(set(self.variants) - set(VARIANTS)) + sorted(set(self.train["variants"]) - set(self.variants))
         if bad:
