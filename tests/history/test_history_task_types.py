@@ -70,10 +70,16 @@ def test_the_check_before_the_first_job(tmp_path):
     check_task_types({**base, "task_types": {"alfworld": None}}, envs, tmp_path / "tasks")
     check_task_types({**base, "task_types": None}, envs, tmp_path / "tasks")
     check_task_types({**base, "task_types": {"alfworld": [SHORT, MIDDLE]}}, envs, tmp_path / "tasks")
+    # generated games are counted from envs.alfworld.sizes (the generator's per-type quotas), so
+    # the 5-game table above does not decide: 12 eval games make 2 of each of the six types
+    small = {**envs, "alfworld": {**envs["alfworld"], "sizes": {"train": 6, "practice": 6, "eval": 12}}}
+    check_history_envs({**base, "tasks_per_cell": 4, "task_types": {"alfworld": [SHORT, MIDDLE]}},
+                       small, tmp_path / "tasks")
     with pytest.raises(ConfigError, match=r"tasks_per_cell: 6 tasks per cell, but the alfworld split 'eval' "
-                                          r"holds 5 tasks of the types in history.task_types.alfworld"):
+                                          r"holds 4 tasks of the types in history.task_types.alfworld \(the "
+                                          r"generated games, envs.alfworld.sizes\)"):
         check_history_envs({**base, "tasks_per_cell": 6, "task_types": {"alfworld": [SHORT, MIDDLE]}},
-                           envs, tmp_path / "tasks")
+                           small, tmp_path / "tasks")
     with pytest.raises(ConfigError, match=r"history.task_types: unknown environment\(s\) \['sciworld'\]"):
         check_task_types({**base, "task_types": {"sciworld": ["boil"]}}, envs, tmp_path / "tasks")
     # before any task table exists, the environments' own type lists
