@@ -97,6 +97,7 @@ def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
     from ``envs.seed``.  A table an earlier config left is rebuilt by the workflow, so the
     configured data is what a run plays, and the count does not depend on what ``results/``
     holds."""
+    wanted = None if types is None else {str(t) for t in types}
     if env == "alfworld" and source(env, envs_cfg) == "generated":
         from hindsight.envs.alfworld_gen import type_counts
 
@@ -104,22 +105,20 @@ def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
         if split is not None and split not in sizes:
             return None
         per_split = type_counts(sizes)
-        wanted = None if types is None else {str(t) for t in types}
         n = sum(c for s in ([split] if split is not None else sizes) for t, c in per_split.get(str(s), {}).items()
                 if wanted is None or t in wanted)
         return int(n), "the generated games, envs.alfworld.sizes"
     if env == "appworld" and source(env, envs_cfg) == "generated":  # the authored set: fixed by envs.seed
         from hindsight.envs.appworld_tasks import task_specs
 
-        wanted = None if types is None else {str(t) for t in types}
         n = sum(1 for s in task_specs(int(envs_cfg["seed"]))
                 if (split is None or s.split == str(split)) and (wanted is None or s.family in wanted))
         return int(n), "the project-authored AppWorld task set"
     table = built_table(env, envs_cfg, tasks_dir)
     if table is not None:
         df = table_columns(table)
-        if types is not None:
-            df = df[df["type"].isin([str(t) for t in types])]
+        if wanted is not None:
+            df = df[df["type"].isin(wanted)]
         return int(len(df) if split is None else (df["split"] == str(split)).sum()), str(table)
     return None
 

@@ -141,7 +141,7 @@ def filesystem_type(path: str | os.PathLike[str], mountinfo: str = "/proc/self/m
     return kind
 
 
-def _enable_wal(db: sqlite3.Connection, path: Path, wait_s: float = 60.0) -> None:
+def _enable_wal(db: sqlite3.Connection, wait_s: float = 60.0) -> None:
     """Put the cache in WAL mode, waiting while another process does the same.  Switching a
     new database to WAL takes an exclusive lock, and SQLite answers a connection that races
     for it with "database is locked" at once, without its busy handler: several jobs opening
@@ -222,7 +222,7 @@ class Cache:
         _refuse_network_filesystem(self.path)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
-        _enable_wal(self._db, self.path)
+        _enable_wal(self._db)
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=60000")
         with self._lock:
