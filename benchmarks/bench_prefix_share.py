@@ -17,7 +17,17 @@ Groups: the history study by rule and condition (``rollouts/raw`` pools the envi
 shuffled conditions marked; the playbook study by rule and call purpose.  The last line is the
 pooled share of the non-shuffled history and playbook calls against the 80 % target.
 
-    python benchmarks/bench_prefix_share.py --results results [--studies history playbook]
+``--layouts`` adds a what-if for the history study's actor prompt (block format, non-shuffled
+conditions, each distinct request once, in the order the run sent them): the pooled prefix
+ceiling of the prompts as sent, and of the same prompts rewritten into two other layouts that
+would keep more of each prompt in the next one's prefix: (a) the current observation written as
+the newest history entry (``[Observation t: 'O_t']``, ``[Outcome of Action t-1: 'O_t']`` under
+Causal) instead of ``Current observation: O_t`` after the step line, so that the next prompt,
+whose history line for step t repeats ``O_t``, shares it; (b) that, with the response
+instruction moved from the end to above the history.  The rewrite reads the rendered prompts of
+``config/prompts/history/actor_block.txt``; a prompt it cannot read is counted and left out.
+
+    python benchmarks/bench_prefix_share.py --results results [--studies history playbook] [--layouts]
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -67,10 +78,85 @@ def prefix_ceiling(calls) -> float:
     return sum(shares) / max(1, len(shares))
 
 
+# the tail of a block-format actor prompt (actor_block.txt): reminder, step line, current
+# observation, admissible actions, response instruction
+_TAIL = re.compile(
+    r"\n((?:\[History caution\].*?\[/History caution\]\n)?)"
+    r"You have already taken (\d+) step\(s\) and are now at step (\d+)\. "
+    r"Current observation(?: \(Outcome of Action \d+\))?: (.*?)\n"
+    r"(Admissible actions:\n.*?\n\n)?((?:Reply |First think ).*)$", re.S)
+
+
+def rewrite(prompt: str, condition: str, instruction_first: bool) -> str | None:
+    """``prompt`` (block format) in layout (a), or (b) with ``instruction_first``; None if unreadable."""
+    m = _TAIL.search(prompt)
+    if m is None or "\nBelow are" not in prompt:
+        return None
+    reminder, taken, step, observation, actions, instruction = m.groups()
+    head = prompt[:m.start()]
+    head = head[: -len("\nNone")] if head.endswith("\nNone") else head  # the empty history
+    t = int(step)
+    label = (("Initial Observation 1" if t == 1 else f"Outcome of Action {t - 1}") if condition == "causal"
+             else f"Observation {t}")
+    tail = (f"\n[{label}: '{observation}']\n{reminder}You have already taken {taken} step(s) and are now at "
+            f"step {t}; the last observation above is the current one.\n{actions or ''}")
+    if instruction_first:
+        return head.replace("\nBelow are", f"\n{instruction}\nBelow are", 1) + tail
+    return head + tail + instruction
+
+
+def pooled_ceiling(prompts: list[str]) -> float:
+    """Share of all prompts' characters that each shares, as a prefix, with any earlier prompt."""
+    seen: list[str] = []
+    shared = total = 0
+    for text in prompts:
+        shared += max((len(os.path.commonprefix([s, text])) for s in seen), default=0)
+        total += len(text)
+        seen.append(text)
+    return shared / max(1, total)
+
+
+def layouts(results: Path) -> None:
+    """The what-if of ``--layouts`` (module docstring)."""
+    import pandas as pd
+
+    calls = []
+    for path in sorted((results / "history" / "rollouts").rglob("*.calls.parquet")):
+        condition = path.name[: -len(".calls.parquet")]
+        if condition in SHUFFLED or condition.endswith("-chat"):
+            continue
+        frame = pd.read_parquet(path)
+        frame = frame[frame["purpose"].astype(str) == "actor"]
+        for row in frame.itertuples():
+            calls.append((str(row.started_at), row.request_digest, prompt_text(row.messages), condition,
+                          int(row.prompt_tokens or 0), int(row.cached_tokens or 0)))
+    calls.sort()
+    distinct, seen = [], set()
+    for call in calls:  # a request another cell had made is a response-cache replay: counted once
+        if call[1] not in seen:
+            seen.add(call[1])
+            distinct.append(call)
+    if not distinct:
+        sys.exit(f"{results}: no history rollout actor calls")
+    now = [c[2] for c in distinct]
+    a = [rewrite(c[2], c[3], False) for c in distinct]
+    b = [rewrite(c[2], c[3], True) for c in distinct]
+    bad = sum(x is None for x in a)
+    keep = [i for i, x in enumerate(a) if x is not None]
+    served = sum(distinct[i][5] for i in keep) / max(1, sum(distinct[i][4] for i in keep))
+    print(f"history actor prompts (block, non-shuffled): {len(calls)} calls, {len(distinct)} distinct requests, "
+          f"{bad} unreadable")
+    print(f"  served from the server's prefix cache: {served:.1%} of prompt tokens")
+    print(f"  pooled prefix ceiling, as sent:                          {pooled_ceiling([now[i] for i in keep]):.1%}")
+    print(f"  (a) current observation as the newest history entry:     {pooled_ceiling([a[i] for i in keep]):.1%}")
+    print(f"  (b) (a) with the response instruction above the history: {pooled_ceiling([b[i] for i in keep]):.1%}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=REPO / "results")
     ap.add_argument("--studies", nargs="+", default=["history", "playbook"])
+    ap.add_argument("--layouts", action="store_true", help="also the history actor prompt's layout what-if")
     args = ap.parse_args()
 
     import pandas as pd
@@ -115,6 +201,8 @@ def main() -> None:
     share = pooled["cached"] / max(1, pooled["prompt"])
     print(f"pooled non-shuffled {', '.join(args.studies)}: {pooled['cached']} of {pooled['prompt']} prompt tokens "
           f"from the prefix cache = {share:.1%} (target {TARGET:.0%}: {'met' if share >= TARGET else 'not met'})")
+    if args.layouts:
+        layouts(args.results)
 
 
 if __name__ == "__main__":
