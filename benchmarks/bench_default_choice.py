@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -41,23 +40,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from bench_prefix_share import prefix_ceiling  # noqa: E402  (the same ceiling, read from call records)
+
 DEFAULT_CELLS = (
     "scienceworld:lifespan-longest-lived", "scienceworld:find-living-thing",
     "alfworld:pick_and_place_simple", "alfworld:look_at_obj_in_light",
 )
-
-
-def prefix_ceiling(calls) -> float:
-    """Mean over calls of the share of a prompt's characters that it shares, as a prefix,
-    with an earlier prompt of the cell: what a perfect prefix cache could serve."""
-    seen: list[str] = []
-    shares = []
-    for raw in calls["messages"]:
-        text = "\n".join(str(m.get("content", "")) for m in json.loads(raw))
-        best = max((len(os.path.commonprefix([s, text])) for s in seen), default=0)
-        shares.append(best / max(1, len(text)))
-        seen.append(text)
-    return sum(shares) / max(1, len(shares))
 
 
 def load() -> str:

@@ -10,7 +10,7 @@ the server's, and only a call that reached the server has one), and prints per g
 - calls, prompt tokens, cached tokens and their share (the issue-14 figure);
 - the *prefix ceiling*: the share of each prompt's characters that it shares as a prefix with
   an earlier prompt of the same file (one cell), averaged over calls, which no prefix cache can
-  exceed (``bench_default_choice.prefix_ceiling``);
+  exceed (:func:`prefix_ceiling`, which ``bench_default_choice.py`` uses too);
 - prompt tokens per call, so what the share is a share of is in view.
 
 Groups: the history study by rule and condition (``rollouts/raw`` pools the environments),
@@ -64,17 +64,20 @@ def prompt_text(raw: str) -> str:
     return "\n".join(str(m.get("content", "")) if isinstance(m, dict) else str(m) for m in items)
 
 
+def shared_prefixes(texts) -> list[tuple[int, int]]:
+    """``(characters shared as a prefix with the best earlier text, length)`` for each text, in order."""
+    seen: list[str] = []
+    out = []
+    for text in texts:
+        out.append((max((len(os.path.commonprefix([s, text])) for s in seen), default=0), len(text)))
+        seen.append(text)
+    return out
+
+
 def prefix_ceiling(calls) -> float:
     """Mean over calls of the share of a prompt's characters that it shares, as a prefix, with an
-    earlier prompt of the same file: what a perfect prefix cache could serve (as
-    ``bench_default_choice.prefix_ceiling``, which reads chat messages only)."""
-    seen: list[str] = []
-    shares = []
-    for raw in calls["messages"]:
-        text = prompt_text(raw)
-        best = max((len(os.path.commonprefix([s, text])) for s in seen), default=0)
-        shares.append(best / max(1, len(text)))
-        seen.append(text)
+    earlier prompt of the same file (or cell): what a perfect prefix cache could serve."""
+    shares = [best / max(1, n) for best, n in shared_prefixes(prompt_text(raw) for raw in calls["messages"])]
     return sum(shares) / max(1, len(shares))
 
 
@@ -107,13 +110,8 @@ def rewrite(prompt: str, condition: str, instruction_first: bool) -> str | None:
 
 def pooled_ceiling(prompts: list[str]) -> float:
     """Share of all prompts' characters that each shares, as a prefix, with any earlier prompt."""
-    seen: list[str] = []
-    shared = total = 0
-    for text in prompts:
-        shared += max((len(os.path.commonprefix([s, text])) for s in seen), default=0)
-        total += len(text)
-        seen.append(text)
-    return shared / max(1, total)
+    pairs = shared_prefixes(prompts)
+    return sum(best for best, _ in pairs) / max(1, sum(n for _, n in pairs))
 
 
 def layouts(results: Path) -> None:
