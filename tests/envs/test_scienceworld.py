@@ -213,3 +213,44 @@ def test_episode_reproducible_in_fresh_processes_with_and_without_the_join():
     one_by_one = _replay("0", "-XX:+UseSerialGC")
     assert one_by_one["join"] is False
     assert one_by_one["steps"] == joined["steps"]
+
+
+class _BrokenStdin:
+    """A JVM stdin whose reader has gone: every write raises, as a closed pipe does."""
+
+    def write(self, data: bytes) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_own_engine_close_runs_once_and_survives_a_jvm_already_gone(monkeypatch):
+    """The package's ``close`` writes a newline to the JVM's stdin, and its ``__del__`` calls
+    ``close`` again: with the JVM's stdin gone that raised BrokenPipeError (a traceback printed
+    at garbage collection). The engine Hindsight starts closes once and never raises."""
+    import subprocess
+
+    from hindsight.envs.scienceworld import ScienceWorldEnv
+
+    env = ScienceWorldEnv(shared_jvm=False)
+    engine = env.engine
+    process = engine._gateway.java_process
+    real_stdin = process.stdin
+    shutdowns = []
+    real_shutdown = engine._gateway.shutdown
+    monkeypatch.setattr(engine._gateway, "shutdown", lambda *a, **k: (shutdowns.append(1), real_shutdown(*a, **k)))
+    try:
+        monkeypatch.setattr(process, "stdin", _BrokenStdin())  # the JVM's end of the pipe is gone
+        monkeypatch.setattr(process, "poll", lambda: None)  # ... but the process is not reaped yet
+        env.close()  # the wrapper's close: no exception
+        engine.close()  # what __del__ does at garbage collection: nothing is done twice
+        engine.__del__()
+        assert shutdowns == [1]
+    finally:
+        monkeypatch.undo()
+        real_stdin.close()  # the JVM dies when its stdin closes (die_on_exit)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()

@@ -165,6 +165,33 @@ def _lent_engine_class() -> Any:
     return LentEngine
 
 
+@functools.cache
+def _own_engine_class() -> Any:
+    """ScienceWorld's Python wrapper over a JVM of its own, with a ``close`` that runs once and
+    tolerates a JVM already gone. The package's ``close`` writes a newline to the JVM's stdin and
+    its ``__del__`` calls ``close`` again at garbage collection: once the JVM has closed its stdin,
+    that write raised ``BrokenPipeError``, printed as an "Exception ignored in ... __del__"
+    traceback in a run's log. Made on first use (it subclasses the package's wrapper)."""
+    from scienceworld import ScienceWorldEnv as _Engine
+
+    class OwnEngine(_Engine):  # type: ignore[misc, valid-type]
+        def close(self) -> None:
+            if getattr(self, "_hindsight_closed", True):  # closed, or never started
+                return
+            self._hindsight_closed = True
+            try:
+                super().close()
+            except (BrokenPipeError, ConnectionError, OSError):  # the JVM went first: nothing to stop
+                pass
+
+    def started(*args: Any, **kwargs: Any) -> Any:
+        engine = OwnEngine(*args, **kwargs)
+        engine._hindsight_closed = False
+        return engine
+
+    return started
+
+
 def _start_engine(engine_class: Any) -> Any:
     """Start ScienceWorld's JVM with :data:`JVM_OPTIONS` (through ``JAVA_TOOL_OPTIONS``, after
     any the user set: the package's launcher takes no JVM options), restoring the variable after."""
@@ -192,8 +219,6 @@ class ScienceWorldEnv(Env):
                  join_admissible: bool | None = None, shared_jvm: tuple[str, float] | bool | None = None) -> None:
         import logging
 
-        from scienceworld import ScienceWorldEnv as _Engine
-
         # the engine logs every load, py4j every (double) shutdown, at INFO: keep logs readable
         for noisy in ("scienceworld", "py4j"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -215,7 +240,7 @@ class ScienceWorldEnv(Env):
                 logging.getLogger(__name__).warning(
                     "scienceworld: no shared JVM (%s); starting this environment's own", exc)
         if self.engine is None:
-            self.engine = _start_engine(_Engine)
+            self.engine = _start_engine(_own_engine_class())
         self.server = self.engine.server
         self._task_names = tuple(self.engine.get_task_names())
         self._task_id: str | None = None
