@@ -148,6 +148,15 @@ def variants(full_config: str) -> list[Variant]:
         Variant("unknown calibrator split",
                 {"bad.yaml": "calibrator:\n  splits: {alfworld: trn, scienceworld: train, appworld: train}\n"},
                 "calibrator.splits.alfworld"),
+        Variant("interval level outside (0, 1)", {"bad.yaml": "playbook:\n  measurement:\n    level: 1.5\n"},
+                "playbook.measurement.level"),
+        Variant("a token cap of 0", {"bad.yaml": "antipersist:\n  synthesis:\n    max_tokens: 0\n"},
+                "antipersist.synthesis.max_tokens"),
+        Variant("cache.path under a file", {"bad.yaml": "cache:\n  path: config/models.yaml/llm.sqlite\n"}, "cache.path"),
+        Variant("negative seed in models.yaml", {"bad.yaml": with_models.format("m7.yaml"),
+                                                 "m7.yaml": _models(params={"temperature": 0.0, "max_tokens": 16,
+                                                                            "seed": -1})},
+                "seed", file="m7.yaml"),
     ]
 
 

@@ -83,6 +83,22 @@ CONFIG_CASES = [
     (cfg_variant("models_file", None, delete=True), r"'models_file' is a required property"),
     (cfg_variant("roles", {"judge": "ghost"}), r"key roles: model 'ghost' is not in"),
     (cfg_variant("smoke.question", ""), r"key smoke\.question"),
+    # numbers out of range: rejected by the schema before any job, not inside one (hostile review, 4 Dec)
+    (cfg_variant("playbook.measurement.level", 1.5), r"key playbook\.measurement\.level: 1\.5 is greater"),
+    (cfg_variant("playbook.growth.merge_threshold", 3), r"key playbook\.growth\.merge_threshold"),
+    (cfg_variant("playbook.growth.token_budget", -5), r"key playbook\.growth\.token_budget"),
+    (cfg_variant("playbook.actor.max_output_tokens", 0), r"key playbook\.actor\.max_output_tokens"),
+    (cfg_variant("playbook.actor.max_listed_actions", 0), r"key playbook\.actor\.max_listed_actions"),
+    (cfg_variant("antipersist.actor.max_listed_actions", 0), r"key antipersist\.actor\.max_listed_actions"),
+    (cfg_variant("antipersist.synthesis.max_tokens", 0), r"key antipersist\.synthesis\.max_tokens"),
+    (cfg_variant("calibrator.train.batch_size", 0), r"key calibrator\.train\.batch_size"),
+    (cfg_variant("calibrator.train.grad_accum", 0), r"key calibrator\.train\.grad_accum"),
+    (cfg_variant("calibrator.review_max_tokens", 0), r"key calibrator\.review_max_tokens"),
+    (cfg_variant("history.seed", -1), r"key history\.seed"),
+    (cfg_variant("cache.path", "/etc/hostname/llm.sqlite"), r"key cache\.path: the cache's folder cannot be "
+                                                             r"written at /etc/hostname: .* is a file"),
+    (cfg_variant("cache.path", "/proc/hindsight-no-such/llm.sqlite"), r"key cache\.path: .*/proc is not writable"),
+    (cfg_variant("cache.path", "tests"), r"key cache\.path: tests is a folder"),
 ]
 
 
@@ -238,3 +254,80 @@ def test_json_config_files_are_checked_too(tmp_path):
     with pytest.raises(ConfigError, match=rf"^{bad}: not valid JSON at line 1, column \d+"):
         check_config_files([bad])
     check_config_files([good])
+
+
+def _unbounded(node, path=()):
+    """Dotted paths of the number and integer keys of a JSON schema that have no lower bound."""
+    if not isinstance(node, dict):
+        return []
+    found = []
+    kinds = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
+    if {"integer", "number"} & set(kinds) and not {"minimum", "exclusiveMinimum", "enum"} & set(node):
+        found.append(".".join(path))
+    for key, value in node.items():
+        if isinstance(value, dict):
+            found += _unbounded(value, (*path, key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                found += _unbounded(item, (*path, f"{key}[{i}]"))
+    return found
+
+
+# numbers whose range a study's own check enforces before any job, with the reason in its message
+# (e.g. "0 is not a decay"), so the schema leaves them open: each with a value out of range
+STUDY_CHECKED = {
+    "playbook.measurement.p": 1.0, "playbook.measurement.budget": 0, "playbook.baselines.cut_share": 1.7,
+    "playbook.baselines.merge_threshold": 5, "antipersist.selector.lam": -1, "antipersist.selector.gamma": 0,
+    "antipersist.selector.epsilon": 1.5, "antipersist.selector.bonus": -1, "antipersist.selector.min_cosine": 2,
+    "antipersist.sweeps.gamma": [2], "antipersist.sweeps.lambda": [-1],
+}
+
+
+def _schema_path(dotted: str) -> str:
+    """``a.b`` -> the walk's path of that key in the config schema (``items`` for a list's numbers)."""
+    path = "properties." + ".properties.".join(dotted.split("."))
+    return path + (".items" if dotted.startswith("antipersist.sweeps.") else "")
+
+
+@pytest.mark.parametrize("schema", ["config.schema.json", "models.schema.json"])
+def test_every_number_in_the_schemas_has_a_lower_bound(schema):
+    """A count, a token cap, a seed or a share with no bound let 0 or -1 through the check and fail
+    (or silently do nothing) inside a job; each has its range in the schema, where the message
+    names the key, or in a study's own check (STUDY_CHECKED, tested below)."""
+    import json
+
+    doc = json.loads((REPO / "config" / "schemas" / schema).read_text())
+    allowed = {_schema_path(k) for k in STUDY_CHECKED} if schema == "config.schema.json" else set()
+    assert sorted(set(_unbounded(doc)) - allowed) == []
+
+
+@pytest.mark.parametrize("key", sorted(STUDY_CHECKED))
+def test_numbers_left_to_a_studys_check_are_refused_before_any_job(key, tmp_path, capsys, monkeypatch):
+    from hindsight.__main__ import main
+
+    monkeypatch.chdir(REPO)
+    head, *rest = key.split(".")
+    doc: dict = {}
+    node = doc.setdefault(head, {})
+    for part in rest[:-1]:
+        node = node.setdefault(part, {})
+    node[rest[-1]] = STUDY_CHECKED[key]
+    overlay = tmp_path / "bad.yaml"
+    overlay.write_text(yaml.safe_dump(doc))
+    assert main(["config", "check", "--configfile", str(overlay)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {overlay}: ") and key in err, err
+
+
+def test_a_negative_seed_in_the_registry_is_refused():
+    """llama.cpp reads seed -1 as a fresh random seed: a rerun would not repeat its replies."""
+    with pytest.raises(ConfigError, match=r"endpoints\.m\.params\.seed"):
+        parse_models(variant("endpoints.m.params.seed", -1), "config/models.yaml")
+
+
+def test_the_cache_path_check_leaves_nothing_behind(tmp_path):
+    """The write check makes and removes a folder: a config check creates no lasting file."""
+    os.chdir(REPO)
+    cfg = cfg_variant("cache.path", str(tmp_path / "new" / "cache" / "llm.sqlite"))
+    check_config(cfg, "config/config.yaml")
+    assert list(tmp_path.iterdir()) == []

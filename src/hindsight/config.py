@@ -492,6 +492,7 @@ def check_config(config: Mapping[str, Any], source: str | Sources = "config/conf
         raise ConfigError(f"{key_source(source, ['roles', unknown_roles[0]])}: key roles: unknown role(s) {', '.join(map(repr, unknown_roles))} (known: "
                           f"{', '.join(known_roles)}). Fix: correct the name (a misspelt role leaves the real one "
                           f"on its default) or remove it.")
+    check_cache_path(config, source)
     models_path = Path(config["models_file"])
     if not models_path.is_absolute() and not models_path.exists():
         models_path = REPO_ROOT / models_path
@@ -520,6 +521,43 @@ def check_config(config: Mapping[str, Any], source: str | Sources = "config/conf
                 f"endpoints belong in roles.embedder."
             )
     return models
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why files cannot be made in ``folder`` (created with its parents if missing), or None."""
+    probe = folder
+    while not probe.exists():
+        if probe.is_symlink():  # a dangling link: mkdir would fail on it
+            return f"{probe} is a link to nothing"
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is a file, not a folder"
+    import tempfile
+
+    try:  # a real try, not os.access: root passes access() on read-only mounts and /proc
+        os.rmdir(tempfile.mkdtemp(prefix=".hindsight-write-check-", dir=probe))
+    except OSError as exc:
+        return f"{probe} is not writable ({exc.strerror or exc})" + (
+            f", so {folder} cannot be made" if probe != folder else "")
+    return None
+
+
+def check_cache_path(config: Mapping[str, Any], source: str | Sources = "config/config.yaml") -> None:
+    """``cache.path`` names a place the run can write: the cache file (``sqlite``; ``shards/`` and
+    ``claims/`` beside it for ``shards``) and the call records in ``<its grandparent>/records``.
+    Checked before the first job, so that a path under a file or a read-only folder is not a
+    traceback inside the first cell that calls a model."""
+    path = Path(config["cache"]["path"])
+    where = f"{key_source(source, 'cache.path')}: key cache.path"
+    if path.is_dir() and config["cache"].get("backend", "sqlite") == "sqlite":
+        raise ConfigError(f"{where}: {path} is a folder; the sqlite backend keeps the cache in one file. "
+                          f"Fix: name a file, e.g. {path / 'llm.sqlite'}.")
+    for folder, what in ((path.parent, "the cache's folder"), (path.parent.parent / "records", "the call records")):
+        why = _unwritable(folder)
+        if why is not None:
+            raise ConfigError(f"{where}: {what} cannot be written at {folder}: {why}. Fix: point cache.path at a "
+                              f"writable place (the default is results/cache/llm.sqlite; the records go to "
+                              f"<its folder's parent>/records).")
 
 
 def load_config(path: str | os.PathLike[str], overlays: Iterable[str | os.PathLike[str]] = ()) -> dict[str, Any]:
