@@ -331,3 +331,24 @@ def test_the_cache_path_check_leaves_nothing_behind(tmp_path):
     cfg = cfg_variant("cache.path", str(tmp_path / "new" / "cache" / "llm.sqlite"))
     check_config(cfg, "config/config.yaml")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_number_from_snakemakes_command_line_is_explained():
+    """``--config 'history={tasks_per_cell: 2}'``: Snakemake reads the braces with YAML's base
+    loader, so the value arrives as the string '2'; the refusal says why and what to do."""
+    from hindsight.config import config_sources, merge
+
+    os.chdir(REPO)
+    cli = {"history": {"tasks_per_cell": "2"}, "smoke": {"enabled": "false"}}
+    sources = config_sources(["config/config.yaml"], [], cli)
+    with pytest.raises(ConfigError) as info:
+        check_config(merge(base_config(), cli), sources)
+    text = str(info.value)
+    assert text.startswith("--config on the command line: invalid configuration")
+    assert "key history.tasks_per_cell: '2' is not of type 'integer'" in text
+    assert "as the string '2', not 2: set it in a --configfile overlay" in text
+    assert "as the string 'false', not false" in text
+    # the same value from an overlay file is a plain type error, with no word about --config
+    with pytest.raises(ConfigError) as info:
+        check_config(cfg_variant("history.tasks_per_cell", "2"), "config/config.yaml")
+    assert "--config" not in str(info.value)

@@ -401,6 +401,22 @@ def _error_path(error: jsonschema.ValidationError) -> list[Any]:
     return path
 
 
+def _cli_string_hint(error: jsonschema.ValidationError, origin: str) -> str:
+    """Snakemake's ``--config`` reads a nested value with YAML's base loader, so every scalar
+    in it is a string (``history={tasks_per_cell: 2}`` gives ``'2'``): say so where a number
+    or a boolean was refused as a string from there."""
+    if origin != CLI_CONFIG or error.validator != "type" or not isinstance(error.instance, str):
+        return ""
+    try:
+        meant = yaml.safe_load(error.instance)
+    except yaml.YAMLError:
+        return ""
+    if isinstance(meant, str) or meant is None and error.instance.strip() not in ("null", "~", ""):
+        return ""
+    return (f" (Snakemake's --config passes a value inside {{...}} as the string {error.instance!r}, not "
+            f"{json.dumps(meant)}: set it in a --configfile overlay instead)")
+
+
 def validate(data: Any, schema: Mapping[str, Any], source: str | Sources) -> None:
     """Validate ``data``; raise :class:`ConfigError` listing every violation with its key
     (and, for a :class:`Sources`, the file that set it)."""
@@ -410,7 +426,8 @@ def validate(data: Any, schema: Mapping[str, Any], source: str | Sources) -> Non
         errors = errors[:10]
         origins = [key_source(source, _error_path(e)) for e in errors]
         single = len(set(origins)) == 1
-        lines = "\n  ".join(_describe(e) + ("" if single else f" [set in {o}]") for e, o in zip(errors, origins))
+        lines = "\n  ".join(_describe(e) + _cli_string_hint(e, o) + ("" if single else f" [set in {o}]")
+                             for e, o in zip(errors, origins))
         for secret in sorted(set(_secrets(data)), key=len, reverse=True):  # e.g. inside a whole-entry repr
             lines = lines.replace(secret, "<api_key_env value not shown>")
         raise ConfigError(f"{origins[0] if single else source}: invalid configuration:\n  {lines}")
