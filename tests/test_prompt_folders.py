@@ -93,3 +93,46 @@ def test_the_workflow_refuses_a_missing_folder_and_a_duplicate_key_before_any_jo
     out = run_snakemake(workflow_copy, "-n", "--configfile", "twice.yaml")
     assert out.returncode != 0
     assert "twice.yaml: line 3, column 1: key 'smoke' appears twice" in out.stdout + out.stderr
+
+
+def test_an_edited_folder_with_an_unknown_placeholder_is_refused_before_any_job(tmp_path, monkeypatch):
+    """A copied prompt folder whose file asks for a field its study does not fill (a misspelt
+    ``{histroy}``) is refused by the check before any job, naming the file, the field and
+    the fields the shipped file uses; an unchanged copy of every study's folder passes."""
+    from hindsight.prompts import check_placeholders, placeholders
+
+    monkeypatch.chdir(REPO)
+    for key, value in prompt_dirs(base_config()):
+        copy = tmp_path / key
+        shutil.copytree(REPO / value, copy)
+        check_placeholders(copy, key, "overlay.yaml")  # the same fields: passes
+    copy = tmp_path / "history.prompts_dir"
+    block = copy / "actor_block.txt"
+    assert "history" in placeholders(block.read_text())
+    block.write_text(block.read_text().replace("{history}", "{histroy}"))
+    with pytest.raises(ConfigError) as info:
+        check_placeholders(copy, "history.prompts_dir", "overlay.yaml")
+    text = str(info.value)
+    assert text.startswith("overlay.yaml: key history.prompts_dir: prompt file ")
+    assert "actor_block.txt asks for {histroy}, which the study does not fill" in text
+    assert "{history}" in text and "Fix: correct the name" in text
+    # str.format templates: doubled braces are literal text, not a field
+    assert placeholders("{{not_a_field}} {name:.2f} {other!r} {\"json\": 1}") == {"name", "other"}
+
+
+def test_the_config_check_runs_the_placeholder_check(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv(PROMPTS_ALLOW_ENV, raising=False)
+    edited = REPO / "config" / "prompts" / f"luck-edited-{os.getpid()}"
+    shutil.copytree(REPO / "config" / "prompts" / "luck", edited)
+    try:
+        reader = edited / "reader_user.txt"
+        field = sorted(__import__("hindsight.prompts", fromlist=["placeholders"]).placeholders(reader.read_text()))[0]
+        reader.write_text(reader.read_text().replace("{" + field + "}", "{" + field + "_typo}", 1))
+        cfg = base_config()
+        cfg["luck"]["prompts_dir"] = str(edited.relative_to(REPO))
+        with pytest.raises(ConfigError, match=r"key luck\.prompts_dir: prompt file .*reader_user\.txt asks for "
+                                              + "{" + field + "_typo}"):
+            check_prompts(cfg, "overlay.yaml")
+    finally:
+        shutil.rmtree(edited)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence, TypeVar
@@ -167,4 +168,50 @@ def check_prompts(config: Mapping[str, Any], source: str | Sources = "config/con
                     f"{at}: key {key}: prompt file {entry} resolves to {target}, outside the repository "
                     f"({REPO_ROOT}) and outside {value}; its text would be sent to the endpoints. Fix: copy the file "
                     f"into {value} (and name its source), or set prompts.allow_outside: true to allow it.")
+        check_placeholders(folder, key, at)
     os.environ[PROMPTS_ALLOW_ENV] = "1" if allow else "0"
+
+
+# a template field: ``{name}`` (``fill``) or ``{name:spec}`` / ``{name!r}`` (``str.format``), not ``{{name}}``
+_PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_]\w*)(?:[:!][^{}]*)?\}(?!\})")
+
+
+def placeholders(text: str) -> set[str]:
+    """The field names a prompt template asks its study to fill."""
+    return set(_PLACEHOLDER.findall(text))
+
+
+def _default_folder(key: str) -> Path | None:
+    """The shipped folder of a ``prompts_dir`` key (its value in the repository's config/config.yaml)."""
+    import yaml
+
+    node: Any = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return REPO_ROOT / node if isinstance(node, str) else None
+
+
+def check_placeholders(folder: Path, key: str, at: str) -> None:
+    """A prompt file of an edited folder asks only for the fields its study fills: those of the
+    shipped file of the same name.  A misspelt ``{histroy}`` would otherwise stop the first job
+    that renders it, after other cells had spent their calls."""
+    shipped = _default_folder(key)
+    if shipped is None or not shipped.is_dir() or shipped.resolve() == folder.resolve():
+        return
+    for entry in sorted(folder.iterdir()):
+        original = shipped / entry.name
+        if not (entry.is_file() and original.is_file()):
+            continue
+        try:
+            unknown = placeholders(entry.read_text(encoding="utf-8")) - placeholders(original.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            continue
+        if unknown:
+            known = sorted(placeholders(original.read_text(encoding="utf-8")))
+            raise ConfigError(
+                f"{at}: key {key}: prompt file {entry} asks for {', '.join('{' + u + '}' for u in sorted(unknown))}, "
+                f"which the study does not fill (its {original.relative_to(REPO_ROOT)} uses "
+                f"{', '.join('{' + k + '}' for k in known) or 'no fields'}). Fix: correct the name, or write "
+                f"literal braces as {{{{ and }}}} where the file is used with str.format.")
