@@ -155,6 +155,7 @@ def check_prompts(config: Mapping[str, Any], source: str | Sources = "config/con
         if not folder.is_dir():
             raise ConfigError(f"{at}: key {key}: '{value}' is a file, not a folder. Fix: set {key} to the folder "
                               f"that holds the study's prompt files (e.g. config/prompts/{study}).")
+        check_placeholders(folder, key, at)
         if allow:
             continue
         home = folder.resolve()
@@ -168,7 +169,6 @@ def check_prompts(config: Mapping[str, Any], source: str | Sources = "config/con
                     f"{at}: key {key}: prompt file {entry} resolves to {target}, outside the repository "
                     f"({REPO_ROOT}) and outside {value}; its text would be sent to the endpoints. Fix: copy the file "
                     f"into {value} (and name its source), or set prompts.allow_outside: true to allow it.")
-        check_placeholders(folder, key, at)
     os.environ[PROMPTS_ALLOW_ENV] = "1" if allow else "0"
 
 
