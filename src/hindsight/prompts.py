@@ -142,7 +142,8 @@ def prompt_dirs(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, 
 def check_prompts(config: Mapping[str, Any], source: str | Sources = "config/config.yaml") -> None:
     """Before any job: every enabled study's ``prompts_dir`` is a folder, and none of its files
     resolves (through a symlink) outside the repository and outside that folder unless
-    ``prompts.allow_outside`` is true.  Exports the rule for the jobs (:data:`PROMPTS_ALLOW_ENV`)."""
+    ``prompts.allow_outside`` is true, and an edited folder's files ask for no field their study
+    does not fill (:func:`check_placeholders`).  Exports the rule for the jobs (:data:`PROMPTS_ALLOW_ENV`)."""
     allow = bool((config.get("prompts") or {}).get("allow_outside", False))
     for key, value in prompt_dirs(config):
         folder = Path(value)
