@@ -17,6 +17,9 @@ Groups: the history study by rule and condition (``rollouts/raw`` pools the envi
 shuffled conditions marked; the playbook study by rule and call purpose.  The last line is the
 pooled share of the non-shuffled history and playbook calls against the 80 % target.
 
+``--by-step`` adds each study's actor calls by the steps their episode had taken
+(served share and prefix ceiling per step: an episode's first prompt shares little with anything).
+
 ``--layouts`` adds a what-if for the history study's actor prompt (block format, non-shuffled
 conditions, each distinct request once, in the order the run sent them): the pooled prefix
 ceiling of the prompts as sent, and of the same prompts rewritten into two other layouts that
@@ -27,7 +30,7 @@ whose history line for step t repeats ``O_t``, shares it; (b) that, with the res
 instruction moved from the end to above the history.  The rewrite reads the rendered prompts of
 ``config/prompts/history/actor_block.txt``; a prompt it cannot read is counted and left out.
 
-    python benchmarks/bench_prefix_share.py --results results [--studies history playbook] [--layouts]
+    python benchmarks/bench_prefix_share.py --results results [--studies history playbook] [--by-step] [--layouts]
 """
 
 from __future__ import annotations
@@ -150,11 +153,57 @@ def layouts(results: Path) -> None:
     print(f"  (b) (a) with the response instruction above the history: {pooled_ceiling([b[i] for i in keep]):.1%}")
 
 
+_TAKEN = re.compile(r"You have already taken (\d+) step\(s\)")
+
+
+def actor_step(raw: str) -> int:
+    """The steps an episode had taken when its actor prompt was sent: block format, the step line
+    (``You have already taken t step(s)``, whatever the condition keeps of the history); chat
+    format, its assistant messages."""
+    items = json.loads(raw)
+    items = items if isinstance(items, list) else [items]
+    chat = sum(1 for m in items if isinstance(m, dict) and m.get("role") == "assistant")
+    taken = _TAKEN.findall(prompt_text(raw))
+    return int(taken[-1]) if taken else chat
+
+
+def by_step(results: Path, studies: list[str]) -> None:
+    """``--by-step``: actor calls of each study by the steps their episode had taken
+    (a non-shuffled cell's own order), with the served share and the prefix ceiling of each."""
+    import pandas as pd
+
+    for study in studies:
+        acc: dict[int, list[float]] = defaultdict(lambda: [0, 0, 0, 0.0])
+        for path in sorted((results / study).rglob("*.calls.parquet")):
+            if path.name[: -len(".calls.parquet")] in SHUFFLED:
+                continue
+            calls = pd.read_parquet(path)
+            if calls.empty or "purpose" not in calls or "cached_tokens" not in calls:
+                continue
+            calls = calls[calls["purpose"].astype(str) == "actor"].sort_values("started_at")
+            pairs = shared_prefixes(prompt_text(raw) for raw in calls["messages"])
+            for raw, pt, ct, (best, n) in zip(calls["messages"], calls["prompt_tokens"], calls["cached_tokens"], pairs):
+                a = acc[actor_step(raw)]
+                a[0] += 1
+                a[1] += int(pt or 0)
+                a[2] += int(ct or 0)
+                a[3] += best / max(1, n)
+        if not acc:
+            continue
+        total = sum(a[1] for a in acc.values())
+        print(f"{study} actor calls by the steps their episode had taken (non-shuffled cells):")
+        print(f"  {'steps':>5} {'calls':>6} {'prompt tok':>10} {'of all':>7} {'cached':>7} {'ceiling':>7}")
+        for step, (calls_n, pt, ct, ceil) in sorted(acc.items()):
+            print(f"  {step:5d} {calls_n:6d} {pt:10d} {pt / max(1, total):7.1%} {ct / max(1, pt):7.1%} "
+                  f"{ceil / max(1, calls_n):7.1%}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=REPO / "results")
     ap.add_argument("--studies", nargs="+", default=["history", "playbook"])
     ap.add_argument("--layouts", action="store_true", help="also the history actor prompt's layout what-if")
+    ap.add_argument("--by-step", action="store_true", help="also actor calls by the steps taken")
     args = ap.parse_args()
 
     import pandas as pd
@@ -199,6 +248,8 @@ def main() -> None:
     share = pooled["cached"] / max(1, pooled["prompt"])
     print(f"pooled non-shuffled {', '.join(args.studies)}: {pooled['cached']} of {pooled['prompt']} prompt tokens "
           f"from the prefix cache = {share:.1%} (target {TARGET:.0%}: {'met' if share >= TARGET else 'not met'})")
+    if args.by_step:
+        by_step(args.results, args.studies)
     if args.layouts:
         layouts(args.results)
 
