@@ -358,7 +358,7 @@ def test_one_job_per_method_and_setting_and_bad_keys_named():
     assert len(wf.baseline_paths()) == len(bl.METHODS) * 5 - 2 and not any("/long/" in p for p in wf.baseline_paths())
     assert wf.cell("baseline", "smollm2", "alfworld")["roles"]["judge"] == "smollm2"
     for key, value, match in (("methods", ["bogus"], "playbook.baselines.methods"),
-                              ("k_values", [0], r"playbook.baselines.k_values\[0\]"),
+                              ("k_values", [0], r"playbook\.baselines\.k_values(\[0\]|\.0)"),  # the schema: .0
                               ("cut_share", 0.0, "playbook.baselines.cut_share"),
                               ("subsampled_settings", ["alfworld:bogus"], "playbook.baselines.subsampled_settings")):
         bad = copy.deepcopy(base_config())
