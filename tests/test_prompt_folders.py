@@ -136,3 +136,17 @@ def test_the_config_check_runs_the_placeholder_check(tmp_path, monkeypatch):
             check_prompts(cfg, "overlay.yaml")
     finally:
         shutil.rmtree(edited)
+
+
+def test_a_studys_actor_prompts_dir_is_checked_too(tmp_path, monkeypatch):
+    """``playbook.actor_prompts_dir`` and ``antipersist.actor_prompts_dir`` (the agent layer's
+    prompts those studies use) are checked before any job like every ``prompts_dir``; a missing
+    one names the key and the shipped folder to restore."""
+    monkeypatch.chdir(REPO)
+    keys = dict(prompt_dirs(base_config()))
+    assert keys["playbook.actor_prompts_dir"] == keys["antipersist.actor_prompts_dir"] == "config/prompts/history"
+    cfg = base_config()
+    cfg["playbook"]["actor_prompts_dir"] = "config/prompts/no-such-folder"
+    with pytest.raises(ConfigError, match=r"key playbook\.actor_prompts_dir: folder 'config/prompts/no-such-folder' "
+                                          r"does not exist .* restore it from git \(config/prompts/history/\)"):
+        check_prompts(cfg, "overlay.yaml")

@@ -127,12 +127,13 @@ def is_within(path: Path, folder: Path) -> bool:
 
 
 def prompt_dirs(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
-    """Every ``prompts_dir`` key (dotted) and value in the sections of ``config`` that are not
-    disabled (``enabled: false`` skips a section and everything under it)."""
+    """Every ``prompts_dir`` key (and ``actor_prompts_dir``, the agent layer's prompts a study
+    uses: any key ending in ``prompts_dir``; dotted) and value in the sections of ``config`` that
+    are not disabled (``enabled: false`` skips a section and everything under it)."""
     found: list[tuple[str, str]] = []
     for key, value in config.items():
         if not isinstance(value, Mapping) or value.get("enabled", True) is False:
-            if key == "prompts_dir" and isinstance(value, str):
+            if key.endswith("prompts_dir") and isinstance(value, str):
                 found.append((f"{prefix}{key}", value))
             continue
         found.extend(prompt_dirs(value, f"{prefix}{key}."))
@@ -147,15 +148,17 @@ def check_prompts(config: Mapping[str, Any], source: str | Sources = "config/con
     allow = bool((config.get("prompts") or {}).get("allow_outside", False))
     for key, value in prompt_dirs(config):
         folder = Path(value)
-        study = key.split(".")[0]
+        shipped = _default_folder(key)
+        home_dir = (f"{shipped.relative_to(REPO_ROOT)}" if shipped is not None and is_within(shipped, REPO_ROOT)
+                    else f"config/prompts/{key.split('.')[0]}")
         at = key_source(source, key)  # the file that set the key
         if not folder.exists():
             raise ConfigError(
                 f"{at}: key {key}: folder '{value}' does not exist (looked in {Path.cwd()}). Fix: restore it "
-                f"from git (config/prompts/{study}/) or set {key} to the folder that holds the study's prompt files.")
+                f"from git ({home_dir}/) or set {key} to the folder that holds the study's prompt files.")
         if not folder.is_dir():
             raise ConfigError(f"{at}: key {key}: '{value}' is a file, not a folder. Fix: set {key} to the folder "
-                              f"that holds the study's prompt files (e.g. config/prompts/{study}).")
+                              f"that holds the study's prompt files (e.g. {home_dir}).")
         check_placeholders(folder, key, at)
         if allow:
             continue
