@@ -59,7 +59,7 @@ def test_roles_needed_by_the_probe_and_the_calibrator():
         workflow(cfg)
     cfg["history"] = {**cfg["history"], "models": ["nobody"]}
     cfg["roles"] = {"judge": "smollm2", "calibrator": "smollm2"}
-    with pytest.raises(ConfigError, match=r"endpoint 'nobody' is not in the registry"):
+    with pytest.raises(ConfigError, match=r"^config key history\.models \(or panel\): endpoint 'nobody' is not in the registry \("):
         workflow(cfg)
     with pytest.raises(ValueError, match="unknown history condition 'raw-html-chat'"):
         rollout_conditions({"conditions": ["raw"], "chat_conditions": ["raw-html"]})

@@ -47,15 +47,15 @@ class HistoryWorkflow:
             self.check()
 
     def check(self) -> None:
-        src = f"config key history ({self.config['models_file']})"
+        src = "config key history"
         for env in self.envs:
             if env not in self.h["splits"]:
                 raise ConfigError(f"config key history.splits: no entry for environment {env!r} (listed in "
                                   f"history.envs); add `{env}: <split>` (null: every split of its task table)")
         for m in self.models:
             if m not in self.models_registry:
-                raise ConfigError(f"{src}.models (or panel): endpoint '{m}' is not in the registry; "
-                                  "add an entry there or remove the name")
+                raise ConfigError(f"{src}.models (or panel): endpoint '{m}' is not in the registry "
+                                  f"({self.config['models_file']}); add an entry there or remove the name")
         if self.cont_enabled and any(c.partition("-")[0] == "calibrator" for c in self.cont_conditions) \
                 and "calibrator" not in self.roles:
             raise ConfigError("config key history.continuation.conditions lists 'calibrator', which needs "
