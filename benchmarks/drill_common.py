@@ -191,3 +191,98 @@ def history_cells(cfg: Mapping[str, Any], out: Path, conditions: tuple[str, ...]
         for part in ("", ".steps", ".calls"):
             files[f"{cond}{part}"] = Path(f"{stem}{part}.parquet")
     return files
+
+
+def playbook_cells(cfg: Mapping[str, Any], out: Path, variants: tuple[str, ...] = ("ace-passfail", "dc")
+                   ) -> dict[str, Path]:
+    """The playbook study's growth and practice cells (ACE and Dynamic Cheatsheet) on a few
+    generated ALFWorld games for the endpoint ``loop`` into ``out``; returns each cell's files
+    (``<variant>.<part>.steps`` / ``.calls`` / ``.record``)."""
+    import asyncio
+    import copy
+
+    from hindsight.config import check_config
+    from hindsight.envs import alfworld
+    from hindsight.envs.alfworld_gen import generate
+    from hindsight.envs.tasks import make_table, write_table
+    from hindsight.studies.playbook.growth import growth_run
+    from hindsight.studies.playbook.practice import practice_run
+    from hindsight.studies.playbook.workflow import PlaybookWorkflow
+
+    root = out / "games"
+    generate(root, seed=0, sizes={"train": 2, "practice": 2}, workers=1)
+    tasks = out / "tasks.parquet"
+    write_table(make_table("alfworld", alfworld.task_rows(root)), tasks)
+    cfg = copy.deepcopy(dict(cfg))
+    pb = cfg["playbook"]
+    pb.update(envs=["alfworld"], env_options={"alfworld": {"root": str(root)}}, in_flight=1)
+    pb["actor"] = {**pb["actor"], "max_actions": 2}
+    pb["growth"].update(runs=1, train_tasks=2, batch_size=2, max_passes=1)
+    pb["measurement"].update(blocks=2, practice_tasks=2, episodes=4)
+    models = check_config(cfg)
+    wf = PlaybookWorkflow(cfg, models, lambda m: models[m].cell_params())
+    files: dict[str, Path] = {}
+    for variant in variants:
+        base = out / variant
+        common = dict(model="loop", env="alfworld", variant=variant, growth="std", tasks_path=str(tasks),
+                      actor_prompts_dir=str(REPO / pb["actor_prompts_dir"]), make_env=None, run=1)
+        stems = {part: base / part for part in ("growth", "practice")}
+        outs = {part: {"out_episodes": f"{s}.parquet", "out_steps": f"{s}.steps.parquet",
+                       "out_calls": f"{s}.calls.parquet", "out_record": f"{s}.json"} for part, s in stems.items()}
+        outs["growth"]["out_playbooks"] = f"{stems['growth']}.playbooks.parquet"
+        outs["practice"].update(out_blocks=f"{stems['practice']}.blocks.parquet",
+                                out_design=f"{stems['practice']}.design.parquet",
+                                out_estimates=f"{stems['practice']}.estimates.parquet")
+        base.mkdir(parents=True, exist_ok=True)
+        asyncio.run(growth_run(cfg, prompts_dir=str(REPO / pb["prompts_dir"]), cell=wf.cell("growth", "loop", "alfworld"),
+                               **common, **outs["growth"]))
+        asyncio.run(practice_run(cfg, playbooks_path=outs["growth"]["out_playbooks"],
+                                 cell=wf.cell("practice", "loop", "alfworld"), **common, **outs["practice"]))
+        for part in ("growth", "practice"):
+            for kind in ("steps", "calls", "record"):
+                files[f"{variant}.{part}.{kind}"] = Path(outs[part][f"out_{kind}"])
+    return files
+
+
+def antipersist_cells(cfg: Mapping[str, Any], out: Path,
+                      designs: tuple[str, ...] = ("expel", "autorefine", "abstraction", "reflexion")
+                      ) -> dict[str, Path]:
+    """Anti-persistence training streams (two rounds of two ScienceWorld tasks) and their frozen
+    evaluation for the endpoint ``loop`` into ``out``; returns each design's files
+    (``<design>.steps`` / ``.calls`` / ``.memory``, and ``<design>.eval.*``)."""
+    import asyncio
+    import copy
+
+    import pandas as pd
+
+    from hindsight.studies.antipersist.evaluate import evaluate
+    from hindsight.studies.antipersist.train import train_stream
+
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = out / "tasks.parquet"
+    pd.DataFrame([{"task_id": f"{typ}:{v}", "env": "scienceworld", "split": "train" if v == 0 else "test", "type": typ,
+                   "source": "official", "detail": "{}"} for _, typ in HISTORY_TASKS for v in range(3)]).to_parquet(tasks)
+    a = cfg["antipersist"]
+    cell = {"seed": 7, "rounds": 2, "round_size": 2, "batch_size": 1, "in_flight": 1, "k": 3,
+            "pools": {"scienceworld": {"train_split": "train", "train_tasks": 3, "eval_split": "test", "eval_tasks": 2}},
+            "env_options": {"scienceworld": {}}, "actor": {"mode": "choice", "max_actions": 2, "max_output_tokens": 64,
+                                                            "max_listed_actions": 5},
+            "synthesis": {"max_tokens": 64}, "synthesizer": None, "embedder": "loopemb",
+            **{key: copy.deepcopy(a[key]) for key in ("selector", "reflexion", "expel", "autorefine")}}
+    files: dict[str, Path] = {}
+    for design in designs:
+        d = out / design
+        d.mkdir(parents=True, exist_ok=True)
+        common = dict(model="loop", env="scienceworld", design=design, seed_index=1, cell=cell,
+                      prompts_dir=str(REPO / "config/prompts/antipersist"),
+                      actor_prompts_dir=str(REPO / "config/prompts/history"), tasks_path=str(tasks))
+        asyncio.run(train_stream(cfg, **common, out_episodes=str(d / "train.parquet"),
+                                 out_steps=str(d / "train.steps.parquet"), out_calls=str(d / "train.calls.parquet"),
+                                 out_memory=str(d / "memory.json"), out_rounds=str(d / "rounds.json")))
+        asyncio.run(evaluate(cfg, **common, memory_path=str(d / "memory.json"), out_episodes=str(d / "eval.parquet"),
+                             out_steps=str(d / "eval.steps.parquet"), out_calls=str(d / "eval.calls.parquet"),
+                             out_record=str(d / "eval.json")))
+        files.update({f"{design}.steps": d / "train.steps.parquet", f"{design}.calls": d / "train.calls.parquet",
+                      f"{design}.memory": d / "memory.json", f"{design}.eval.steps": d / "eval.steps.parquet",
+                      f"{design}.eval.calls": d / "eval.calls.parquet"})
+    return files

@@ -4,17 +4,22 @@ The loopback endpoint answers with the ``bad_outputs`` policy
 (:class:`hindsight.testing.policies.BadOutputs`): every request that asks for JSON or an
 action gets an empty, truncated, non-JSON or wrong-schema reply (a seeded hash of the
 request picks which); free-text requests (the luck writers' lessons) are answered
-normally.  Then a real luck cell (writers, then readers: JSON answers) and real history
-rollout cells on ScienceWorld (Raw: actions; Experience: actions and JSON reviews) run
-through the functions their rules call, in a temporary folder.
+normally.  Then a real luck cell (writers, then readers: JSON answers), real history
+rollout cells on ScienceWorld (Raw: actions; Experience: actions and JSON reviews), the
+playbook study's ACE and Dynamic Cheatsheet growth and practice cells on generated ALFWorld
+games (actions, Reflector and Curator JSON), and anti-persistence training streams with their
+evaluation (ExpeL, AutoRefine, abstraction, Reflexion on ScienceWorld: actions and synthesis
+JSON) run through the functions their rules call, in a temporary folder (``--studies``
+picks some).
 
 Counted: every broken reply the server sent must appear in a row of the cell's table (a
 row replayed from the cache carries it again), and every row that carries one must be not valid
 (a luck answer ``invalid``, or ``recovered`` where the registered recovery rule reads the
 tool from a truncated answer; a history step ``unparsable`` / ``inadmissible``, a review
-``INVALID``) with exactly the raw text that was served.
+``INVALID``; a memory's synthesis answer in its ``rejected`` list) with exactly the raw text
+that was served.
 
-    python benchmarks/drill_outputs.py [--tasks 2] [--steps 4] [--keep]
+    python benchmarks/drill_outputs.py [--tasks 2] [--steps 4] [--studies luck history playbook antipersist] [--keep]
 
 The last line is the figure: broken replies served (by kind), rows recording one as invalid
 with its raw text, rows recording one otherwise, served replies in no row, cells crashed.
@@ -33,13 +38,38 @@ from pathlib import Path
 
 import pandas as pd
 
-from drill_common import cell_config, history_cells, loopback_registry, luck_cells
+from drill_common import antipersist_cells, cell_config, history_cells, loopback_registry, luck_cells, playbook_cells
 
 from hindsight.testing import LoopbackServer
 from hindsight.testing.policies import BadOutputs
 
+STUDIES = ("luck", "history", "playbook", "antipersist")
 NOT_VALID_ANSWER = {"invalid", "recovered"}
 NOT_VALID_STEP = {"unparsable", "inadmissible"}
+
+
+def memory_rows(files: dict[str, Path]) -> list[tuple[str, str]]:
+    """(status, raw) rows of a memory study's cells: every actor step (its parse status and raw
+    reply), and every synthesis call (Reflector, Curator, ExpeL, AutoRefine, abstraction):
+    ``REJECTED`` when the memory's ``rejected`` list holds its call id, else ``kept``."""
+    import json
+
+    from hindsight.memory.snapshot import read_snapshot
+
+    rows: list[tuple[str, str]] = []
+    for key, path in files.items():
+        if key.endswith(".steps"):
+            st = pd.read_parquet(path)
+            rows += [(s, r) for s, r in zip(st.parse_status, st.raw_reply)]
+    for key, path in files.items():
+        if not (key.endswith(".record") or key.endswith(".memory")) or ".practice." in key:
+            continue
+        state = (json.loads(path.read_text())["memory"] if key.endswith(".record") else read_snapshot(path))["state"]
+        rejected = {r["call_id"] for r in state.get("rejected", [])}
+        calls = pd.read_parquet(files[key.rsplit(".", 1)[0] + ".calls"])
+        calls = calls[~calls.purpose.astype(str).isin(["actor"]) & ~calls.purpose.astype(str).str.startswith("embed")]
+        rows += [("REJECTED" if c in rejected else "kept", t) for c, t in zip(calls.call_id, calls.response_text)]
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=4, help="actions per episode")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--studies", nargs="+", default=list(STUDIES), choices=list(STUDIES),
+                    help="which studies' cells to run (default: all four)")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="hindsight-drill-outputs-"))
@@ -61,8 +93,12 @@ def main(argv: list[str] | None = None) -> int:
                                    params={"temperature": 0.0, "max_tokens": 64, "seed": 0})
         cfg = cell_config(tmp, models, tasks_per_cell=args.tasks, max_actions=args.steps)
         texts: dict[str, list[str]] = {}
-        for name, run_cells in (("luck", lambda: luck_cells(cfg, tmp / "luck")),
-                                ("history", lambda: history_cells(cfg, tmp / "history"))):
+        studies = {"luck": lambda: luck_cells(cfg, tmp / "luck"),
+                   "history": lambda: history_cells(cfg, tmp / "history"),
+                   "playbook": lambda: playbook_cells(cfg, tmp / "playbook"),
+                   "antipersist": lambda: antipersist_cells(cfg, tmp / "antipersist")}
+        for name in args.studies:
+            run_cells = studies[name]
             start = len(policy.served)
             try:
                 files = run_cells()
@@ -77,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             if name == "luck":
                 a = pd.read_parquet(files["answers"])
                 rows += [(s, r) for s, r in zip(a.status, a.raw) if s != "not_scheduled"]
+            elif name in ("playbook", "antipersist"):
+                rows += memory_rows(files)
             else:
                 for cond in ("raw", "experience"):
                     st = pd.read_parquet(files[f"{cond}.steps"])
@@ -86,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                     by_id = dict(zip(calls.call_id, calls.response_text))
                     rows += [("INVALID_REVIEW" if d == "INVALID" else str(d), by_id.get(c, ""))
                              for d, c in zip(reviews.review_decision, reviews.review_call_id)]
-            ok_status = NOT_VALID_ANSWER if name == "luck" else NOT_VALID_STEP | {"INVALID_REVIEW"}
+            ok_status = NOT_VALID_ANSWER if name == "luck" else NOT_VALID_STEP | {"INVALID_REVIEW", "REJECTED"}
             broken = set(pool)
             for status, raw in rows:
                 raw = "" if raw is None else raw
@@ -111,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     kinds = " ".join(f"{k}={served[k]}" for k in ("empty", "truncated", "non_json", "wrong_schema"))
     print(f"cells: luck (writers + readers, 4 worlds), history (raw + experience, {args.tasks} ScienceWorld tasks "
-          f"x {args.steps} actions); {time.monotonic() - t0:.0f} s")
+          f"x {args.steps} actions), playbook (ACE and Dynamic Cheatsheet growth + practice, 4 generated ALFWorld "
+          f"games), antipersist (ExpeL, AutoRefine, abstraction, Reflexion: 2 rounds of 2 ScienceWorld tasks + "
+          f"evaluation); of them: {', '.join(args.studies)}; {time.monotonic() - t0:.0f} s")
     print(f"outputs: served={sum(served.values())} ({kinds}) rows_invalid_with_raw={recorded} "
           f"rows_otherwise={otherwise} replies_not_recorded={lost_total} cells_crashed={len(crashed)}")
     return 0 if not crashed and not otherwise and not lost_total and recorded else 1
