@@ -241,6 +241,7 @@ def playbook_cells(cfg: Mapping[str, Any], out: Path, variants: tuple[str, ...] 
         for part in ("growth", "practice"):
             for kind in ("steps", "calls", "record"):
                 files[f"{variant}.{part}.{kind}"] = Path(outs[part][f"out_{kind}"])
+        files[f"{variant}.growth.playbooks"] = Path(outs["growth"]["out_playbooks"])
     return files
 
 

@@ -1,7 +1,10 @@
 """Reliability drill: a fault storm changes nothing but timings and attempt counts.
 
-A real luck cell (worlds, freeze, writers, readers) and real history rollout cells on
-ScienceWorld (Raw and Experience) run twice through the functions their rules call, each
+A real luck cell (worlds, freeze, writers, readers), real history rollout cells on
+ScienceWorld (Raw and Experience), the playbook study's ACE and Dynamic Cheatsheet growth and
+practice cells (generated ALFWorld games) and anti-persistence training streams with their
+evaluation (ExpeL, AutoRefine, abstraction, Reflexion; ScienceWorld) run twice through the
+functions their rules call (``--studies`` picks some), each
 time in a fresh temporary folder with its own cache: once against a fault-free loopback
 endpoint, once against one injecting 429 / 500 / 503 / dropped connections / timeouts /
 malformed and truncated bodies on 20 % of requests in total
@@ -20,7 +23,7 @@ Checked on the storm run:
   ``latency_s``, ``attempts``, ``errors``, ``started_at``, ``finished_at`` (timing and the
   retries themselves).
 
-    python benchmarks/drill_faults.py [--rate 0.20] [--tasks 2] [--steps 4] [--keep]
+    python benchmarks/drill_faults.py [--rate 0.20] [--tasks 2] [--steps 4] [--studies ...] [--keep]
 
 The last line is the figure.
 """
@@ -41,7 +44,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from drill_common import cell_config, history_cells, loopback_registry, luck_cells
+from drill_common import antipersist_cells, cell_config, history_cells, loopback_registry, luck_cells, playbook_cells
 
 from hindsight.testing import Faults, LoopbackServer
 
@@ -55,8 +58,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_once(tmp: Path, port: int, faults: Faults | None, tasks: int, steps: int, timeout_s: float) -> dict:
-    """Both studies' cells into ``tmp``; returns the server's counters and any crash.  Both
+STUDIES = ("luck", "history", "playbook", "antipersist")
+
+
+def run_once(tmp: Path, port: int, faults: Faults | None, tasks: int, steps: int, timeout_s: float,
+             studies: tuple[str, ...] = STUDIES) -> dict:
+    """The studies' cells into ``tmp``; returns the server's counters and any crash.  Both
     runs use the same port: the endpoint's URL is part of every cache key and call id."""
     crashed: list[str] = []
     files: dict[str, Path] = {}
@@ -66,8 +73,12 @@ def run_once(tmp: Path, port: int, faults: Faults | None, tasks: int, steps: int
                                    params={"temperature": 0.0, "max_tokens": 64, "seed": 0})
         cfg = cell_config(tmp, models, tasks_per_cell=tasks, max_actions=steps, timeout_s=timeout_s,
                           max_retries=10)
-        for name, cells in (("luck", lambda: luck_cells(cfg, tmp / "luck")),
-                            ("history", lambda: history_cells(cfg, tmp / "history"))):
+        runs = {"luck": lambda: luck_cells(cfg, tmp / "luck"),
+                "history": lambda: history_cells(cfg, tmp / "history"),
+                "playbook": lambda: playbook_cells(cfg, tmp / "playbook"),
+                "antipersist": lambda: antipersist_cells(cfg, tmp / "antipersist")}
+        for name in studies:
+            cells = runs[name]
             try:
                 files.update({f"{name}/{k}": v for k, v in cells().items()})
             except Exception:  # noqa: BLE001 - a crash is what the drill counts
@@ -98,7 +109,18 @@ def journal_ids(folder: Path) -> tuple[set[str], int]:
 
 
 def compare(a: Path, b: Path) -> tuple[bool, list[str]]:
-    """Same table outside the excluded columns?  (equal, columns that differ)."""
+    """Same table outside the excluded columns?  (equal, columns that differ).  A JSON output (a
+    playbook record, a memory snapshot): the same document outside the excluded keys (top-level
+    keys that differ)."""
+    if a.suffix == ".json":
+        def strip(x: object) -> object:
+            if isinstance(x, dict):
+                return {k: strip(v) for k, v in x.items() if k not in EXCLUDED}
+            return [strip(v) for v in x] if isinstance(x, list) else x
+
+        x, y = (strip(json.loads(path.read_text())) for path in (a, b))
+        diff = sorted(k for k in set(x) | set(y) if x.get(k) != y.get(k))  # type: ignore[union-attr]
+        return not diff, diff
     x, y = pd.read_parquet(a), pd.read_parquet(b)
     if list(x.columns) != list(y.columns) or len(x) != len(y):
         return False, [f"shape {x.shape} vs {y.shape}"]
@@ -114,15 +136,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--studies", nargs="+", default=list(STUDIES), choices=list(STUDIES),
+                    help="which studies' cells to run (default: all four)")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="hindsight-drill-faults-"))
     port = free_port()
-    clean = run_once(root / "clean", port, None, args.tasks, args.steps, timeout_s=10.0)
+    studies = tuple(args.studies)
+    clean = run_once(root / "clean", port, None, args.tasks, args.steps, timeout_s=10.0, studies=studies)
     t1 = time.monotonic()
     # a timeout fault holds the reply 4 s; the client gives up after 3 s and retries
     storm_faults = Faults.uniform(args.rate, seed=args.seed, timeout_delay_s=4.0, retry_after_s=0.05)
-    storm = run_once(root / "storm", port, storm_faults, args.tasks, args.steps, timeout_s=3.0)
+    storm = run_once(root / "storm", port, storm_faults, args.tasks, args.steps, timeout_s=3.0, studies=studies)
     t2 = time.monotonic()
 
     ledger, entries, keys = ledger_and_cache(storm["cache"])
