@@ -18,6 +18,7 @@ every enabled study's ``prompts_dir`` exists).  Where each file resolved to is k
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -185,11 +186,18 @@ def placeholders(text: str) -> set[str]:
     return set(_PLACEHOLDER.findall(text))
 
 
-def _default_folder(key: str) -> Path | None:
-    """The shipped folder of a ``prompts_dir`` key (its value in the repository's config/config.yaml)."""
+@functools.cache
+def _shipped_config() -> Any:
+    """The repository's config/config.yaml, parsed once a process (every Snakemake parse checks
+    the prompt folders, and each key asks for its shipped folder)."""
     import yaml
 
-    node: Any = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+    return yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+
+
+def _default_folder(key: str) -> Path | None:
+    """The shipped folder of a ``prompts_dir`` key (its value in the repository's config/config.yaml)."""
+    node: Any = _shipped_config()
     for part in key.split("."):
         if not isinstance(node, Mapping) or part not in node:
             return None
@@ -209,13 +217,13 @@ def check_placeholders(folder: Path, key: str, at: str) -> None:
         if not (entry.is_file() and original.is_file()):
             continue
         try:
-            unknown = placeholders(entry.read_text(encoding="utf-8")) - placeholders(original.read_text(encoding="utf-8"))
+            known = placeholders(original.read_text(encoding="utf-8"))
+            unknown = placeholders(entry.read_text(encoding="utf-8")) - known
         except UnicodeDecodeError:
             continue
         if unknown:
-            known = sorted(placeholders(original.read_text(encoding="utf-8")))
             raise ConfigError(
                 f"{at}: key {key}: prompt file {entry} asks for {', '.join('{' + u + '}' for u in sorted(unknown))}, "
                 f"which the study does not fill (its {original.relative_to(REPO_ROOT)} uses "
-                f"{', '.join('{' + k + '}' for k in known) or 'no fields'}). Fix: correct the name, or write "
+                f"{', '.join('{' + k + '}' for k in sorted(known)) or 'no fields'}). Fix: correct the name, or write "
                 f"literal braces as {{{{ and }}}} where the file is used with str.format.")
