@@ -175,6 +175,10 @@ def _own_engine_class() -> Any:
     from scienceworld import ScienceWorldEnv as _Engine
 
     class OwnEngine(_Engine):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._hindsight_closed = False  # set once started: a start that failed has nothing to close
+
         def close(self) -> None:
             if getattr(self, "_hindsight_closed", True):  # closed, or never started
                 return
@@ -184,12 +188,7 @@ def _own_engine_class() -> Any:
             except (BrokenPipeError, ConnectionError, OSError):  # the JVM went first: nothing to stop
                 pass
 
-    def started(*args: Any, **kwargs: Any) -> Any:
-        engine = OwnEngine(*args, **kwargs)
-        engine._hindsight_closed = False
-        return engine
-
-    return started
+    return OwnEngine
 
 
 def _start_engine(engine_class: Any) -> Any:
