@@ -287,3 +287,8 @@ def antipersist_cells(cfg: Mapping[str, Any], out: Path,
                       f"{design}.memory": d / "memory.json", f"{design}.eval.steps": d / "eval.steps.parquet",
                       f"{design}.eval.calls": d / "eval.calls.parquet"})
     return files
+
+
+# the cells each drill can run, by study: ``STUDY_CELLS[name](cfg, out)`` -> that study's files
+STUDY_CELLS = {"luck": luck_cells, "history": history_cells, "playbook": playbook_cells,
+               "antipersist": antipersist_cells}

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from drill_common import antipersist_cells, cell_config, history_cells, loopback_registry, luck_cells, playbook_cells
+from drill_common import STUDY_CELLS, cell_config, loopback_registry
 
 from hindsight.testing import Faults, LoopbackServer
 
@@ -58,7 +58,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-STUDIES = ("luck", "history", "playbook", "antipersist")
+STUDIES = tuple(STUDY_CELLS)
 
 
 def run_once(tmp: Path, port: int, faults: Faults | None, tasks: int, steps: int, timeout_s: float,
@@ -73,14 +73,9 @@ def run_once(tmp: Path, port: int, faults: Faults | None, tasks: int, steps: int
                                    params={"temperature": 0.0, "max_tokens": 64, "seed": 0})
         cfg = cell_config(tmp, models, tasks_per_cell=tasks, max_actions=steps, timeout_s=timeout_s,
                           max_retries=10)
-        runs = {"luck": lambda: luck_cells(cfg, tmp / "luck"),
-                "history": lambda: history_cells(cfg, tmp / "history"),
-                "playbook": lambda: playbook_cells(cfg, tmp / "playbook"),
-                "antipersist": lambda: antipersist_cells(cfg, tmp / "antipersist")}
         for name in studies:
-            cells = runs[name]
             try:
-                files.update({f"{name}/{k}": v for k, v in cells().items()})
+                files.update({f"{name}/{k}": v for k, v in STUDY_CELLS[name](cfg, tmp / name).items()})
             except Exception:  # noqa: BLE001 - a crash is what the drill counts
                 crashed.append(name)
                 print(f"{name}: CRASHED\n{traceback.format_exc()[-3000:]}", flush=True)

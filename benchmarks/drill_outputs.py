@@ -38,12 +38,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from drill_common import antipersist_cells, cell_config, history_cells, loopback_registry, luck_cells, playbook_cells
+from drill_common import STUDY_CELLS, cell_config, loopback_registry
 
 from hindsight.testing import LoopbackServer
 from hindsight.testing.policies import BadOutputs
 
-STUDIES = ("luck", "history", "playbook", "antipersist")
+STUDIES = tuple(STUDY_CELLS)
 NOT_VALID_ANSWER = {"invalid", "recovered"}
 NOT_VALID_STEP = {"unparsable", "inadmissible"}
 
@@ -93,15 +93,10 @@ def main(argv: list[str] | None = None) -> int:
                                    params={"temperature": 0.0, "max_tokens": 64, "seed": 0})
         cfg = cell_config(tmp, models, tasks_per_cell=args.tasks, max_actions=args.steps)
         texts: dict[str, list[str]] = {}
-        studies = {"luck": lambda: luck_cells(cfg, tmp / "luck"),
-                   "history": lambda: history_cells(cfg, tmp / "history"),
-                   "playbook": lambda: playbook_cells(cfg, tmp / "playbook"),
-                   "antipersist": lambda: antipersist_cells(cfg, tmp / "antipersist")}
         for name in args.studies:
-            run_cells = studies[name]
             start = len(policy.served)
             try:
-                files = run_cells()
+                files = STUDY_CELLS[name](cfg, tmp / name)
             except Exception:  # noqa: BLE001 - a crash is what the drill counts
                 crashed.append(name)
                 print(f"{name}: CRASHED\n{traceback.format_exc()[-3000:]}")
