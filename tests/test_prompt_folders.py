@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from hindsight.config import REPO_ROOT, ConfigError
-from hindsight.prompts import PROMPTS_ALLOW_ENV, PromptFiles, PromptOutside, check_prompts, prompt_dirs
+from hindsight.prompts import PROMPTS_ALLOW_ENV, PromptFiles, PromptOutside, check_prompts, placeholders, prompt_dirs
 from tests.conftest import REPO, base_config, run_snakemake
 
 
@@ -99,7 +99,7 @@ def test_an_edited_folder_with_an_unknown_placeholder_is_refused_before_any_job(
     """A copied prompt folder whose file asks for a field its study does not fill (a misspelt
     ``{histroy}``) is refused by the check before any job, naming the file, the field and
     the fields the shipped file uses; an unchanged copy of every study's folder passes."""
-    from hindsight.prompts import check_placeholders, placeholders
+    from hindsight.prompts import check_placeholders
 
     monkeypatch.chdir(REPO)
     for key, value in prompt_dirs(base_config()):
@@ -127,7 +127,7 @@ def test_the_config_check_runs_the_placeholder_check(tmp_path, monkeypatch):
     shutil.copytree(REPO / "config" / "prompts" / "luck", edited)
     try:
         reader = edited / "reader_user.txt"
-        field = sorted(__import__("hindsight.prompts", fromlist=["placeholders"]).placeholders(reader.read_text()))[0]
+        field = sorted(placeholders(reader.read_text()))[0]
         reader.write_text(reader.read_text().replace("{" + field + "}", "{" + field + "_typo}", 1))
         cfg = base_config()
         cfg["luck"]["prompts_dir"] = str(edited.relative_to(REPO))
