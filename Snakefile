@@ -1,4 +1,4 @@
-# Hindsight: reproduce the four history/memory studies from one command.
+# MemTrials: reproduce the four history/memory studies from one command.
 #   snakemake --cores all                      # default config (embedded model)
 #   snakemake --cores all --configfile config/presets/<preset>.yaml
 from snakemake.utils import min_version

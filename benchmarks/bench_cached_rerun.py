@@ -10,7 +10,7 @@ not rerun: their outputs are taken as they are), then prints
   it waited for (user + system), and the load average (min-max, sampled every 5 s: the
   machine may be shared, and the CPU seconds are what an idle machine's time comes close to);
 - the per-rule fixed cost, top 5 by CPU: mean wall and CPU per job, from each job's
-  ``job cost:`` log line (:func:`hindsight.rule_entry.job_cost`), split into the job's own
+  ``job cost:`` log line (:func:`memtrials.pipeline.rule_entry.job_cost`), split into the job's own
   Python process and its waited children (the environments' processes);
 - whether the rerun was fully cached (the response cache's size before and after: a rerun
   over results with missing jobs makes fresh calls and is not the figure the target means);
@@ -49,7 +49,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-from hindsight.rule_entry import COST_LINE  # noqa: E402
+from memtrials.pipeline.rule_entry import COST_LINE  # noqa: E402
 
 NOT_STUDY = ("all", "smoke")
 TARGET_S = 120.0
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
                     "whether the outputs are byte-identical")
     args = ap.parse_args(argv)
 
-    scratch = args.workdir or Path(tempfile.mkdtemp(prefix="hindsight-cached-rerun-"))
+    scratch = args.workdir or Path(tempfile.mkdtemp(prefix="memtrials-cached-rerun-"))
     if scratch.exists() and any(scratch.iterdir()):
         sys.exit(f"{scratch}: not empty; give an empty or new --workdir")
     scratch.mkdir(parents=True, exist_ok=True)

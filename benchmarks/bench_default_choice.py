@@ -1,6 +1,6 @@
 """Which embedded model and tasks make the default history run show something: success per minute.
 
-Real episodes through the history study's own cell (:func:`hindsight.studies.history.
+Real episodes through the history study's own cell (:func:`memtrials.studies.history.
 rollouts.rollout_cell`, condition Raw unless ``--condition`` names another, the default
 config's actor settings with the
 action budget and listed actions given here) for each (model, environment, task type):
@@ -55,7 +55,7 @@ def load() -> str:
 def pick_tasks(tasks_dir: Path, env: str, typ: str, split: str, n: int, seed: int) -> list[str]:
     import pandas as pd
 
-    from hindsight.envs.tasks import select_tasks
+    from memtrials.envs.tasks import select_tasks
 
     path = tasks_dir / f"{env}.parquet"
     if not path.exists():
@@ -68,7 +68,7 @@ def pick_tasks(tasks_dir: Path, env: str, typ: str, split: str, n: int, seed: in
 
 
 async def warm(config: dict, model: str) -> None:
-    from hindsight.llm import open_client
+    from memtrials.llm import open_client
 
     async with open_client(config, f"bench/warm/{model}") as client:
         await client.complete(model, [{"role": "user", "content": "Say OK."}], max_tokens=2, purpose="warm")
@@ -77,8 +77,8 @@ async def warm(config: dict, model: str) -> None:
 async def run_cell(config: dict, model: str, env: str, typ: str, tasks: list[str], args, out: Path) -> dict:
     import pandas as pd
 
-    from hindsight.studies.history.design import actor_settings, episode_seed
-    from hindsight.studies.history.rollouts import rollout_cell
+    from memtrials.studies.history.design import actor_settings, episode_seed
+    from memtrials.studies.history.rollouts import rollout_cell
 
     h = config["history"]
     actor = dict(h["actor"], max_actions=args.max_actions, max_listed_actions=args.listed)
@@ -128,7 +128,7 @@ async def main_async(args) -> None:
     try:
         await run_all(args, config, work, splits, rows)
     finally:
-        from hindsight.llm.shared import server_dir, stop_all
+        from memtrials.llm.local.shared import server_dir, stop_all
 
         stop_all(server_dir(config))
     print(f"\nsettings: {args.episodes} episodes per cell, max_actions {args.max_actions}, listed {args.listed}, "

@@ -1,7 +1,7 @@
 """Which task types, budgets and embedded model make the default history run show something.
 
 A sibling of ``bench_default_choice.py`` (whose cell runner it reuses): real Raw episodes
-through the history study's own cell (:func:`hindsight.studies.history.rollouts.rollout_cell`,
+through the history study's own cell (:func:`memtrials.studies.history.rollouts.rollout_cell`,
 ``choice`` mode, the default config's actor otherwise) for each (model, env, task type,
 listed actions), ``--episodes`` tasks of that type from the history split, drawn by the
 history seed, every call fresh (a new cache), one warm embedded server per model.
@@ -16,9 +16,9 @@ budget of ``b`` plays; the figures for the smaller budgets are read off those pr
 
 Printed per (model, env, type, listed, budget): episodes, wins, mean final score (the
 score at step ``b``), minutes, wins per minute, episodes with a probe-eligible repeated
-pair (:func:`hindsight.studies.history.probe.select_pairs`) and, with ``--gold-check``
+pair (:func:`memtrials.studies.history.probe.select_pairs`) and, with ``--gold-check``
 (no model), the share of the gold path's steps whose gold action is among the listed
-actions that step shows (the actor's own listing function, :func:`hindsight.agent.actor.
+actions that step shows (the actor's own listing function, :func:`memtrials.agent.actor.
 listed_actions`, per ``--listing``, at the same episode seeds, on the task text and the
 observation the actor would see there): a listing that truncates the gold action away
 leaves a grammar-constrained actor no way to take it.  ``uptime`` is printed first and last.
@@ -75,10 +75,10 @@ def uptime() -> str:
 
 @contextlib.contextmanager
 def sampling(models, temperature: float | None, top_p: float | None):
-    """While open, every client this process opens (:func:`hindsight.llm.open_client`) sees the
+    """While open, every client this process opens (:func:`memtrials.llm.open_client`) sees the
     chat endpoints ``models`` with ``temperature`` / ``top_p`` (None: unchanged) in their params:
     an in-process variant of the registry entry, so the request and its cache key carry them."""
-    from hindsight.llm import session
+    from memtrials.llm import session
 
     over = {k: v for k, v in (("temperature", temperature), ("top_p", top_p)) if v is not None}
     original = session.check_config
@@ -118,8 +118,8 @@ def gold_listed_share(env: str, tasks: list[str], seeds: list[int], cap: int | N
                       listing: str = "sample") -> tuple[int, int, int]:
     """(gold steps whose action is listed, gold steps, first steps listed) over ``tasks``, with the
     actor's own listing function on what the actor would see (the task text, the observation)."""
-    from hindsight.agent.actor import listed_actions
-    from hindsight.envs.make import make_env
+    from memtrials.agent.actor import listed_actions
+    from memtrials.envs.make import make_env
 
     e = make_env(env, process=False, **env_options(env, args))
     hit = total = first = 0
@@ -147,7 +147,7 @@ def budget_rows(model: str, env: str, typ: str, listed, stem: Path, wall: float,
                 listing: str = "sample") -> list[dict]:
     import pandas as pd
 
-    from hindsight.studies.history.probe import select_pairs
+    from memtrials.studies.history.probe import select_pairs
 
     episodes = pd.read_parquet(f"{stem}.parquet")
     steps = pd.read_parquet(f"{stem}.steps.parquet")
@@ -182,7 +182,7 @@ async def screen(args, model: str, temp: float | None, first: bool, cfg_args, wo
                  rows: list[dict], gold: list[str]) -> None:
     """One pass over the cells for ``model`` at temperature ``temp`` (None: the endpoint's own);
     the gold-listing check runs on the first model's first pass only."""
-    from hindsight.studies.history.design import episode_seed
+    from memtrials.studies.history.design import episode_seed
 
     out = work / f"temperature-{'endpoint' if temp is None else temp}"
     out.mkdir(exist_ok=True)
@@ -242,7 +242,7 @@ async def main_async(args) -> None:
                 with sampling([model], temp, args.top_p):
                     await screen(args, model, temp, temp == temps[0], cfg_args, work, h, seed, rows, gold)
     finally:
-        from hindsight.llm.shared import server_dir, stop_all
+        from memtrials.llm.local.shared import server_dir, stop_all
 
         stop_all(server_dir(config))
     print(f"\nsettings: seed {seed}, {args.episodes} episodes per cell from offset {args.offset}"
@@ -287,7 +287,7 @@ def main() -> None:
     p.add_argument("--budgets", nargs="+", type=int, default=[6, 10, 15])
     p.add_argument("--listed", nargs="+", type=lambda s: None if s == "all" else int(s), default=[10, 20])
     p.add_argument("--listing", nargs="+", choices=["sample", "ranked", "best-first"], default=["sample"],
-                   help="action listings compared (hindsight.agent.listing)")
+                   help="action listings compared (memtrials.agent.listing)")
     p.add_argument("--simplification", default="easy", help="ScienceWorld simplifications ('' for none)")
     p.add_argument("--in-flight", type=int, default=2)
     p.add_argument("--seed", type=int, default=None, help="task selection seed (default: history.seed)")

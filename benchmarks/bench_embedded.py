@@ -1,6 +1,6 @@
 """Speed and answer validity of the embedded model (the numbers the README states).
 
-Runs the embedded endpoint (default: smollm2) through hindsight.llm with the cache off:
+Runs the embedded endpoint (default: smollm2) through memtrials.llm with the cache off:
 - speed: prompt and generated tokens per second over a set of chat requests, from the
   server's usage fields and the client's latencies;
 - validity: the share of JSON answers that parse and match a two-tool schema, free
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from hindsight.llm import open_client
+from memtrials.llm import open_client
 
 REPO = Path(__file__).resolve().parents[1]
 TOOLS = [("grelvox", "tamberin"), ("quorvat", "melsine"), ("draxil", "pombery"), ("voskel", "furnage")]

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from hindsight.config import load_models
-from hindsight.llm.embedded import EmbeddedServer
+from memtrials.config import load_models
+from memtrials.llm.local.embedded import EmbeddedServer
 
 REPO = Path(__file__).resolve().parents[1]
 

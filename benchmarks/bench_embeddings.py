@@ -3,7 +3,7 @@
 Figures, not a timed test:
 - load: the embedder server's start (weights hashed, archive read, model built, /health)
   as the first call's wait, and the model's load in this process;
-- model: texts/s of :class:`hindsight.llm.sentence_encoder.SentenceEncoder` in this
+- model: texts/s of :class:`memtrials.llm.local.sentence_encoder.SentenceEncoder` in this
   process, per batch size and BLAS thread count (the ideal for the served path);
 - served: texts/s through the model layer (``Client.embed`` -> HTTP -> the embedder
   server), cache off, per request batch size, and its ratio to the in-process model;
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from hindsight.llm import open_client
+from memtrials.llm import open_client
 
 REPO = Path(__file__).resolve().parents[1]
 SUBJ = ["the agent", "a careful player", "the actor", "our robot", "a new user", "the model"]
@@ -55,10 +55,10 @@ def in_process(endpoint: str, n: int, batch_sizes: list[int], threads: int) -> d
 import time, sys
 sys.path.insert(0, {str(REPO / 'benchmarks')!r})
 from bench_embeddings import corpus
-from hindsight.config import load_models
+from memtrials.config import load_models
 import io
-from hindsight.llm.embedded import weights_paths
-from hindsight.llm.sentence_encoder import SentenceEncoder
+from memtrials.llm.local.embedded import weights_paths
+from memtrials.llm.local.sentence_encoder import SentenceEncoder
 t0 = time.monotonic()
 paths = weights_paths(load_models({str(REPO / 'config/models.yaml')!r})[{endpoint!r}].embedded)
 enc = SentenceEncoder(paths[0] if len(paths) == 1 else io.BytesIO(b"".join(p.read_bytes() for p in paths)))
@@ -104,7 +104,7 @@ async def served(config: dict, endpoint: str, n: int, batch_sizes: list[int], on
 
 
 async def cache_hits(config: dict, n: int) -> None:
-    from hindsight.testing import LoopbackServer, loopback_embed_endpoint
+    from memtrials.testing import LoopbackServer, loopback_embed_endpoint
 
     texts = corpus(n, seed=2)
     with LoopbackServer(embed_dim=384) as srv, tempfile.TemporaryDirectory() as tmp:

@@ -1,4 +1,4 @@
-"""Steps per second of each environment through ``hindsight.envs`` versus the raw engine call.
+"""Steps per second of each environment through ``memtrials.envs`` versus the raw engine call.
 
 Raw engine calls (what an adapter cannot avoid):
 * ScienceWorld: ``server.step`` + ``getScore`` + ``getCompleted`` (the fast server path; the
@@ -10,9 +10,9 @@ Rounds of the same action sequence from a fresh reset, raw and interface in alte
 order, on one engine per environment.  The last
 line is the smallest interface/raw ratio over the environments (target >= 0.9).
 
-ALFWorld also prints the CPU cost of its engine with and without Hindsight's memo of
-TextWorld's parsing (:mod:`hindsight.envs.textworld_speed`), each in a fresh process (the
-kill switch ``HINDSIGHT_TEXTWORLD_MEMO=0`` for "without"): the first game load + reset, a
+ALFWorld also prints the CPU cost of its engine with and without MemTrials's memo of
+TextWorld's parsing (:mod:`memtrials.envs.alfworld.speed`), each in a fresh process (the
+kill switch ``MEMTRIALS_TEXTWORLD_MEMO=0`` for "without"): the first game load + reset, a
 second game's, a reset of a loaded game, and CPU ms per step, with the before/after ratios.
 
     python benchmarks/bench_envs.py [--steps 200] [--envs scienceworld alfworld appworld]
@@ -58,7 +58,7 @@ def compare(name: str, raw: Callable[[str], object], iface: Callable[[str], obje
 
 
 def bench_scienceworld(steps: int) -> float:
-    from hindsight.envs.scienceworld import ScienceWorldEnv
+    from memtrials.envs.scienceworld.env import ScienceWorldEnv
 
     env = ScienceWorldEnv()
     env.reset("boil:0")
@@ -79,11 +79,11 @@ def bench_scienceworld(steps: int) -> float:
 
 
 def bench_alfworld(steps: int, root: str | None) -> float:
-    from hindsight.envs.alfworld import AlfworldEnv, game_dirs
+    from memtrials.envs.alfworld.env import AlfworldEnv, game_dirs
 
     tmp = None
     if root is None or not game_dirs(root):
-        from hindsight.envs.alfworld_gen import generate
+        from memtrials.envs.alfworld.gen import generate
 
         tmp = tempfile.TemporaryDirectory()
         root = str(Path(tmp.name) / "games")
@@ -104,8 +104,8 @@ def memo_probe(root: str, steps: int) -> dict:
     """CPU seconds of ALFWorld engine work in this process (a fresh one: caches start empty)."""
     import time
 
-    from hindsight.envs import textworld_speed
-    from hindsight.envs.alfworld import AlfworldEnv, game_dirs
+    from memtrials.envs.alfworld import speed as textworld_speed
+    from memtrials.envs.alfworld.env import AlfworldEnv, game_dirs
 
     tasks = [str(d.relative_to(root)) for d in game_dirs(root)[:2]]
     env = AlfworldEnv(root=root)
@@ -133,7 +133,7 @@ def memo_report(root: str, steps: int) -> None:
 
     res = {}
     for flag in ("0", "1"):
-        env = dict(os.environ, HINDSIGHT_TEXTWORLD_MEMO=flag)
+        env = dict(os.environ, MEMTRIALS_TEXTWORLD_MEMO=flag)
         proc = subprocess.run([sys.executable, __file__, "--memo-probe", str(root), "--steps", str(steps)],
                               capture_output=True, text=True, env=env, check=True)
         res[flag] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -146,11 +146,11 @@ def memo_report(root: str, steps: int) -> None:
 
 
 def bench_appworld(steps: int, root: str | None) -> float:
-    from hindsight.envs.appworld import AppWorldEnv
+    from memtrials.envs.appworld.env import AppWorldEnv
 
     tmp = None
     if root is None or not (Path(root) / "data" / "tasks").is_dir():
-        from hindsight.envs.appworld_data import build
+        from memtrials.envs.appworld.data import build
 
         tmp = tempfile.TemporaryDirectory()
         root = str(Path(tmp.name) / "appworld")

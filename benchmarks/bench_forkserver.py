@@ -1,5 +1,5 @@
 """Starting N AppWorld / ALFWorld environments: spawned children against children forked
-from a warm fork server (``envs.fork_server``, :mod:`hindsight.envs.forkserver`).
+from a warm fork server (``envs.fork_server``, :mod:`memtrials.envs.process.forkserver`).
 
 Each environment is built, reset on one task, stepped once and closed, one after another
 (as a job's pool builds them).  For each engine and mode it prints the CPU seconds
@@ -31,10 +31,10 @@ REPO = Path(__file__).resolve().parents[1]
 ONE = r"""
 import json, os, resource, sys, time
 from pathlib import Path
-from hindsight.envs import forkserver
-from hindsight.envs.procenv import ProcessEnv
-from hindsight.leases import read_info
-from hindsight.llm.shared import stop_all
+from memtrials.envs.process import forkserver
+from memtrials.envs.process.child import ProcessEnv
+from memtrials.machine import read_info
+from memtrials.llm.local.shared import stop_all
 name, root, task, action, n, folder = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]
 def cpu():
     a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -76,7 +76,7 @@ def run_mode(name: str, root: str, task: str, action: str, n: int, fork: bool) -
 def first_task(name: str, root: Path) -> tuple[str, str]:
     if name == "appworld":
         return sorted(p.name for p in (root / "data" / "tasks").iterdir())[0], "print(apis.supervisor.show_account_passwords())"
-    from hindsight.envs.alfworld import task_rows
+    from memtrials.envs.alfworld.env import task_rows
 
     return sorted(r["task_id"] for r in task_rows(root))[0], "look"
 

@@ -7,10 +7,10 @@ ledger, records).  The ideal is 32 / 0.2 s = 160 calls/s.  In the same process, 
 the same server, a bare asyncio HTTP client (httpx, 32 connections, no cache, no records)
 sends the same requests: the floor, which shows what this machine allows at the moment.
 Both are timed from their first request after one warm-up call (not counted): the floor's
-session is opened before its clock starts, and Hindsight's first call opens its HTTP session
+session is opened before its clock starts, and MemTrials's first call opens its HTTP session
 and imports the openai SDK (for its error types; about a second on this machine), a cost a
 job pays once, printed on its own line.
-Printed: CPU milliseconds per call of this process for both, Hindsight's throughput as a
+Printed: CPU milliseconds per call of this process for both, MemTrials's throughput as a
 ratio to the floor, and last, achieved / ideal (target >= 0.90).
 
     .venv/bin/python benchmarks/bench_llm_throughput.py [--n 2000] [--inflight 32] [--latency 0.2]
@@ -32,8 +32,8 @@ import aiohttp
 import httpx
 import yaml
 
-from hindsight.llm import open_client
-from hindsight.testing import loopback_endpoint
+from memtrials.llm import open_client
+from memtrials.testing import loopback_endpoint
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def main() -> None:
                     help="the bare client of the floor (httpx's connection pool costs more CPU than the SDK's)")
     args = ap.parse_args()
     server = subprocess.Popen(
-        [sys.executable, "-m", "hindsight.testing.serve", "--port", "0", "--faults", json.dumps({"latency_s": args.latency})],
+        [sys.executable, "-m", "memtrials.testing.serve", "--port", "0", "--faults", json.dumps({"latency_s": args.latency})],
         stdout=subprocess.PIPE, text=True)
     base_url = server.stdout.readline().split()[1]  # "BASE_URL http://127.0.0.1:PORT/v1"
 
@@ -100,7 +100,7 @@ def main() -> None:
         first: list[float] = []
 
         async def run() -> tuple[float, float]:
-            """Hindsight's client: elapsed s, CPU s (this process: client, SQLite, records)."""
+            """MemTrials's client: elapsed s, CPU s (this process: client, SQLite, records)."""
             async with open_client(config, "bench/throughput", Path(tmp) / "calls.parquet") as client:
                 client.expect(args.n + 1)
                 t0 = time.perf_counter()
@@ -122,9 +122,9 @@ def main() -> None:
     ideal = args.inflight / args.latency
     print(f"calls: {args.n}, in flight: {args.inflight}, server latency: {args.latency * 1000:.0f} ms")
     print(f"floor (bare {args.floor}): {floor_s:.2f} s, {floor_rate:.1f} calls/s, CPU {1000 * floor_cpu / args.n:.2f} ms/call")
-    print(f"hindsight: first call {first[0]:.2f} s (session, SDK import; {args.latency:.2f} s of it the server), "
+    print(f"memtrials: first call {first[0]:.2f} s (session, SDK import; {args.latency:.2f} s of it the server), "
           f"not counted below")
-    print(f"hindsight: {elapsed:.2f} s, {achieved:.1f} calls/s, CPU {1000 * cpu / args.n:.2f} ms/call; "
+    print(f"memtrials: {elapsed:.2f} s, {achieved:.1f} calls/s, CPU {1000 * cpu / args.n:.2f} ms/call; "
           f"ideal: {ideal:.1f} calls/s")
     print(f"throughput ratio (achieved / floor): {achieved / floor_rate:.3f}")
     print(f"throughput ratio (achieved / ideal): {achieved / ideal:.3f}")

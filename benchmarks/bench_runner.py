@@ -1,6 +1,6 @@
 """Runner and environment overhead: achieved episodes/s against the ideal for the concurrency.
 
-Real ScienceWorld and ALFWorld episodes through :class:`hindsight.agent.runner.Runner`
+Real ScienceWorld and ALFWorld episodes through :class:`memtrials.agent.runner.Runner`
 against the loopback endpoint answering every request after a fixed latency (200 ms by
 default).  The endpoint serves ``C`` requests at once (``--inflight``: its
 ``max_concurrency``; the client's endpoint semaphore queues the rest); with ``M`` actions
@@ -32,10 +32,10 @@ episodes) are chosen so that a batch's tail, where fewer than E episodes are lef
 slots idle, is a small part of the run: with 16 episodes it cost ScienceWorld about 0.2 of
 the ratio (0.75 against 0.93 for the same C and E).  The tail is still counted.
 
-The engines' speed switches are on by default: ``HINDSIGHT_TEXTWORLD_MEMO``,
+The engines' speed switches are on by default: ``MEMTRIALS_TEXTWORLD_MEMO``,
 ``..._SHALLOW_COPY``, ``..._LAZY_REPLAN`` (read from the environment, on unless ``0``) and
 ScienceWorld's joined action list (``envs.scienceworld.join_admissible`` of
-config/config.yaml, ``true``; ``HINDSIGHT_SCIENCEWORLD_JOIN`` set in the environment
+config/config.yaml, ``true``; ``MEMTRIALS_SCIENCEWORLD_JOIN`` set in the environment
 overrides it), so ``VAR=0`` gives the "before" figures.
 
     python benchmarks/bench_runner.py [--envs scienceworld alfworld] [--episodes 48]
@@ -87,10 +87,10 @@ class TimedEnv:
 
 
 def alfworld_tasks(root: Path | None, n: int) -> tuple[dict, list[str]]:
-    from hindsight.envs.alfworld import task_rows
+    from memtrials.envs.alfworld.env import task_rows
 
     if root is None or not root.exists():
-        from hindsight.envs.alfworld_gen import generate
+        from memtrials.envs.alfworld.gen import generate
 
         root = Path(tempfile.mkdtemp(prefix="bench-alfworld-")) / "games"
         print(f"alfworld: generating a small game set in {root} ...", flush=True)
@@ -132,12 +132,12 @@ async def bench(env: str, options: dict, tasks: list[str], steps: int, inflight:
                 latency: float, workdir: Path, warm: int = 20) -> dict[int, tuple[float, float]]:
     """Ratios (model-bound, with engine time) per episodes-in-flight setting: ``episodes_in_flight``
     first, then ``inflight`` (E = C), on one warm pool of ``episodes_in_flight`` environments."""
-    from hindsight.agent.prompts import HistoryPrompts
-    from hindsight.agent.runner import EpisodeSpec, Runner
-    from hindsight.envs.pool import EnvPool, env_factory
-    from hindsight.llm import open_client
-    from hindsight.studies.history.design import actor_settings
-    from hindsight.testing import Faults, LoopbackServer, loopback_endpoint
+    from memtrials.agent.prompts import HistoryPrompts
+    from memtrials.agent.runner import EpisodeSpec, Runner
+    from memtrials.envs.pool import EnvPool, env_factory
+    from memtrials.llm import open_client
+    from memtrials.studies.history.design import actor_settings
+    from memtrials.testing import Faults, LoopbackServer, loopback_endpoint
 
     import yaml
 
@@ -220,7 +220,7 @@ def main() -> None:
 
     import yaml
 
-    from hindsight.envs import scienceworld
+    from memtrials.envs.scienceworld.env import env as scienceworld
 
     logging.basicConfig(level=logging.WARNING)
     if scienceworld.JOIN_SWITCH not in os.environ:  # the config's default, as a pipeline job gets it

@@ -23,7 +23,7 @@ PY = sys.executable
 WORKFLOW_ITEMS = ("Snakefile", "workflow", "config", "envs")
 
 
-def workflow_copy(dest: Path | None = None, prefix: str = "hindsight-drill-") -> Path:
+def workflow_copy(dest: Path | None = None, prefix: str = "memtrials-drill-") -> Path:
     """The workflow (Snakefile, workflow/, config/, envs/; ``src`` linked) in a fresh folder."""
     dest = Path(dest) if dest else Path(tempfile.mkdtemp(prefix=prefix)) / "wf"
     dest.mkdir(parents=True, exist_ok=True)
@@ -37,7 +37,7 @@ def workflow_copy(dest: Path | None = None, prefix: str = "hindsight-drill-") ->
 def env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a drill's child processes: the package importable, and no run id
     inherited from a calling Snakemake (each invocation gets its own)."""
-    out = {k: v for k, v in os.environ.items() if k != "HINDSIGHT_RUN_ID"}
+    out = {k: v for k, v in os.environ.items() if k != "MEMTRIALS_RUN_ID"}
     out["PYTHONPATH"] = str(REPO / "src") + (os.pathsep + out["PYTHONPATH"] if out.get("PYTHONPATH") else "")
     out.update(extra or {})
     return out
@@ -102,14 +102,14 @@ class Checks:
 
 def loopback_registry(srv: Any, path: Path, name: str = "loop", embedder: str = "loopemb", **kw: Any) -> Path:
     """A registry with the chat entry ``name`` and the embedding entry ``embedder``, both on ``srv``."""
-    from hindsight.testing import loopback_embed_endpoint, loopback_endpoint
+    from memtrials.testing import loopback_embed_endpoint, loopback_endpoint
 
     emb_kw = {k: v for k, v in kw.items() if k == "api_key_env"}
     return write_models(path, {name: loopback_endpoint(srv, **kw), embedder: loopback_embed_endpoint(srv, **emb_kw)})
 
 
 if __name__ == "__main__":
-    print(Path(tempfile.gettempdir()) / "hindsight-drill-*")
+    print(Path(tempfile.gettempdir()) / "memtrials-drill-*")
 
 
 # -- study cells driven directly (the functions the rules call) ------------------------
@@ -142,9 +142,9 @@ def luck_cells(cfg: Mapping[str, Any], out: Path) -> dict[str, Path]:
     endpoint ``loop`` into ``out``; returns the Parquet files by name."""
     import asyncio
 
-    from hindsight.config import check_config
-    from hindsight.studies.luck import run
-    from hindsight.studies.luck.workflow import LuckWorkflow
+    from memtrials.config import check_config
+    from memtrials.studies.luck import entry as run
+    from memtrials.studies.luck.workflow import LuckWorkflow
 
     models = check_config(cfg)
     lw = LuckWorkflow(cfg, models, lambda m: {"identity": models[m].identity, "params": dict(models[m].params),
@@ -170,10 +170,10 @@ def history_cells(cfg: Mapping[str, Any], out: Path, conditions: tuple[str, ...]
     """History rollout cells on real ScienceWorld for the endpoint ``loop`` into ``out``."""
     import asyncio
 
-    from hindsight.config import check_config
-    from hindsight.envs.tasks import make_table
-    from hindsight.studies.history import entry
-    from hindsight.studies.history.workflow import HistoryWorkflow
+    from memtrials.config import check_config
+    from memtrials.envs.tasks import make_table
+    from memtrials.studies.history import entry
+    from memtrials.studies.history.workflow import HistoryWorkflow
 
     models = check_config(cfg)
     hw = HistoryWorkflow(cfg, models, lambda m: {"identity": models[m].identity, "params": dict(models[m].params),
@@ -201,13 +201,13 @@ def playbook_cells(cfg: Mapping[str, Any], out: Path, variants: tuple[str, ...] 
     import asyncio
     import copy
 
-    from hindsight.config import check_config
-    from hindsight.envs import alfworld
-    from hindsight.envs.alfworld_gen import generate
-    from hindsight.envs.tasks import make_table, write_table
-    from hindsight.studies.playbook.growth import growth_run
-    from hindsight.studies.playbook.practice import practice_run
-    from hindsight.studies.playbook.workflow import PlaybookWorkflow
+    from memtrials.config import check_config
+    from memtrials.envs.alfworld.env import env as alfworld
+    from memtrials.envs.alfworld.gen import generate
+    from memtrials.envs.tasks import make_table, write_table
+    from memtrials.studies.playbook.growth import growth_run
+    from memtrials.studies.playbook.practice import practice_run
+    from memtrials.studies.playbook.workflow import PlaybookWorkflow
 
     root = out / "games"
     generate(root, seed=0, sizes={"train": 2, "practice": 2}, workers=1)
@@ -256,8 +256,8 @@ def antipersist_cells(cfg: Mapping[str, Any], out: Path,
 
     import pandas as pd
 
-    from hindsight.studies.antipersist.evaluate import evaluate
-    from hindsight.studies.antipersist.train import train_stream
+    from memtrials.studies.antipersist.evaluate import evaluate
+    from memtrials.studies.antipersist.train import train_stream
 
     out.mkdir(parents=True, exist_ok=True)
     tasks = out / "tasks.parquet"

@@ -6,7 +6,7 @@ wrong types, missing required keys, bad endpoint names, unknown roles, a key pas
 syntax error, more tasks than a split holds, unknown environment options, ...).  Each is
 run, in a workflow copy in a temporary folder, through the entry points a user hits:
 
-- ``python -m hindsight config check --configfile base.yaml VARIANT`` (``check``),
+- ``python -m memtrials config check --configfile base.yaml VARIANT`` (``check``),
 - ``snakemake -n --configfile base.yaml VARIANT`` (``dryrun``), and
 - ``bin/run -n --configfile base.yaml VARIANT`` (``binrun``, the README's entry point: it reads
   the overlays with the project's loader before Snakemake's own loader can reject them
@@ -26,7 +26,7 @@ Python traceback and without echoing a pasted key.  Variants of the whole study 
 drill runs ``snakemake -n`` and ``bin/run -n`` too, for every variant (a few seconds each).  More tasks than a split holds is tried on ALFWorld's generated games, whose
 split sizes are known before any job; for official data the size is known once
 ``results/tasks/<env>.parquet`` exists (before that the cell itself refuses, before its
-first call: see ``hindsight.envs.catalog``); the variant lists every
+first call: see ``memtrials.envs.catalog``); the variant lists every
 ALFWorld task type (the known size is the whole split's) and turns the calibrator off (its
 own check of ``calibrator.sources.envs`` against ``history.envs`` would answer first).
 The last line is the figure: variants, runs, rejected precisely, imprecise (rejected before
@@ -49,7 +49,7 @@ import yaml
 
 from drill_common import PY, REPO, env, loopback_overlay, snakemake_args, workflow_copy
 
-from hindsight.testing import LoopbackServer
+from memtrials.testing import LoopbackServer
 
 FIX = re.compile(r"\bFix\b|\bset \S|\badd \S|\bremove\b|\buse \S|\brename\b|\bname an?\b|\bcorrect\b|"
                  r"\bdrop\b|\bput\b|\bkeep one\b|\bchoose\b|\bone of\b|\ballowed\b", re.IGNORECASE)
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary workflow copy")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
-    wf = workflow_copy(prefix="hindsight-drill-configs-")
+    wf = workflow_copy(prefix="memtrials-drill-configs-")
     (wf / "bin").mkdir()  # bin/run as it is; its set-up replaced by a no-op, the checkout's .venv linked
     shutil.copy2(REPO / "bin" / "run", wf / "bin" / "run")
     (wf / "bin" / "setup").write_text("#!/bin/sh\nexit 0\n")
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             ran += 1
             for entry in entries:
                 if entry == "check":
-                    cmd = [PY, "-m", "hindsight", "config", "check"]
+                    cmd = [PY, "-m", "memtrials", "config", "check"]
                     cmd += ["--config", v.config] if v.config else ["--configfile", "base.yaml", first]
                 elif entry == "dryrun":
                     cmd = snakemake_args("-n", "--configfile", "base.yaml", first, cores=1)

@@ -46,7 +46,7 @@ import pandas as pd
 
 from drill_common import STUDY_CELLS, cell_config, loopback_registry
 
-from hindsight.testing import Faults, LoopbackServer
+from memtrials.testing import Faults, LoopbackServer
 
 EXCLUDED = ("latency_s", "attempts", "errors", "started_at", "finished_at")
 POLICY = {"random": 7}
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="which studies' cells to run (default: all four)")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
-    root = Path(tempfile.mkdtemp(prefix="hindsight-drill-faults-"))
+    root = Path(tempfile.mkdtemp(prefix="memtrials-drill-faults-"))
     port = free_port()
     studies = tuple(args.studies)
     clean = run_once(root / "clean", port, None, args.tasks, args.steps, timeout_s=10.0, studies=studies)

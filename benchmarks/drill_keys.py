@@ -1,7 +1,7 @@
 """Reliability drill: an API key never lands in a file the pipeline writes.
 
 A dummy key (``sk-drill-<random>``) is put in the environment variable that the loopback
-endpoint's registry entry names (``api_key_env: HINDSIGHT_DRILL_KEY``); a small Snakemake
+endpoint's registry entry names (``api_key_env: MEMTRIALS_DRILL_KEY``); a small Snakemake
 target runs against that endpoint in a workflow copy in a temporary folder (the loopback
 server checks that every request carried the key, so the key really was in play).  Then
 every file under ``results/`` (the response cache and the call journals included),
@@ -27,9 +27,9 @@ from pathlib import Path
 
 from drill_common import loopback_overlay, snakemake, workflow_copy
 
-from hindsight.testing import LoopbackServer
+from memtrials.testing import LoopbackServer
 
-KEY_ENV = "HINDSIGHT_DRILL_KEY"
+KEY_ENV = "MEMTRIALS_DRILL_KEY"
 SCANNED = ("results", "logs", ".snakemake")
 LUCK = ["results/luck/analysis/registered.json", "results/luck/tables/table1_panel.md"]
 
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     key = "sk-drill-" + secrets.token_hex(24)
-    wf = workflow_copy(prefix="hindsight-drill-keys-")
+    wf = workflow_copy(prefix="memtrials-drill-keys-")
     targets = ["results/smoke/loop.parquet"] + ([] if args.quick else LUCK)
     with LoopbackServer(keep_requests=True) as srv:
         loopback_overlay(srv, wf, api_key_env=KEY_ENV)

@@ -19,7 +19,7 @@ which on a shared 2-core machine makes one run take most of an hour.
 Counted at the loopback server (every answered request, by its body): **paid calls
 repeated** is the number of requests answered again after a kill although their reply
 had been stored in the cache before it (must be 0; the cache claims and first-stored-wins
-in ``hindsight.llm.cache`` make this hold).  Requests answered again whose reply was *not*
+in ``memtrials.llm.cache.sqlite`` make this hold).  Requests answered again whose reply was *not*
 yet stored when the process died (in flight at the kill) are counted apart: they are the
 at-most-in-flight loss the cache promises.  **Tables**: every Parquet file under
 ``results/luck`` and ``results/history`` equal to the uninterrupted run's, except the columns
@@ -57,7 +57,7 @@ import pandas as pd
 
 from drill_common import env, loopback_overlay, snakemake, snakemake_args, workflow_copy
 
-from hindsight.testing import Faults, LoopbackServer, make_policy
+from memtrials.testing import Faults, LoopbackServer, make_policy
 
 EXCLUDED = ("latency_s", "attempts", "errors", "started_at", "finished_at")
 TARGETS = ["results/luck/tables/table1_panel.md", "results/luck/figures/figure1_p2_p3m.png",
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ref_pol = Counting({"random": 7})
     with LoopbackServer(policy=ref_pol, faults=Faults(latency_s=args.latency), port=port) as srv:
-        ref = workflow_copy(prefix="hindsight-drill-kill-ref-")
+        ref = workflow_copy(prefix="memtrials-drill-kill-ref-")
         prepare(ref, srv, args.small)
         out = snakemake(ref, *run_args(), cores=args.cores)
         if out.returncode != 0:
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     kills: list[tuple[int, int, int]] = []   # (moment, answered so far, stored so far)
     repeated = in_flight_repeats = 0
     with LoopbackServer(policy=pol, faults=Faults(latency_s=args.latency), port=port) as srv:
-        wf = workflow_copy(prefix="hindsight-drill-kill-")
+        wf = workflow_copy(prefix="memtrials-drill-kill-")
         prepare(wf, srv, args.small)
         cache = wf / "results" / "cache" / "llm.sqlite"
         stored_at_kill: set[str] = set()

@@ -51,14 +51,14 @@ import yaml
 
 from drill_common import REPO, Checks, env
 
-from hindsight.testing import Faults, LoopbackServer, loopback_endpoint
+from memtrials.testing import Faults, LoopbackServer, loopback_endpoint
 
 SFTP_SERVERS = ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/lib/sftp-server")
 
 CELL = """
 import asyncio, json, sys, time
 from pathlib import Path
-from hindsight.llm import open_client
+from memtrials.llm import open_client
 cfg, out, me, other, prompt, n = (json.load(open(sys.argv[1])), sys.argv[2], Path(sys.argv[3]), sys.argv[4],
                                   sys.argv[5], int(sys.argv[6]))
 async def main():
@@ -193,12 +193,12 @@ def main() -> int:
         print(f"netfs: ran=no missing={len(missing)} ok=no")
         return 2
 
-    from hindsight.llm.cache import filesystem_type, open_cache
-    from hindsight.llm.cache_compact import compact
-    from hindsight.llm.cache_shards import ShardCache
+    from memtrials.llm.cache.sqlite import filesystem_type, open_cache
+    from memtrials.llm.cache.compact import compact
+    from memtrials.llm.cache.shards import ShardCache
     import pyarrow.parquet as pq
 
-    work = Path(tempfile.mkdtemp(prefix="hindsight-netfs-"))
+    work = Path(tempfile.mkdtemp(prefix="memtrials-netfs-"))
     export = work / "export"
     export.mkdir()
     helper = work / "sftp-helper"

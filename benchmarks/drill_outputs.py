@@ -1,7 +1,7 @@
 """Reliability drill: bad model output is recorded as invalid with its raw text; no cell crashes.
 
 The loopback endpoint answers with the ``bad_outputs`` policy
-(:class:`hindsight.testing.policies.BadOutputs`): every request that asks for JSON or an
+(:class:`memtrials.testing.policies.BadOutputs`): every request that asks for JSON or an
 action gets an empty, truncated, non-JSON or wrong-schema reply (a seeded hash of the
 request picks which); free-text requests (the luck writers' lessons) are answered
 normally.  Then a real luck cell (writers, then readers: JSON answers), real history
@@ -40,8 +40,8 @@ import pandas as pd
 
 from drill_common import STUDY_CELLS, cell_config, loopback_registry
 
-from hindsight.testing import LoopbackServer
-from hindsight.testing.policies import BadOutputs
+from memtrials.testing import LoopbackServer
+from memtrials.testing.policies import BadOutputs
 
 STUDIES = tuple(STUDY_CELLS)
 NOT_VALID_ANSWER = {"invalid", "recovered"}
@@ -54,7 +54,7 @@ def memory_rows(files: dict[str, Path]) -> list[tuple[str, str]]:
     ``REJECTED`` when the memory's ``rejected`` list holds its call id, else ``kept``."""
     import json
 
-    from hindsight.memory.snapshot import read_snapshot
+    from memtrials.memory.snapshot import read_snapshot
 
     rows: list[tuple[str, str]] = []
     for key, path in files.items():
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="which studies' cells to run (default: all four)")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
-    tmp = Path(tempfile.mkdtemp(prefix="hindsight-drill-outputs-"))
+    tmp = Path(tempfile.mkdtemp(prefix="memtrials-drill-outputs-"))
     policy = BadOutputs(args.seed)
     crashed: list[str] = []
     served: Counter[str] = Counter()

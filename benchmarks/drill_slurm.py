@@ -40,7 +40,7 @@ from pathlib import Path
 
 from drill_common import PY, Checks, env, loopback_overlay, workflow_copy
 
-from hindsight.testing import TEST_KEY_ENV, LoopbackServer
+from memtrials.testing import TEST_KEY_ENV, LoopbackServer
 
 TARGETS = ["results/luck/analysis/registered.json", "results/luck/tables/table1_panel.md"]
 TIMING = {"latency_s", "attempts", "errors", "started_at", "finished_at"}
@@ -64,7 +64,7 @@ def start_cluster() -> None:
     for d in ("/etc/slurm", "/var/spool/slurmd", "/var/spool/slurmctld", "/var/log/slurm", "/run/munge"):
         Path(d).mkdir(parents=True, exist_ok=True)
     CONF.write_text(f"""{MARK}
-ClusterName=hindsight
+ClusterName=memtrials
 SlurmctldHost={host}
 AuthType=auth/munge
 CredType=cred/munge
@@ -170,8 +170,8 @@ def main() -> int:
         print("slurm: ran=no ok=no")
         return 2
     t_all = time.monotonic()
-    wf_slurm = workflow_copy(prefix="hindsight-drill-slurm-")
-    wf_local = workflow_copy(prefix="hindsight-drill-slurm-local-")
+    wf_slurm = workflow_copy(prefix="memtrials-drill-slurm-")
+    wf_local = workflow_copy(prefix="memtrials-drill-slurm-local-")
     check = Checks()
     fig = check.fig
     profile = ["--profile", "workflow/profiles/slurm", "--slurm-status-command", args.status_command]

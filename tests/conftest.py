@@ -13,14 +13,14 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from hindsight.testing import Faults, LoopbackServer, loopback_endpoint
+from memtrials.testing import Faults, LoopbackServer, loopback_endpoint
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def dead_pid(start: int) -> int:
     """The first process id from ``start`` on that no live process holds (a killed owner's)."""
-    from hindsight.llm.leases import alive
+    from memtrials.machine import alive
 
     pid = start
     while alive(pid):
@@ -129,8 +129,8 @@ def make_config(tmp_path: Path) -> Callable[..., dict[str, Any]]:
 
 
 APPWORLD_BUILD = (
-    "import json, sys; from hindsight.envs.appworld_data import build; "
-    "from hindsight.envs.appworld_manifest import load_manifest; "
+    "import json, sys; from memtrials.envs.appworld.data import build; "
+    "from memtrials.envs.appworld.manifest import load_manifest; "
     "fams = json.loads(sys.argv[2]); "
     "build(sys.argv[1], seed=0, families=fams, max_variants=int(sys.argv[3]) or None, workers=1, "
     "verified=load_manifest(sys.argv[4]))"

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from hindsight.config import load_models
-from hindsight.llm.cache import cache_key, embed_key
-from hindsight.llm.client import Client
-from hindsight.llm.records import Recorder
+from memtrials.config import load_models
+from memtrials.llm.cache.sqlite import cache_key, embed_key
+from memtrials.llm.client import Client
+from memtrials.llm.records import Recorder
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -100,7 +100,7 @@ async def _requests(client: Client) -> None:
     await client.embed("vectors", ["a lesson about mugs"], dimensions=3)
 
 
-# Recorded from the client before the re-layout (commit 0229578, package `hindsight`).
+# Recorded from the client before the re-layout (commit 0229578, package `memtrials`).
 PINNED = [
     "5f9a15f729f6aa70607fe59755400473fd5ab1591697a9136e2636865523f8de",  # chat, sample 0
     "53000af254604f252199c38444fdc41af6c92d63968f5a9faa4f1db2c594a1d0",  # chat, sample 3 (seed 3)

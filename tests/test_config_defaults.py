@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hindsight.config import ConfigError, check_config, load_schema, merge
+from memtrials.config import ConfigError, check_config, load_schema, merge
 from tests.conftest import REPO, base_config
 
 SECTIONS = ("cache", "smoke", "history", "envs", "playbook", "calibrator", "antipersist", "servers")  # luck: tests/luck (its own section)
@@ -58,9 +58,9 @@ def test_presets_merged_onto_the_defaults_validate(preset):
     check_config(merge(base_config(), overlay), f"config/presets/{preset}")
 
 
-MODULES = ["src/hindsight/studies/history/workflow.py", "src/hindsight/studies/history/entry.py",
-           "src/hindsight/studies/history/design.py", "src/hindsight/studies/history/report.py",
-           "src/hindsight/envs/build.py",
+MODULES = ["src/memtrials/studies/history/workflow.py", "src/memtrials/studies/history/entry.py",
+           "src/memtrials/studies/history/design.py", "src/memtrials/studies/history/report.py",
+           "src/memtrials/envs/build.py",
            "workflow/rules/envs.smk", "workflow/rules/smoke.smk", "workflow/rules/history.smk"]
 
 

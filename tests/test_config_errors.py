@@ -8,7 +8,7 @@ import os
 import pytest
 import yaml
 
-from hindsight.config import (
+from memtrials.config import (
     ConfigError, check_config, check_config_files, load_config, load_models, load_yaml, parse_models,
 )
 from tests.conftest import REPO, base_config
@@ -97,7 +97,7 @@ CONFIG_CASES = [
     (cfg_variant("history.seed", -1), r"key history\.seed"),
     (cfg_variant("cache.path", "/etc/hostname/llm.sqlite"), r"key cache\.path: the cache's folder cannot be "
                                                              r"written at /etc/hostname: .* is a file"),
-    (cfg_variant("cache.path", "/proc/hindsight-no-such/llm.sqlite"), r"key cache\.path: .*/proc is not writable"),
+    (cfg_variant("cache.path", "/proc/memtrials-no-such/llm.sqlite"), r"key cache\.path: .*/proc is not writable"),
     (cfg_variant("cache.path", "tests"), r"key cache\.path: tests is a folder"),
 ]
 
@@ -231,7 +231,7 @@ def test_default_config_files_have_no_duplicate_keys():
 
 
 def test_config_check_command_names_the_overlay_snakemake_would_not(tmp_path, capsys, monkeypatch):
-    from hindsight.__main__ import main
+    from memtrials.__main__ import main
 
     monkeypatch.chdir(REPO)
     empty, bad = tmp_path / "empty.yaml", tmp_path / "bad.yaml"
@@ -303,7 +303,7 @@ def test_every_number_in_the_schemas_has_a_lower_bound(schema):
 
 @pytest.mark.parametrize("key", sorted(STUDY_CHECKED))
 def test_numbers_left_to_a_studys_check_are_refused_before_any_job(key, tmp_path, capsys, monkeypatch):
-    from hindsight.__main__ import main
+    from memtrials.__main__ import main
 
     monkeypatch.chdir(REPO)
     head, *rest = key.split(".")
@@ -336,7 +336,7 @@ def test_the_cache_path_check_leaves_nothing_behind(tmp_path):
 def test_a_number_from_snakemakes_command_line_is_explained():
     """``--config 'history={tasks_per_cell: 2}'``: Snakemake reads the braces with YAML's base
     loader, so the value arrives as the string '2'; the refusal says why and what to do."""
-    from hindsight.config import config_sources, merge
+    from memtrials.config import config_sources, merge
 
     os.chdir(REPO)
     cli = {"history": {"tasks_per_cell": "2"}, "smoke": {"enabled": "false"}}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hindsight.config import CLI_CONFIG, ConfigError, Sources, config_sources, load_config
+from memtrials.config import CLI_CONFIG, ConfigError, Sources, config_sources, load_config
 from tests.conftest import run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def test_bin_run_names_an_overlay_snakemake_cannot_load(workflow_copy, name, tex
     run = _bin_run_copy(workflow_copy)
     (workflow_copy / "ok.yaml").write_text("panel: [smollm2]\n")
     (workflow_copy / name).write_text(text)
-    env = {k: v for k, v in os.environ.items() if k != "HINDSIGHT_RUN_ID"}
+    env = {k: v for k, v in os.environ.items() if k != "MEMTRIALS_RUN_ID"}
     out = subprocess.run([str(run), "-n", "--configfile", "ok.yaml", name], cwd=workflow_copy, capture_output=True,
                          text=True, timeout=120, env=env)
     assert out.returncode != 0

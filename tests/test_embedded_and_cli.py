@@ -9,10 +9,10 @@ import sys
 import pytest
 import yaml
 
-from hindsight.config import ConfigError, EmbeddedWeights
-from hindsight.llm import open_client
-from hindsight.llm.embedded import weights_path
-from hindsight.testing import loopback_endpoint
+from memtrials.config import ConfigError, EmbeddedWeights
+from memtrials.llm import open_client
+from memtrials.llm.local.embedded import weights_path
+from memtrials.testing import loopback_endpoint
 from tests.conftest import REPO, embedded_config
 
 
@@ -50,18 +50,18 @@ def test_embedded_weights_are_verified():
 
 
 def _check(models_path, *names):
-    return subprocess.run([sys.executable, "-m", "hindsight", "models", "check", "--models", str(models_path),
+    return subprocess.run([sys.executable, "-m", "memtrials", "models", "check", "--models", str(models_path),
                            "--timeout", "3", *names], capture_output=True, text=True, cwd=REPO, timeout=120)
 
 
 def test_models_check_reports_each_endpoint(loopback, tmp_path, monkeypatch):
     srv = loopback()
-    monkeypatch.setenv("HINDSIGHT_CHECK_KEY", "dummy")
-    monkeypatch.delenv("HINDSIGHT_ABSENT_KEY", raising=False)
+    monkeypatch.setenv("MEMTRIALS_CHECK_KEY", "dummy")
+    monkeypatch.delenv("MEMTRIALS_ABSENT_KEY", raising=False)
     entries = {
-        "good": loopback_endpoint(srv, api_key_env="HINDSIGHT_CHECK_KEY"),
-        "nokey": loopback_endpoint(srv, api_key_env="HINDSIGHT_ABSENT_KEY"),
-        "down": {**loopback_endpoint(srv, api_key_env="HINDSIGHT_CHECK_KEY"), "base_url": "http://127.0.0.1:9/v1"},
+        "good": loopback_endpoint(srv, api_key_env="MEMTRIALS_CHECK_KEY"),
+        "nokey": loopback_endpoint(srv, api_key_env="MEMTRIALS_ABSENT_KEY"),
+        "down": {**loopback_endpoint(srv, api_key_env="MEMTRIALS_CHECK_KEY"), "base_url": "http://127.0.0.1:9/v1"},
     }
     path = tmp_path / "models.yaml"
     path.write_text(yaml.safe_dump({"endpoints": entries}))
@@ -69,7 +69,7 @@ def test_models_check_reports_each_endpoint(loopback, tmp_path, monkeypatch):
     lines = {line.split()[1]: line for line in out.stdout.splitlines()}
     assert out.returncode == 1
     assert lines["good"].startswith("OK") and " ms" in lines["good"]
-    assert lines["nokey"].startswith("FAIL") and "HINDSIGHT_ABSENT_KEY, which is not set" in lines["nokey"]
+    assert lines["nokey"].startswith("FAIL") and "MEMTRIALS_ABSENT_KEY, which is not set" in lines["nokey"]
     assert lines["down"].startswith("FAIL") and "unreachable" in lines["down"] and "Fix: correct base_url" in lines["down"]
     assert srv.stats.completions == 1
     only = _check(path, "good")

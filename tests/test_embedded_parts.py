@@ -1,4 +1,4 @@
-"""Weights in parts (hindsight.llm.joined): found through tiny fake installed distributions,
+"""Weights in parts (memtrials.llm.local.weights): found through tiny fake installed distributions,
 joined in order once, SHA-256 checked; a tampered part refuses the join; a damaged join is
 rebuilt; the registry's Qwen entry is pinned in envs/requirements-nodeps.txt; the embedded
 server's prefix-cache count reaches the call records."""
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.config import ConfigError, EmbeddedWeights, load_models
-from hindsight.llm.joined import joined_file, joined_path
+from memtrials.config import ConfigError, EmbeddedWeights, load_models
+from memtrials.llm.local.weights import joined_file, joined_path
 
 REPO = Path(__file__).resolve().parents[1]
 PARTS = [b"GGUF" + bytes(range(256)) * 40, b"second part " * 300, b"tail"]
@@ -100,7 +100,7 @@ def test_embedded_server_fills_cached_tokens_in_the_records(tmp_path):
 
     import pandas as pd
 
-    from hindsight.llm import open_client
+    from memtrials.llm import open_client
     from tests.conftest import embedded_config
 
     cfg = embedded_config(tmp_path)

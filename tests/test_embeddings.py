@@ -22,14 +22,14 @@ import pytest
 import yaml
 from threadpoolctl import threadpool_limits
 
-from hindsight.config import ConfigError, Endpoint, EmbeddedWeights, Price, check_config, load_models, parse_models
-from hindsight.llm import BudgetExceeded, CallFailed, open_client, read_records
-from hindsight.llm.cache import Cache
-from hindsight.llm.check import check_endpoint, preflight
-from hindsight.llm.embed import token_shares
-from hindsight.llm.embedded import weights_path, weights_paths
-from hindsight.llm.sentence_encoder import SentenceEncoder
-from hindsight.testing import Faults, hash_vector, loopback_embed_endpoint, loopback_endpoint
+from memtrials.config import ConfigError, Endpoint, EmbeddedWeights, Price, check_config, load_models, parse_models
+from memtrials.llm import BudgetExceeded, CallFailed, open_client, read_records
+from memtrials.llm.cache.sqlite import Cache
+from memtrials.llm.check import check_endpoint, preflight
+from memtrials.llm.embed import token_shares
+from memtrials.llm.local.embedded import weights_path, weights_paths
+from memtrials.llm.local.sentence_encoder import SentenceEncoder
+from memtrials.testing import Faults, hash_vector, loopback_embed_endpoint, loopback_endpoint
 from tests.conftest import REPO, base_config
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
@@ -339,8 +339,8 @@ def test_embedded_embedder_answers_offline_through_the_client(tmp_path):
 @pytest.mark.slow
 @pytest.mark.embedded
 def test_embedder_server_dies_with_its_parent(tmp_path):
-    script = ("import sys, time; from hindsight.config import load_models; "
-              "from hindsight.llm.embedder_server import EmbedderServer; "
+    script = ("import sys, time; from memtrials.config import load_models; "
+              "from memtrials.llm.local.embedder import EmbedderServer; "
               "s = EmbedderServer(load_models(sys.argv[1])['minilm']); s.start(); "
               "print(s.proc.pid, s.base_url, flush=True); time.sleep(120)")
     parent = subprocess.Popen([sys.executable, "-c", script, str(REPO / "config/models.yaml")],

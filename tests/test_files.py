@@ -1,5 +1,5 @@
-"""The one atomic writer (hindsight.files): content, canonical JSON, Parquet schema, no
-temporary left behind on success or failure, and no import from the rest of hindsight."""
+"""The one atomic writer (memtrials.io): content, canonical JSON, Parquet schema, no
+temporary left behind on success or failure, and no import from the rest of memtrials."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hindsight import files
+from memtrials import io as files
 
 
 def test_text_bytes_json(tmp_path: Path) -> None:
@@ -74,8 +74,8 @@ def test_figure_is_deterministic(tmp_path: Path) -> None:
     assert [x.read_bytes() for x in a] == [x.read_bytes() for x in b]
 
 
-def test_imports_nothing_from_hindsight() -> None:
+def test_imports_nothing_from_memtrials() -> None:
     tree = ast.parse(Path(files.__file__).read_text())
     names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    assert not [n for n in names if n.split(".")[0] == "hindsight"]
+    assert not [n for n in names if n.split(".")[0] == "memtrials"]

@@ -1,4 +1,4 @@
-"""Import structure of the package, read statically (hindsight.sources): no import cycle
+"""Import structure of the package, read statically (memtrials.pipeline.codesets): no import cycle
 anywhere (lazy imports inside functions included), layers below never import a study, no
 study imports another, and the lowest modules stay low."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hindsight import sources
+from memtrials.pipeline import codesets as sources
 
 
 def test_no_import_cycle_in_the_package():
@@ -26,29 +26,29 @@ def test_cycle_finder_finds_a_planted_cycle():
     assert cycle is not None and cycle[0] == cycle[-1] and set(cycle) == {"a", "b", "c"}
     # the real graph with one reversed edge planted has a cycle
     graph = {m: set(d) for m, d in sources.import_graph().items()}
-    graph["hindsight.envs.alfworld_planner"].add("hindsight.envs.alfworld")
+    graph["memtrials.envs.alfworld.planner"].add("memtrials.envs.alfworld.env")
     assert sources.find_cycle(graph) is not None
 
 
 def test_imports_are_resolved_statically():
-    alf = sources.imports("hindsight.envs.alfworld")
-    assert "hindsight.envs.alfworld_planner" in alf  # an import inside a method counts
-    assert "hindsight.envs.base" in alf
-    assert "hindsight.files" in sources.imports("hindsight.envs.tasks")
-    assert "hindsight.envs.alfworld_scenes" in sources.imports("hindsight.envs.alfworld_solve")  # from P import sub
+    alf = sources.imports("memtrials.envs.alfworld.env")
+    assert "memtrials.envs.alfworld.planner" in alf  # an import inside a method counts
+    assert "memtrials.envs.base" in alf
+    assert "memtrials.io" in sources.imports("memtrials.envs.tasks")
+    assert "memtrials.envs.alfworld.scenes" in sources.imports("memtrials.envs.alfworld.solve")  # from P import sub
     with pytest.raises(ModuleNotFoundError):
-        sources.imports("hindsight.nowhere")
+        sources.imports("memtrials.nowhere")
 
 
 def test_type_checking_imports_do_not_count():
     import ast
 
     tree = ast.parse("from typing import TYPE_CHECKING\nimport typing\n"
-                     "if TYPE_CHECKING:\n    import hindsight.a\nelse:\n    import hindsight.b\n"
-                     "if typing.TYPE_CHECKING:\n    import hindsight.c\n"
-                     "def f():\n    import hindsight.d\n")
+                     "if TYPE_CHECKING:\n    import memtrials.a\nelse:\n    import memtrials.b\n"
+                     "if typing.TYPE_CHECKING:\n    import memtrials.c\n"
+                     "def f():\n    import memtrials.d\n")
     names = {a.name for n in sources._nodes(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert names == {"typing", "hindsight.b", "hindsight.d"}
+    assert names == {"typing", "memtrials.b", "memtrials.d"}
 
 
 def _studies(module: str) -> str | None:
@@ -56,7 +56,7 @@ def _studies(module: str) -> str | None:
     return parts[2] if len(parts) > 2 and parts[1] == "studies" else None
 
 
-TOP = ("hindsight.__main__",)
+TOP = ("memtrials.__main__",)
 """Above every study, like the rule files: the command line (``config check`` builds every
 study's workflow helper to run its checks before any job).  Nothing imports it."""
 
@@ -77,10 +77,10 @@ def test_layers_never_import_a_study_and_studies_not_each_other():
 
 
 @pytest.mark.parametrize("module,forbidden", [
-    ("hindsight.files", ("hindsight",)),
-    ("hindsight.sources", ("hindsight",)),
-    ("hindsight.envs.tasks", ("hindsight.llm", "hindsight.agent", "hindsight.studies")),
-    ("hindsight.envs.build", ("hindsight.llm", "hindsight.agent", "hindsight.studies")),
+    ("memtrials.io", ("memtrials",)),
+    ("memtrials.pipeline.codesets", ("memtrials",)),
+    ("memtrials.envs.tasks", ("memtrials.llm", "memtrials.agent", "memtrials.studies")),
+    ("memtrials.envs.build", ("memtrials.llm", "memtrials.agent", "memtrials.studies")),
 ])
 def test_low_modules_stay_low(module, forbidden):
     below = sources.closure([module])
@@ -89,14 +89,14 @@ def test_low_modules_stay_low(module, forbidden):
 
 
 @pytest.mark.parametrize("module, heavy", [
-    ("hindsight.llm.client", ("openai", "aiohttp")),
-    ("hindsight.llm.embed", ("openai", "aiohttp")),
-    ("hindsight.llm.tokenize", ("openai", "aiohttp")),
-    ("hindsight.memory.antipersist", ("openai", "aiohttp", "scipy")),
-    ("hindsight.stats", ("scipy",)),
+    ("memtrials.llm.client", ("openai", "aiohttp")),
+    ("memtrials.llm.embed", ("openai", "aiohttp")),
+    ("memtrials.llm.token_count", ("openai", "aiohttp")),
+    ("memtrials.memory.antipersist", ("openai", "aiohttp", "scipy")),
+    ("memtrials.stats", ("scipy",)),
     # what the Snakefile imports when Snakemake parses it (every run and dry run pays it)
-    ("hindsight.studies.playbook.workflow", ("scipy", "sklearn")),
-    ("hindsight.llm.check", ("openai", "httpx")),  # the run's preflight (onstart)
+    ("memtrials.studies.playbook.workflow", ("scipy", "sklearn")),
+    ("memtrials.llm.check", ("openai", "httpx")),  # the run's preflight (onstart)
 ])
 def test_what_a_fully_cached_job_imports_stays_light(module, heavy):
     """Modules on a fully cached job's path load no SDK (it is imported on a cell's first fresh

@@ -1,4 +1,4 @@
-"""The job server (hindsight.jobserver, hindsight.jobclient): a real Snakemake rule through it and
+"""The job server (memtrials.pipeline.jobserver, memtrials.pipeline.jobclient): a real Snakemake rule through it and
 in its own process, a failing script's status and stderr, kill -9 of the job's process, a new
 server for edited code, the fallback, off under Slurm.  Real processes throughout."""
 
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hindsight import jobclient
-from hindsight.envs import forkserver
-from hindsight.leases import alive
-from hindsight.rule_entry import COST_LINE
-from hindsight.testing import LoopbackServer, loopback_endpoint
+from memtrials.pipeline import jobclient
+from memtrials.envs.process import forkserver
+from memtrials.machine import alive
+from memtrials.pipeline.rule_entry import COST_LINE
+from memtrials.testing import LoopbackServer, loopback_endpoint
 from tests.conftest import REPO, run_snakemake, failure_text
 from tests.test_workflow import loop_overlay, registry
 
@@ -35,14 +35,14 @@ exec(compile(open(__file__).read(), __file__, "exec"))
 """
 
 SCRIPT = """
-from hindsight.jobclient import hand_over
+from memtrials.pipeline.jobclient import hand_over
 hand_over(snakemake, __file__)  # noqa: F821
 import json, os, sys, time
-from hindsight import jobclient
+from memtrials.pipeline import jobclient
 what = snakemake.what  # noqa: F821
 with open(snakemake.out, "w") as fh:  # noqa: F821
     json.dump({"pid": os.getpid(), "served": jobclient.SERVED, "cwd": os.getcwd(),
-               "env": os.environ.get("HINDSIGHT_TEST_VAR"), "argv": sys.argv}, fh)
+               "env": os.environ.get("MEMTRIALS_TEST_VAR"), "argv": sys.argv}, fh)
 print("to stdout", flush=True)
 print("to stderr", file=sys.stderr, flush=True)
 if what == "raise":
@@ -62,7 +62,7 @@ def _config(tmp_path: Path, on: bool = True, idle_s: float = 20) -> dict:
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in jobclient.CLUSTER_VARIABLES}
-    env.update({"PYTHONPATH": str(REPO / "src"), "HINDSIGHT_TEST_VAR": "from the job", **extra})
+    env.update({"PYTHONPATH": str(REPO / "src"), "MEMTRIALS_TEST_VAR": "from the job", **extra})
     return env
 
 
@@ -152,13 +152,13 @@ def test_an_edit_gets_a_new_server_and_the_idle_server_stops(scratch):
     import shutil
 
     src = scratch / "src"  # a copy of the package, so that a module of it can be edited
-    shutil.copytree(REPO / "src" / "hindsight", src / "hindsight", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "src" / "memtrials", src / "memtrials", ignore=shutil.ignore_patterns("__pycache__"))
     env = _env(PYTHONPATH=str(src))
     config = _config(scratch, idle_s=3)
     _, first = _job(scratch, "0", config=config, env=env)
     _, again = _job(scratch, "0", config=config, env=env)
     assert first["served"] is not None and first["served"]["server_pid"] == again["served"]["server_pid"]
-    module = src / "hindsight" / "studies" / "history" / "entry.py"
+    module = src / "memtrials" / "studies" / "history" / "entry.py"
     module.write_text(module.read_text() + "\n# edited\n")
     _, edited = _job(scratch, "0", config=config, env=env)
     assert edited["served"] is not None and edited["served"]["server_pid"] != first["served"]["server_pid"]
@@ -194,7 +194,7 @@ def test_off_under_slurm_and_when_the_key_is_off(scratch):
 
 
 def test_warm_up_imports_the_scripts_modules_but_no_sdk_or_engine():
-    code = ("import os, sys, threading; from hindsight.jobserver import warm_up, denied_loaded, script_modules; "
+    code = ("import os, sys, threading; from memtrials.pipeline.jobserver import warm_up, denied_loaded, script_modules; "
             "failed = warm_up('workflow/scripts'); print(failed, denied_loaded(), threading.active_count(), "
             "len(script_modules('workflow/scripts')), 'pandas' in sys.modules, "
             "'scipy.stats' in sys.modules and 'sklearn.linear_model' in sys.modules, "
@@ -219,7 +219,7 @@ def test_every_script_hands_over_first():
         if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             body = body[1:]  # the docstring
         first, second = (ast.unparse(node) for node in body[:2])
-        assert first == "from hindsight.jobclient import hand_over", path.name
+        assert first == "from memtrials.pipeline.jobclient import hand_over", path.name
         assert second in ("hand_over(snakemake, __file__)", "hand_over(globals().get('snakemake'), __file__)"), path.name
 
 

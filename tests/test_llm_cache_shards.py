@@ -25,17 +25,17 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.__main__ import main as cli
-from hindsight.llm.cache import open_cache
-from hindsight.llm.cache_claims import digest
-from hindsight.llm.cache_shards import ShardCache
+from memtrials.__main__ import main as cli
+from memtrials.llm.cache.sqlite import open_cache
+from memtrials.llm.cache.claims import digest
+from memtrials.llm.cache.shards import ShardCache
 from tests.conftest import dead_pid
 
 PROCS, OWN, SHARED = 4, 36, 12
 WRITER = """
 import json, sys, time
 from pathlib import Path
-from hindsight.llm.cache_shards import ShardCache
+from memtrials.llm.cache.shards import ShardCache
 path, me, folder = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 own, shared, procs = {own}, {shared}, {procs}
 def rec(key, text):
@@ -119,7 +119,7 @@ def test_concurrent_writers_in_separate_processes_lose_nothing(tmp_path):
 
 HOLDER = """
 import sys, time
-from hindsight.llm.cache_shards import ShardCache
+from memtrials.llm.cache.shards import ShardCache
 cache = ShardCache(sys.argv[1])
 assert cache.claim("k", "holder", 3600) is True
 print("claimed", flush=True)
@@ -241,7 +241,7 @@ def test_a_pointer_this_host_cannot_read_yet_is_waited_for_not_replaced(tmp_path
 def test_a_link_that_reports_the_name_taken_is_won_by_its_token(tmp_path, monkeypatch):
     """NFS may answer a retransmitted LINK that succeeded with EEXIST, and sshfs reports every
     link count as 1: the claim whose content carries this process's token is its own."""
-    from hindsight.llm import cache_claims
+    from memtrials.llm.cache import claims as cache_claims
 
     book = cache_claims.ClaimBook(tmp_path / "claims", "s.jsonl")
     real_link = os.link
@@ -272,7 +272,7 @@ def test_a_link_refused_as_eperm_onto_a_taken_name_loses_to_the_holder(tmp_path,
     """On sshfs a hard link onto an existing name fails with EPERM, not EEXIST (sftp-server's
     generic failure status): that is a lost race, not an error; EPERM with no claim there
     (a filesystem without hard links) is an error that says so."""
-    from hindsight.llm import cache_claims
+    from memtrials.llm.cache import claims as cache_claims
 
     holder = cache_claims.ClaimBook(tmp_path / "claims", "s.jsonl")
     assert holder.try_claim("k", "me") is True
@@ -303,7 +303,7 @@ def test_a_claim_name_that_churns_past_the_recursion_limit_is_claimed_in_a_loop(
     """Other holders taking and giving back the name between this process's link and read,
     more times than Python's recursion limit: the claimer keeps trying (no RecursionError)
     and claims the name once it is free."""
-    from hindsight.llm import cache_claims
+    from memtrials.llm.cache import claims as cache_claims
 
     real_link = os.link
     churn = sys.getrecursionlimit() + 50
@@ -403,7 +403,7 @@ MOUNTINFO = """\
 
 
 def test_sqlite_refuses_a_network_filesystem(tmp_path, monkeypatch):
-    import hindsight.llm.cache as cache_module
+    import memtrials.llm.cache.sqlite as cache_module
 
     info = tmp_path / "mountinfo"
     info.write_text(MOUNTINFO)
@@ -437,7 +437,7 @@ def test_the_cluster_profiles_select_the_shards_backend(profile, tmp_path):
 EMBEDDER = """
 import asyncio, json, sys, time
 from pathlib import Path
-from hindsight.llm import open_client
+from memtrials.llm import open_client
 cfg, me, folder = json.load(open(sys.argv[1])), sys.argv[2], Path(sys.argv[3])
 async def main():
     async with open_client(cfg, "embed/" + me) as client:
@@ -451,7 +451,7 @@ asyncio.run(main())
 
 
 def test_processes_embedding_the_same_texts_at_once_store_one_entry_each(loopback, tmp_path):
-    from hindsight.testing import Faults
+    from memtrials.testing import Faults
     from tests.test_embeddings import _config as embed_config
 
     srv = loopback(faults=Faults(latency_s=0.5))
@@ -480,7 +480,7 @@ def test_processes_embedding_the_same_texts_at_once_store_one_entry_each(loopbac
 FAR_HOLDER = """
 import socket, sys, time
 socket.gethostname = lambda: "another-node"  # as a job on another host of the cluster
-from hindsight.llm.cache_shards import ShardCache
+from memtrials.llm.cache.shards import ShardCache
 cache = ShardCache(sys.argv[1], heartbeat_s=0.1)
 assert cache.claim("k", "far", 3600) is True
 print("claimed", flush=True)

@@ -9,9 +9,9 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from hindsight.llm import BudgetExceeded, CallFailed, open_client
-from hindsight.llm.cache import Cache
-from hindsight.testing import FAULT_KINDS, FINGERPRINT, Faults
+from memtrials.llm import BudgetExceeded, CallFailed, open_client
+from memtrials.llm.cache.sqlite import Cache
+from memtrials.testing import FAULT_KINDS, FINGERPRINT, Faults
 
 SCHEMA = {
     "type": "object",

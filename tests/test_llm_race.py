@@ -21,14 +21,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from hindsight.llm.cache import Cache, open_cache
-from hindsight.testing import Faults
+from memtrials.llm.cache.sqlite import Cache, open_cache
+from memtrials.testing import Faults
 
 N = 24
 CALLER = """
 import asyncio, json, sys, time
 from pathlib import Path
-from hindsight.llm import open_client
+from memtrials.llm import open_client
 cfg, out, me, other = json.load(open(sys.argv[1])), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
 async def main():
     async with open_client(cfg, "race/" + me.stem, out) as client:

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from hindsight.testing import Faults
+from memtrials.testing import Faults
 
 N = 200
 CALLER = """
 import asyncio, json, sys
-from hindsight.llm import open_client
+from memtrials.llm import open_client
 cfg = json.load(open(sys.argv[1]))
 async def main():
     async with open_client(cfg, "resume/cell", sys.argv[2]) as client:
@@ -55,7 +55,7 @@ def test_kill_9_and_resume(loopback, make_config, tmp_path):
     assert N // 4 < first < N, first
     assert not (tmp_path / "run.parquet").exists()  # killed before writing its output
 
-    from hindsight.llm.cache import Cache
+    from memtrials.llm.cache.sqlite import Cache
 
     cache = Cache(cfg["cache"]["path"])
     committed = len(cache.records())

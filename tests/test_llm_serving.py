@@ -12,13 +12,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from hindsight.config import load_models, parse_models
-from hindsight.llm import open_client
-from hindsight.llm.records import FIELDS
-from hindsight.llm.serving import mismatch
-from hindsight.studies.luck.freeze import FreezeMismatch
-from hindsight.studies.luck.lock import check_sent
-from hindsight.testing import loopback_endpoint
+from memtrials.config import load_models, parse_models
+from memtrials.llm import open_client
+from memtrials.llm.records import FIELDS
+from memtrials.llm.serving import mismatch
+from memtrials.studies.luck.freeze import FreezeMismatch
+from memtrials.studies.luck.lock import check_sent
+from memtrials.testing import loopback_endpoint
 from tests.conftest import REPO
 
 MSGS = [{"role": "user", "content": "Question. Admissible actions: go north, take apple"}]
@@ -64,7 +64,7 @@ def test_a_substituted_model_and_provider_are_visible_per_call_and_warned_once(l
     srv = loopback(serve_as={"model": "org/cheaper-model", "provider": "Elsewhere", "cost": 0.0025})
     cfg = make_config(srv, extra_body={"provider": {"order": ["Pinned"], "allow_fallbacks": False}},
                       price=(1.0, 2.0))
-    with caplog.at_level(logging.WARNING, logger="hindsight.llm"):
+    with caplog.at_level(logging.WARNING, logger="memtrials.llm"):
         table = _calls(cfg, tmp_path / "calls.parquet", n=4)
     assert (table["reported_model"] == "org/cheaper-model").all()
     assert (table["reported_provider"] == "Elsewhere").all()
@@ -118,7 +118,7 @@ def test_a_registered_run_refuses_a_call_served_otherwise_and_an_unregistered_on
     with pytest.raises(FreezeMismatch, match="served otherwise.*reported model 'org/x'"):
         check_sent(_luck_calls("reported model 'org/x', registry expects 'org/m'"), "answers.calls.parquet",
                    endpoint, "reader")
-    with caplog.at_level(logging.WARNING, logger="hindsight.llm"):
+    with caplog.at_level(logging.WARNING, logger="memtrials.llm"):
         check_sent(_luck_calls("reported model 'org/x', registry expects 'org/m'"), "answers.calls.parquet",
                    endpoint, "reader", registered_run=False)
     assert any("not a registered run" in r.getMessage() for r in caplog.records)

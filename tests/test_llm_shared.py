@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hindsight.llm.leases import alive
-from hindsight.llm.shared import server_dir, stop_all
+from memtrials.machine import alive
+from memtrials.llm.local.shared import server_dir, stop_all
 from tests.conftest import REPO, embedded_config
 
 CELL = r"""
 import asyncio, json, sys, time
 import yaml
-from hindsight.llm import open_client
+from memtrials.llm import open_client
 cfg = yaml.safe_load(open(sys.argv[1]))
 release = sys.argv[3]   # hold the server until this file exists ("-": do not hold)
 def held():

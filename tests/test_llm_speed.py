@@ -1,4 +1,4 @@
-"""The client's fast request path (:mod:`hindsight.llm.transport`) puts on the wire the
+"""The client's fast request path (:mod:`memtrials.llm.transport`) puts on the wire the
 body the SDK's ``chat.completions.create`` would, byte for byte, and fails with the SDK's
 exception types and messages, so retries and records are unchanged."""
 
@@ -9,10 +9,10 @@ import asyncio
 import openai
 import pytest
 
-from hindsight.llm import open_client
-from hindsight.llm.retry import retry_after
-from hindsight.llm.transport import ChatTransport, request_body
-from hindsight.testing import FAULT_KINDS, Faults
+from memtrials.llm import open_client
+from memtrials.llm.retry import retry_after
+from memtrials.llm.transport import ChatTransport, request_body
+from memtrials.testing import FAULT_KINDS, Faults
 
 MSGS = [{"role": "system", "content": "You act."}, {"role": "user", "content": 'héllo "q" \\ \u2028 \U0001F600'}]
 
@@ -37,7 +37,7 @@ def test_requests_are_byte_identical_to_the_sdks(loopback, make_config, grammar)
         if grammar:
             choice = {"extra_body": {**extra_body, "grammar": 'root ::= "go north" | "take apple"'}}
         else:
-            from hindsight.llm.structured import choice_schema, response_format
+            from memtrials.llm.structured import choice_schema, response_format
 
             choice = {"extra_body": extra_body,
                       "response_format": response_format(choice_schema(["go north", "take apple"]), "choice")}
@@ -89,7 +89,7 @@ def test_failures_raise_the_sdks_exceptions_with_the_sdks_messages(loopback, kin
 
 
 def test_the_proxy_comes_from_the_environment_once(monkeypatch):
-    from hindsight.llm.transport import _env_proxy
+    from memtrials.llm.transport import _env_proxy
 
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "ALL_PROXY",
                  "all_proxy"):

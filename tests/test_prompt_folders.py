@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from hindsight.config import REPO_ROOT, ConfigError
-from hindsight.prompts import PROMPTS_ALLOW_ENV, PromptFiles, PromptOutside, check_prompts, placeholders, prompt_dirs
+from memtrials.config import REPO_ROOT, ConfigError
+from memtrials.config.prompts import PROMPTS_ALLOW_ENV, PromptFiles, PromptOutside, check_prompts, placeholders, prompt_dirs
 from tests.conftest import REPO, base_config, run_snakemake
 
 
@@ -99,7 +99,7 @@ def test_an_edited_folder_with_an_unknown_placeholder_is_refused_before_any_job(
     """A copied prompt folder whose file asks for a field its study does not fill (a misspelt
     ``{histroy}``) is refused by the check before any job, naming the file, the field and
     the fields the shipped file uses; an unchanged copy of every study's folder passes."""
-    from hindsight.prompts import check_placeholders
+    from memtrials.config.prompts import check_placeholders
 
     monkeypatch.chdir(REPO)
     for key, value in prompt_dirs(base_config()):

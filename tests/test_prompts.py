@@ -1,4 +1,4 @@
-"""The one prompt loader (hindsight.prompts): exact texts, digests and version as the
+"""The one prompt loader (memtrials.config.prompts): exact texts, digests and version as the
 studies have always computed them, and a missing-file error that says what to fix."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.agent.prompts import HistoryPrompts
-from hindsight.config import ConfigError
-from hindsight.prompts import MissingPromptFiles, PromptFiles
-from hindsight.studies.luck.prompts import PromptSet
+from memtrials.agent.prompts import HistoryPrompts
+from memtrials.config import ConfigError
+from memtrials.config.prompts import MissingPromptFiles, PromptFiles
+from memtrials.studies.luck.prompts import PromptSet
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -26,7 +26,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hindsight.testing import LoopbackServer, loopback_endpoint
+from memtrials.testing import LoopbackServer, loopback_endpoint
 from tests.chromium import CHROMIUM_MISSING, Chromium, chromium_path, pixel_spread
 from tests.conftest import REPO, base_config, run_snakemake, failure_text
 from tests.history.helpers import is_judge, is_review, wrap
@@ -220,7 +220,7 @@ def test_every_figure_has_a_caption_file_and_is_listed_in_its_study_docs():
 
 
 def test_luck_report_outputs_have_caption_files():
-    from hindsight.studies.luck.workflow import LuckWorkflow
+    from memtrials.studies.luck.workflow import LuckWorkflow
 
     cfg = base_config()
     cfg["luck"]["enabled"] = False  # the output lists only; no registry needed

@@ -1,4 +1,4 @@
-"""The one rule entry (hindsight.rule_entry.run_rule): logging to the rule's log, a clean
+"""The one rule entry (memtrials.pipeline.rule_entry.run_rule): logging to the rule's log, a clean
 exit on user-fixable errors, and the spec written beside the outputs once the rule succeeds."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pytest
 from snakemake.io import Namedlist
 
-import hindsight
-from hindsight import rule_entry
-from hindsight.agent.prompts import PROMPT_FILES, HistoryPrompts
-from hindsight.config import ConfigError
-from hindsight.rule_entry import REDACTED, redact, run_rule, spec_path
+import memtrials
+from memtrials.pipeline import rule_entry
+from memtrials.agent.prompts import PROMPT_FILES, HistoryPrompts
+from memtrials.config import ConfigError
+from memtrials.pipeline.rule_entry import REDACTED, redact, run_rule, spec_path
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPTS = REPO / "config" / "prompts" / "history"
@@ -36,9 +36,9 @@ def fake_snakemake(tmp_path: Path, **params) -> SimpleNamespace:
 
 
 def test_spec_written_after_success(tmp_path, monkeypatch):
-    monkeypatch.setenv("HINDSIGHT_RULE_TEST_KEY", SECRET)
+    monkeypatch.setenv("MEMTRIALS_RULE_TEST_KEY", SECRET)
     endpoint = {"identity": {"base_url": "http://127.0.0.1:1/v1", "model": "m"}, "params": {"seed": 0},
-                "api_key_env": "HINDSIGHT_RULE_TEST_KEY"}
+                "api_key_env": "MEMTRIALS_RULE_TEST_KEY"}
     smk = fake_snakemake(tmp_path, cell={"seed": 3, "endpoint": endpoint, "api_key": "typed-in-by-mistake",
                                          "note": f"header Bearer {SECRET}"}, prompts_dir=str(PROMPTS))
 
@@ -58,14 +58,14 @@ def test_spec_written_after_success(tmp_path, monkeypatch):
     assert spec["rule"] == "history_rollouts"
     assert spec["wildcards"] == {"model": "loop", "env": "scienceworld", "condition": "raw"}
     assert spec["params"]["cell"]["seed"] == 3 and spec["params"]["cell"]["endpoint"]["params"] == {"seed": 0}
-    assert spec["params"]["cell"]["endpoint"]["api_key_env"] == "HINDSIGHT_RULE_TEST_KEY"  # a name, kept
+    assert spec["params"]["cell"]["endpoint"]["api_key_env"] == "MEMTRIALS_RULE_TEST_KEY"  # a name, kept
     assert spec["params"]["cell"]["api_key"] == REDACTED and spec["params"]["cell"]["note"] == REDACTED
     assert SECRET not in text and "typed-in-by-mistake" not in text
     prompts = HistoryPrompts.load(PROMPTS)
     assert spec["prompts"] == {str(PROMPTS): {"digests": prompts.digests(), "version": prompts.version()}}
     assert spec["inputs"][0].endswith("tasks.parquet") and len(spec["inputs"]) == 1 + len(PROMPT_FILES)
     assert spec["outputs"] == [smk.output.episodes, smk.output.steps]
-    assert spec["hindsight_version"] == hindsight.__version__
+    assert spec["memtrials_version"] == memtrials.__version__
     assert re.fullmatch(r"[0-9a-f]{40}", spec["git"]["revision"]) and isinstance(spec["git"]["dirty"], bool)
     assert text == json.dumps(spec, sort_keys=True, ensure_ascii=False, indent=1) + "\n"  # canonical
     assert "working" in (tmp_path / "logs" / "raw.log").read_text()
@@ -104,9 +104,9 @@ def test_spec_path_of_files_and_folders():
 
 
 def test_git_revision_outside_a_checkout(tmp_path, monkeypatch):
-    fake = tmp_path / "site" / "lib" / "hindsight" / "__init__.py"
+    fake = tmp_path / "site" / "lib" / "memtrials" / "__init__.py"
     fake.parent.mkdir(parents=True)
-    monkeypatch.setattr(hindsight, "__file__", str(fake))
+    monkeypatch.setattr(memtrials, "__file__", str(fake))
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     assert rule_entry.git_revision.__wrapped__() == {"revision": "unknown", "dirty": None}
 

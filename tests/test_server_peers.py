@@ -1,5 +1,5 @@
 """The fork and job servers listen on abstract Unix sockets (no file permissions) and unpickle
-what a client sends, so they serve only their own user (:func:`hindsight.leases.same_user`)."""
+what a client sends, so they serve only their own user (:func:`memtrials.machine.same_user`)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
-from hindsight.leases import peer_uid, same_user
+from memtrials.machine import peer_uid, same_user
 
 NOBODY = 65534
 
 
 def _listener() -> tuple[socket.socket, str]:
-    address = f"hindsight-test-peer-{os.getpid()}"
+    address = f"memtrials-test-peer-{os.getpid()}"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind("\0" + address)
     sock.listen(1)
@@ -56,8 +56,8 @@ def test_both_servers_check_the_peer_before_forking():
     """Each server's accept loop refuses another user's connection before it forks."""
     from pathlib import Path
 
-    import hindsight.envs.forkserver as forkserver
-    import hindsight.jobserver as jobserver
+    import memtrials.envs.process.forkserver as forkserver
+    import memtrials.pipeline.jobserver as jobserver
 
     for module in (forkserver, jobserver):
         text = Path(module.__file__).read_text()
@@ -66,7 +66,7 @@ def test_both_servers_check_the_peer_before_forking():
 
 
 def test_proc_stat_reads_a_process_and_a_zombie_and_nothing_for_a_gone_one(tmp_path):
-    """``hindsight.leases.proc_stat``, the one reader of ``/proc/<pid>/stat`` (the job's start,
+    """``memtrials.machine.proc_stat``, the one reader of ``/proc/<pid>/stat`` (the job's start,
     a lent JVM's CPU, the fork server's watchdog): a command name with ``)`` and spaces does not
     shift the fields."""
     import os
@@ -75,7 +75,7 @@ def test_proc_stat_reads_a_process_and_a_zombie_and_nothing_for_a_gone_one(tmp_p
     import sys
     import time
 
-    from hindsight.leases import proc_stat
+    from memtrials.machine import proc_stat
 
     proc = subprocess.Popen([sys.executable, "-c", "import time, sys; sys.stdout.write('x'); sys.stdout.flush(); "
                              "t = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"

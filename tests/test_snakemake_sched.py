@@ -1,4 +1,4 @@
-"""hindsight.snakemake_sched: Snakemake's scheduler reads each ready job's input sizes once and keeps
+"""memtrials.pipeline.scheduler: Snakemake's scheduler reads each ready job's input sizes once and keeps
 one re-evaluation timer pending, not one more per round."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from snakemake.scheduling.job_scheduler import JobScheduler
 
-from hindsight import snakemake_sched
+from memtrials.pipeline import scheduler as snakemake_sched
 
 
 class Path(str):

@@ -1,4 +1,4 @@
-"""The kNN contextual bandit over synthesis modes (hindsight.stats.bandit), by simulation:
+"""The kNN contextual bandit over synthesis modes (memtrials.stats.bandit), by simulation:
 planted clusters with a different best mode each are learnt, the rotation and the 0.1
 exploration share hold, decay follows a change of the best mode, a null does not lock in;
 plus the rule's pieces on hand-built logs (scores, fallback, ties, decay by episodes)."""
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from hindsight.stats.bandit import FixedPolicy, KNNBandit, UniformPolicy, make_selector, reward
+from memtrials.stats.bandit import FixedPolicy, KNNBandit, UniformPolicy, make_selector, reward
 
 ARMS = ("none", "imitation", "strategic", "corrective")
 COST = {"none": 0, "imitation": 1, "strategic": 1, "corrective": 1}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from hindsight.stats import betting_pvalue, betting_wealth, holm
+from memtrials.stats import betting_pvalue, betting_wealth, holm
 
 
 def test_known_case_by_hand():

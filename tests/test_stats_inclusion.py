@@ -1,4 +1,4 @@
-"""Simulation tests of the randomized-inclusion estimators (hindsight.stats.inclusion).
+"""Simulation tests of the randomized-inclusion estimators (memtrials.stats.inclusion).
 
 Every tolerance comes from the simulation's own spread: a mean over R replicates is
 checked to within 4 standard errors of that mean, a rate to within 3 binomial SEs.
@@ -15,7 +15,7 @@ from scipy import stats as st
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.model_selection import LeaveOneGroupOut, cross_val_predict
 
-from hindsight.stats.inclusion import (
+from memtrials.stats.inclusion import (
     DEFAULT_RELATIVE_GRID,
     demean_by_task,
     fixed_effects_fit,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from hindsight.stats import degenerate_interval, t_interval, t_test_pvalue, wilson_interval
+from memtrials.stats import degenerate_interval, t_interval, t_test_pvalue, wilson_interval
 
 
 def test_degenerate_rule_matches_registered_formula():

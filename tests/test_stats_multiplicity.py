@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from hindsight.stats import holm
+from memtrials.stats import holm
 
 
 def test_holm_by_hand():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hindsight.stats.paired import mcnemar_exact, paired_bootstrap, paired_difference
+from memtrials.stats.paired import mcnemar_exact, paired_bootstrap, paired_difference
 
 
 def paired_binary(rng, n, p_x, p_y, rho=0.5):

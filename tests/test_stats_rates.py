@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from hindsight.stats import wilson_interval
-from hindsight.stats.rates import mean_of_rates
+from memtrials.stats import wilson_interval
+from memtrials.stats.rates import mean_of_rates
 
 LEVEL = 0.95
 

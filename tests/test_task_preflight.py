@@ -1,8 +1,8 @@
 """Every study's task requests are checked against the environments before any job
-(``hindsight.envs.catalog``): a split the task table does not hold, an option
+(``memtrials.envs.catalog``): a split the task table does not hold, an option
 ``make_env`` does not take, or more tasks than a split holds is a ConfigError naming the
 key, the allowed values or the size, and the fix, when the workflow is parsed, and
-``python -m hindsight config check`` runs the same checks.  Before, the playbook,
+``python -m memtrials config check`` runs the same checks.  Before, the playbook,
 anti-persistence and calibrator studies found these inside a job, after other cells had
 spent calls."""
 
@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from hindsight.config import ConfigError, check_config
-from hindsight.envs.catalog import check_env_options, check_split, check_task_count, split_size
-from hindsight.studies.antipersist.workflow import AntipersistWorkflow
-from hindsight.studies.history.calibrator.workflow import CalibratorWorkflow
-from hindsight.studies.playbook.design import role_tasks
+from memtrials.config import ConfigError, check_config
+from memtrials.envs.catalog import check_env_options, check_split, check_task_count, split_size
+from memtrials.studies.antipersist.workflow import AntipersistWorkflow
+from memtrials.studies.history.calibrator.workflow import CalibratorWorkflow
+from memtrials.studies.playbook.design import role_tasks
 from tests.conftest import REPO, base_config
 from tests.playbook.helpers import workflow as playbook_workflow
 
@@ -56,7 +56,7 @@ def test_the_catalog_knows_the_generated_split_sizes_before_any_table(tmp_path):
     assert split_size("alfworld", "eval", envs, tmp_path) == (sizes["eval"], "the generated games, envs.alfworld.sizes")
     # per type too, from the generator's quotas, before any game exists (the calibrator's source
     # check and the history preflight filter by history.task_types)
-    from hindsight.envs.alfworld_gen import type_counts
+    from memtrials.envs.alfworld.gen import type_counts
 
     train = type_counts(sizes)["train"]
     assert sum(train.values()) == sizes["train"] and max(train.values()) - min(train.values()) <= 1
@@ -169,7 +169,7 @@ def test_calibrator_source_tasks_are_checked_before_any_job():
 
 
 def _check(args: list[str], capsys) -> tuple[int, str]:
-    from hindsight.__main__ import main
+    from memtrials.__main__ import main
 
     rc = main(["config", "check", *args])
     return rc, capsys.readouterr().err

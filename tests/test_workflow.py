@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hindsight.testing import LoopbackServer, loopback_endpoint
+from memtrials.testing import LoopbackServer, loopback_endpoint
 from tests.conftest import REPO, base_config, failure_text
 from tests.conftest import run_snakemake as snakemake
 
-SECRET = "sk-hindsight-DUMMY-SECRET-0123456789abcdef"
+SECRET = "sk-memtrials-DUMMY-SECRET-0123456789abcdef"
 
 
 def loop_overlay(workdir: Path, name: str = "loop") -> Path:
@@ -52,23 +52,23 @@ def test_malformed_config_fails_before_any_job(workflow_copy):
 
 def test_unset_key_fails_before_any_study_call(workflow_copy):
     with LoopbackServer() as srv:
-        entry = loopback_endpoint(srv, api_key_env="HINDSIGHT_UNSET_KEY")
-        os.environ.pop("HINDSIGHT_UNSET_KEY", None)
+        entry = loopback_endpoint(srv, api_key_env="MEMTRIALS_UNSET_KEY")
+        os.environ.pop("MEMTRIALS_UNSET_KEY", None)
         (workflow_copy / "models.yaml").write_text(registry(entry))
         overlay = loop_overlay(workflow_copy)
         out = snakemake(workflow_copy, "--configfile", str(overlay), "--", "results/smoke/loop.parquet",
-                        env={"HINDSIGHT_UNSET_KEY": ""})
+                        env={"MEMTRIALS_UNSET_KEY": ""})
         assert out.returncode != 0
-        assert "HINDSIGHT_UNSET_KEY, which is not set. Fix: export HINDSIGHT_UNSET_KEY=" in out.stderr + out.stdout
+        assert "MEMTRIALS_UNSET_KEY, which is not set. Fix: export MEMTRIALS_UNSET_KEY=" in out.stderr + out.stdout
         assert srv.stats.requests == 0
 
 
 def test_smoke_run_records_and_no_key_leaks(workflow_copy):
     with LoopbackServer(policy={"script": ["Paris"]}) as srv:
-        entry = loopback_endpoint(srv, api_key_env="HINDSIGHT_DUMMY_KEY", price=(1.0, 2.0))
+        entry = loopback_endpoint(srv, api_key_env="MEMTRIALS_DUMMY_KEY", price=(1.0, 2.0))
         (workflow_copy / "models.yaml").write_text(registry(entry))
         overlay = loop_overlay(workflow_copy)
-        env = {"HINDSIGHT_DUMMY_KEY": SECRET}
+        env = {"MEMTRIALS_DUMMY_KEY": SECRET}
         out = snakemake(workflow_copy, "--configfile", str(overlay), "--", "results/smoke/loop.parquet", env=env)
         assert out.returncode == 0, failure_text(out)
         import pandas as pd

@@ -19,8 +19,8 @@ TASKS = ["find-non-living-thing:0", "lifespan-longest-lived:0", "identify-life-s
 
 
 def specs(n: int = 6, max_actions: int = 2):
-    from hindsight.agent.runner import EpisodeSpec
-    from hindsight.studies.history.design import actor_settings
+    from memtrials.agent.runner import EpisodeSpec
+    from memtrials.studies.history.design import actor_settings
 
     s = actor_settings("loop", "raw", {"mode": "choice", "max_actions": max_actions, "max_output_tokens": 32,
                                        "max_listed_actions": 5})
@@ -28,12 +28,12 @@ def specs(n: int = 6, max_actions: int = 2):
 
 
 async def run(cfg: dict, out: Path, batch: int, n: int = 6) -> None:
-    from hindsight.agent.prompts import HistoryPrompts
-    from hindsight.agent.runner import Runner, write_episodes
-    from hindsight.envs.pool import EnvPool, env_factory
-    from hindsight.llm import open_client
-    from hindsight.memory.lessons import LessonLog
-    from hindsight.memory.snapshot import write_snapshot
+    from memtrials.agent.prompts import HistoryPrompts
+    from memtrials.agent.runner import Runner, write_episodes
+    from memtrials.envs.pool import EnvPool, env_factory
+    from memtrials.llm import open_client
+    from memtrials.memory.lessons import LessonLog
+    from memtrials.memory.snapshot import write_snapshot
 
     memory = LessonLog("loop", MEMORY_PROMPTS, max_tokens=24)
     sp = specs(n)

@@ -1,4 +1,4 @@
-"""The action listing (hindsight.agent.listing): the seeded sample, the ranked and the best-first listing."""
+"""The action listing (memtrials.agent.listing): the seeded sample, the ranked and the best-first listing."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-from hindsight.agent import listing as L
-from hindsight.agent.actor import ActorSettings, listed_actions
+from memtrials.agent import listing as L
+from memtrials.agent.actor import ActorSettings, listed_actions
 
 ALF = ("go to cabinet 1", "go to cabinet 2", "go to drawer 1", "go to drawer 2", "go to sidetable 1",
        "go to shelf 1", "go to garbagecan 1", "go to countertop 1", "go to desk 1", "go to bed 1",

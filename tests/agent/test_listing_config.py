@@ -10,10 +10,10 @@ import os
 import pytest
 import yaml
 
-from hindsight.config import ConfigError, check_config
-from hindsight.studies.antipersist.design import actor_settings as antipersist_actor
-from hindsight.studies.history.design import actor_settings as history_actor
-from hindsight.studies.playbook.design import actor_settings as playbook_actor
+from memtrials.config import ConfigError, check_config
+from memtrials.studies.antipersist.design import actor_settings as antipersist_actor
+from memtrials.studies.history.design import actor_settings as history_actor
+from memtrials.studies.playbook.design import actor_settings as playbook_actor
 from tests.conftest import REPO, base_config
 
 SECTIONS = ("history", "playbook", "antipersist")

@@ -19,10 +19,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from hindsight.llm import read_records
-from hindsight.memory.lessons import LessonLog
-from hindsight.memory.snapshot import SnapshotError, read_snapshot, restore, write_snapshot
-from hindsight.testing import Faults
+from memtrials.llm import read_records
+from memtrials.memory.lessons import LessonLog
+from memtrials.memory.snapshot import SnapshotError, read_snapshot, restore, write_snapshot
+from memtrials.testing import Faults
 
 from .stream_cell import MEMORY_PROMPTS, run, specs
 
@@ -31,7 +31,7 @@ LESSON_SYSTEM = "You keep a short list of lessons"
 
 def policy(body):
     """Lesson requests get a lesson naming the episode's task; actors the first listed action."""
-    from hindsight.testing.policies import make_policy
+    from memtrials.testing.policies import make_policy
 
     msgs = body.get("messages") or []
     if msgs and msgs[0].get("content", "").startswith(LESSON_SYSTEM):
@@ -80,10 +80,10 @@ def test_stream_episode_k_sees_exactly_the_updates_of_earlier_batches(loopback, 
 
 @pytest.mark.slow
 def test_concurrent_episodes_all_see_the_same_frozen_snapshot(loopback, make_config, tmp_path):
-    from hindsight.agent.prompts import HistoryPrompts
-    from hindsight.agent.runner import Runner
-    from hindsight.envs.pool import EnvPool, env_factory
-    from hindsight.llm import open_client
+    from memtrials.agent.prompts import HistoryPrompts
+    from memtrials.agent.runner import Runner
+    from memtrials.envs.pool import EnvPool, env_factory
+    from memtrials.llm import open_client
 
     from .stream_cell import PROMPTS
 
@@ -137,7 +137,7 @@ def _stream_proc(cfg: dict, out: Path, batch: int) -> list[str]:
 
 @pytest.mark.slow
 def test_kill_9_mid_stream_resumes_from_the_last_checkpoint(loopback, make_config, tmp_path):
-    from hindsight.llm.cache import Cache
+    from memtrials.llm.cache.sqlite import Cache
 
     srv = loopback(policy=policy, faults=Faults(latency_s=0.05))
     cfg = make_config(srv, cache_dir=tmp_path / "cache")
@@ -187,9 +187,9 @@ def test_memory_declared_columns_are_recorded_per_step_and_episode(loopback, mak
     step); the runner writes them beside the served lesson ids, with the declared types."""
     import pyarrow as pa
 
-    from hindsight.memory.base import Lesson, MemoryBlock, StaticEpisode
-    from hindsight.studies.history.design import actor_settings
-    from hindsight.studies.history.rollouts import rollout_cell
+    from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode
+    from memtrials.studies.history.design import actor_settings
+    from memtrials.studies.history.rollouts import rollout_cell
 
     from .stream_cell import PROMPTS, TASKS
 
@@ -226,7 +226,7 @@ def test_memory_declared_columns_are_recorded_per_step_and_episode(loopback, mak
 def test_top_k_retrieval_plants_a_match_and_breaks_ties_by_order():
     import numpy as np
 
-    from hindsight.memory.retrieval import top_k
+    from memtrials.memory.retrieval import top_k
 
     rng = np.random.default_rng(0)
     keys = rng.normal(size=(50, 8))
@@ -244,10 +244,10 @@ def test_top_k_view_retrieves_through_the_embedder_and_records_it(loopback, tmp_
 
     import yaml
 
-    from hindsight.llm import open_client
-    from hindsight.memory.base import Lesson, TaskContext
-    from hindsight.memory.retrieval import TopKView
-    from hindsight.testing import loopback_embed_endpoint, loopback_endpoint
+    from memtrials.llm import open_client
+    from memtrials.memory.base import Lesson, TaskContext
+    from memtrials.memory.retrieval import TopKView
+    from memtrials.testing import loopback_embed_endpoint, loopback_endpoint
     from tests.conftest import base_config
 
     srv = loopback()

@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from hindsight.testing import loopback_embed_endpoint, loopback_endpoint
-from hindsight.testing.policies import make_policy
+from memtrials.testing import loopback_embed_endpoint, loopback_endpoint
+from memtrials.testing.policies import make_policy
 
 REPO = Path(__file__).resolve().parents[2]
 TYPES = ["find-non-living-thing", "lifespan-longest-lived", "identify-life-stages-1"]

@@ -1,6 +1,6 @@
 """A training job for the tests: ``python stream_job.py CONFIG.json OUT_DIR DESIGN [eval]``.
 
-Plays :func:`hindsight.studies.antipersist.train.train_stream` on the ScienceWorld test
+Plays :func:`memtrials.studies.antipersist.train.train_stream` on the ScienceWorld test
 table (``OUT_DIR/tasks.parquet``) and writes its outputs into OUT_DIR; with ``eval``, also
 the frozen evaluation of the final memory.
 """
@@ -17,8 +17,8 @@ sys.path.insert(0, str(REPO))
 
 
 async def main(cfg: dict, out: Path, design: str, with_eval: bool) -> None:
-    from hindsight.studies.antipersist.evaluate import evaluate
-    from hindsight.studies.antipersist.train import train_stream
+    from memtrials.studies.antipersist.evaluate import evaluate
+    from memtrials.studies.antipersist.train import train_stream
     from tests.antipersist.helpers import cell
 
     c = cell(design, **cfg.pop("_cell", {}))

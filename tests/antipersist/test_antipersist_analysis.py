@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hindsight.studies.antipersist import analysis
+from memtrials.studies.antipersist import analysis
 
 
 def episodes(rates, seeds=3, n=400, rng=None, phase="eval"):
@@ -60,7 +60,7 @@ def test_calls_rounds_and_mode_shares():
 
 
 def test_parse_failures_are_counted_in_every_store():
-    from hindsight.studies.antipersist.play import parse_failures
+    from memtrials.studies.antipersist.play import parse_failures
 
     state = {"rejected": [{"call_id": "a"}], "abstraction": {"rejected": [{"call_id": "b"}, {"call_id": "c"}]},
              "rules": [{"rejected": []}], "settings": {"k": 5}}

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from hindsight.config import ConfigError, check_config, merge
-from hindsight.studies.antipersist.design import DESIGNS, sweep_of, training_order
-from hindsight.studies.antipersist.memories import selector_settings
-from hindsight.studies.antipersist.workflow import AntipersistWorkflow
+from memtrials.config import ConfigError, check_config, merge
+from memtrials.studies.antipersist.design import DESIGNS, sweep_of, training_order
+from memtrials.studies.antipersist.memories import selector_settings
+from memtrials.studies.antipersist.workflow import AntipersistWorkflow
 from tests.conftest import REPO, base_config, run_snakemake
 
 

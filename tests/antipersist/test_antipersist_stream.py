@@ -16,9 +16,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hindsight.llm import read_records
-from hindsight.memory.snapshot import read_snapshot
-from hindsight.testing import Faults
+from memtrials.llm import read_records
+from memtrials.memory.snapshot import read_snapshot
+from memtrials.testing import Faults
 from tests.conftest import base_config
 
 from .helpers import job_config, policy, task_table
@@ -80,7 +80,7 @@ def test_reflexion_stream_serves_in_order_and_evaluation_is_frozen(loopback, tmp
 
 @pytest.mark.slow
 def test_kill_9_mid_stream_then_rerun(loopback, tmp_path):
-    from hindsight.llm.cache import Cache
+    from memtrials.llm.cache.sqlite import Cache
 
     srv = loopback(policy=policy, embed_dim=32, faults=Faults(latency_s=0.05))
     out, cache_dir = tmp_path / "run", tmp_path / "cache"

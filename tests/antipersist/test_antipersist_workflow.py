@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hindsight.testing import LoopbackServer, loopback_embed_endpoint, loopback_endpoint
+from memtrials.testing import LoopbackServer, loopback_embed_endpoint, loopback_endpoint
 from tests.conftest import REPO, base_config, run_snakemake
 
 from .helpers import policy, task_table

@@ -12,10 +12,10 @@ import re
 import pandas as pd
 import pytest
 
-from hindsight.llm import read_records
-from hindsight.studies.history.calibrator.rollouts import calibrator_rollouts, calibrator_settings
-from hindsight.studies.history.design import actor_settings, episode_seed
-from hindsight.studies.history.rollouts import rollout_cell
+from memtrials.llm import read_records
+from memtrials.studies.history.calibrator.rollouts import calibrator_rollouts, calibrator_settings
+from memtrials.studies.history.design import actor_settings, episode_seed
+from memtrials.studies.history.rollouts import rollout_cell
 from tests.conftest import REPO
 
 TASK = "find-non-living-thing:0"
@@ -39,7 +39,7 @@ def policy(body) -> str:
 
 @pytest.fixture(scope="module")
 def engine():
-    from hindsight.envs.scienceworld import ScienceWorldEnv
+    from memtrials.envs.scienceworld.env import ScienceWorldEnv
 
     env = ScienceWorldEnv()
     yield env
@@ -107,7 +107,7 @@ def test_calibrator_experience_beside_its_transition_persists_and_noupdate_chang
         assert "Experience derived" not in text
 
     # the joint actor's data (section 6.4 / G.3) from these rollouts, treated as successful
-    from hindsight.studies.history.calibrator.joint import write_joint_data
+    from memtrials.studies.history.calibrator.joint import write_joint_data
 
     for paths in (out, raw):
         e = pd.read_parquet(paths["ep"])

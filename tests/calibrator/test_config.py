@@ -8,8 +8,8 @@ import copy
 import pytest
 import yaml
 
-from hindsight.config import ConfigError, check_config, merge
-from hindsight.studies.history.calibrator.workflow import CalibratorWorkflow
+from memtrials.config import ConfigError, check_config, merge
+from memtrials.studies.history.calibrator.workflow import CalibratorWorkflow
 from tests.conftest import REPO, base_config
 
 
@@ -67,7 +67,7 @@ def test_paper_preset_has_the_papers_roles_actors_and_recipe():
         "raw": [f"results/calibrator/sources/gpt-5.6-sol/{e}.parquet" for e in w.rollout_envs]}
     assert w.c["joint"]["reply"] == "free"   # the trained joint actor writes its own block
     sft = w.report_inputs()["sft"]
-    assert "results/calibrator/sft/joint-seed4/hindsight-sft.json" in sft and len(sft) == 2 + 10
+    assert "results/calibrator/sft/joint-seed4/memtrials-sft.json" in sft and len(sft) == 2 + 10
     for arm in ("joint", "action_only"):   # every seed's endpoint is declared as its own seed's checkpoint
         assert [w.c["trained_endpoints"][e] for e in w.joint_actors[arm]] == \
             [f"results/calibrator/sft/{arm}-seed{k}" for k in range(5)]

@@ -10,9 +10,9 @@ from collections import Counter
 import pandas as pd
 import pytest
 
-from hindsight.agent.records import table
-from hindsight.studies.history.calibrator.contexts import Context, eligible, sample_contexts
-from hindsight.studies.history.calibrator.schemas import CONTEXT_SCHEMA
+from memtrials.agent.records import table
+from memtrials.studies.history.calibrator.contexts import Context, eligible, sample_contexts
+from memtrials.studies.history.calibrator.schemas import CONTEXT_SCHEMA
 
 
 def cell(model: str, env: str, n_eps: int, n_steps: int, listed: bool = True, won_last: bool = False):

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from hindsight.studies.history.calibrator.leakage import leaks, task_pairs
-from hindsight.testing import LoopbackServer, loopback_endpoint
+from memtrials.studies.history.calibrator.leakage import leaks, task_pairs
+from memtrials.testing import LoopbackServer, loopback_endpoint
 from tests.conftest import REPO, run_snakemake, failure_text
 
 TYPES = ("find-non-living-thing", "lifespan-longest-lived", "lifespan-shortest-lived")   # every default type

@@ -14,11 +14,11 @@ import re
 import pandas as pd
 import pytest
 
-from hindsight.agent.actor import ActorSettings
-from hindsight.agent.parse import parse_calibration, parse_joint
-from hindsight.agent.views import Entry
-from hindsight.llm import read_records
-from hindsight.studies.history.calibrator.jointactor import actor_prompt, arm_settings, joint_rollouts, load_prompts
+from memtrials.agent.actor import ActorSettings
+from memtrials.agent.parse import parse_calibration, parse_joint
+from memtrials.agent.views import Entry
+from memtrials.llm import read_records
+from memtrials.studies.history.calibrator.jointactor import actor_prompt, arm_settings, joint_rollouts, load_prompts
 from tests.calibrator.test_calibrator_rollouts import TASK, _Kept
 from tests.conftest import REPO
 
@@ -75,7 +75,7 @@ def action_policy(body) -> str:
 
 @pytest.fixture(scope="module")
 def engine():
-    from hindsight.envs.scienceworld import ScienceWorldEnv
+    from memtrials.envs.scienceworld.env import ScienceWorldEnv
 
     env = ScienceWorldEnv()
     yield env
@@ -151,7 +151,7 @@ def test_action_only_rollout_keeps_the_raw_history(loopback, make_config, tmp_pa
 
 
 def test_the_joint_grammar_admits_only_valid_blocks_and_listed_actions():
-    from hindsight.llm.structured import gbnf_joint
+    from memtrials.llm.structured import gbnf_joint
 
     g = gbnf_joint(["look around", 'open door to "hall"'], 40)
     assert not g.startswith("root ::=")             # never read as a plain choice list

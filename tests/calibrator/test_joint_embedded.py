@@ -11,8 +11,8 @@ import json
 import pandas as pd
 import pytest
 
-from hindsight.agent.parse import parse_joint
-from hindsight.studies.history.calibrator.jointactor import joint_rollouts
+from memtrials.agent.parse import parse_joint
+from memtrials.studies.history.calibrator.jointactor import joint_rollouts
 from tests.calibrator.test_joint_actor import CP, HP, TASK
 from tests.conftest import embedded_config
 

@@ -13,17 +13,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hindsight.agent.prompts import parse_review
-from hindsight.agent.records import table
-from hindsight.agent.views import Entry
-from hindsight.files import write_parquet
-from hindsight.llm import read_records
-from hindsight.studies.history.calibrator import dataset, labels
-from hindsight.studies.history.calibrator.compare import compare_stage
-from hindsight.studies.history.calibrator.contexts import Context
-from hindsight.studies.history.calibrator.generate import generate_stage
-from hindsight.studies.history.calibrator.schemas import CONTEXT_SCHEMA
-from hindsight.studies.history.calibrator.screen import screen_stage
+from memtrials.agent.prompts import parse_review
+from memtrials.agent.records import table
+from memtrials.agent.views import Entry
+from memtrials.io import write_parquet
+from memtrials.llm import read_records
+from memtrials.studies.history.calibrator import dataset, labels
+from memtrials.studies.history.calibrator.compare import compare_stage
+from memtrials.studies.history.calibrator.contexts import Context
+from memtrials.studies.history.calibrator.generate import generate_stage
+from memtrials.studies.history.calibrator.schemas import CONTEXT_SCHEMA
+from memtrials.studies.history.calibrator.screen import screen_stage
 
 REPO = Path(__file__).resolve().parents[2]
 HP = str(REPO / "config/prompts/history")

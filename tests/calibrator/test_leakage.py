@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pytest
 
-from hindsight.studies.history.calibrator.leakage import check_disjoint, leaks
+from memtrials.studies.history.calibrator.leakage import check_disjoint, leaks
 
 
 def _jsonl(path, pairs):
@@ -50,7 +50,7 @@ def test_a_training_file_without_task_ids_is_refused(tmp_path):
 
 
 def test_training_tasks_are_of_the_evaluation_types_and_never_an_evaluation_task(tmp_path):
-    from hindsight.studies.history.calibrator.rollouts import training_tasks
+    from memtrials.studies.history.calibrator.rollouts import training_tasks
 
     rows = [(f"{t}:{v}", split, t) for t in ("a", "b", "c") for v, split in ((0, "test"), (1, "train"), (2, "train"))]
     path = tmp_path / "tasks.parquet"

@@ -9,8 +9,8 @@ import json
 import re
 from pathlib import Path
 
-from hindsight.studies.history.calibrator.labels import target_text
-from hindsight.studies.history.calibrator.prompts import PROMPT_FILES, CalibratorPrompts
+from memtrials.studies.history.calibrator.labels import target_text
+from memtrials.studies.history.calibrator.prompts import PROMPT_FILES, CalibratorPrompts
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDER = REPO / "config/prompts/history/calibrator"
@@ -47,7 +47,7 @@ def test_sft_targets_are_the_two_outputs_the_paper_prints():
 def test_joint_calibration_block_is_the_g3_form():
     # G.3: 'either <calibration>{"decision":"NOUPDATE", "experience":null}</calibration> or a
     # CALIBRATE decision with an experience string' (braces lost in the paper's text copy)
-    from hindsight.studies.history.calibrator.joint import calibration_block
+    from memtrials.studies.history.calibrator.joint import calibration_block
 
     paper = re.sub(r"\s+", "", (REPO / "tests/calibrator/data/paper_g3.txt").read_text())
     block = calibration_block("NOUPDATE", None)

@@ -10,11 +10,11 @@ import json
 import numpy as np
 import pandas as pd
 
-from hindsight.agent.records import table
-from hindsight.files import write_parquet
-from hindsight.studies.history.calibrator.dataset import DATASET_SCHEMA
-from hindsight.studies.history.calibrator.report import next_action_rates, success_rows, write_report
-from hindsight.studies.history.calibrator.schemas import LABEL_SCHEMA
+from memtrials.agent.records import table
+from memtrials.io import write_parquet
+from memtrials.studies.history.calibrator.dataset import DATASET_SCHEMA
+from memtrials.studies.history.calibrator.report import next_action_rates, success_rows, write_report
+from memtrials.studies.history.calibrator.schemas import LABEL_SCHEMA
 
 
 def pairs(rng, n: int, p_win: float, p_loss: float) -> pd.DataFrame:
@@ -87,7 +87,7 @@ def test_report_labels_the_calibrator_rows_and_counts_the_labels(tmp_path):
 
 
 def test_history_continuation_tables_name_a_trained_calibrator():
-    from hindsight.studies.history.report import continuation_labels
+    from memtrials.studies.history.report import continuation_labels
 
     cont = pd.DataFrame({"condition": ["raw", "calibrator", "calibrator-chat"], "calibrator": [None, "cal", "cal"]})
     labels, note = continuation_labels(cont, trained=["cal"])
@@ -98,7 +98,7 @@ def test_history_continuation_tables_name_a_trained_calibrator():
 
 
 def test_figure9_recovers_planted_seed_means_and_spread_and_a_null():
-    from hindsight.studies.history.calibrator.report import arm_rows
+    from memtrials.studies.history.calibrator.report import arm_rows
 
     rng = np.random.default_rng(1)
 
@@ -119,19 +119,19 @@ def test_figure9_recovers_planted_seed_means_and_spread_and_a_null():
 
 
 def _fake_checkpoint(folder, dataset):
-    from hindsight.studies.history.calibrator.rollouts import checkpoint_digest
+    from memtrials.studies.history.calibrator.rollouts import checkpoint_digest
 
     ck = folder / "checkpoint"
     ck.mkdir(parents=True)
     (ck / "model.safetensors").write_bytes(b"weights")
-    (folder / "hindsight-sft.json").write_text(json.dumps({
+    (folder / "memtrials-sft.json").write_text(json.dumps({
         "trained_by": "calibrator_sft", "checkpoint": "checkpoint", "digest": checkpoint_digest(ck),
         "dataset": f"results/calibrator/dataset/{dataset}.jsonl"}))
     return str(folder)
 
 
 def test_table9_success_and_figure9_label_their_endpoints(tmp_path):
-    from hindsight.studies.history.calibrator.report import _ablation_and_joint, ablation_caption
+    from memtrials.studies.history.calibrator.report import _ablation_and_joint, ablation_caption
 
     def ep(path, model, won):
         pd.DataFrame({"model": model, "env": ["x"] * len(won), "won": won}).to_parquet(path)
@@ -155,7 +155,7 @@ def test_table9_success_and_figure9_label_their_endpoints(tmp_path):
     # two trained checkpoints: no stand-in; one trained on the other variant's labels is named
     declared = {"cal": _fake_checkpoint(tmp_path / "ck_full", "full"),
                 "cal-so": _fake_checkpoint(tmp_path / "ck_so", "full")}
-    from hindsight.studies.history.calibrator.rollouts import trained_endpoints
+    from memtrials.studies.history.calibrator.rollouts import trained_endpoints
 
     ok = trained_endpoints(declared)
     cap = ablation_caption({"full": "cal", "screen_only": "cal-so"}, declared, ok)

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.agent.prompts import HistoryPrompts
-from hindsight.agent.views import Entry
-from hindsight.studies.history.calibrator.contexts import Context
-from hindsight.studies.history.calibrator.labels import target_text
-from hindsight.studies.history.calibrator.rollouts import calibrator_label, checkpoint_digest, trained_endpoints
+from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.views import Entry
+from memtrials.studies.history.calibrator.contexts import Context
+from memtrials.studies.history.calibrator.labels import target_text
+from memtrials.studies.history.calibrator.rollouts import calibrator_label, checkpoint_digest, trained_endpoints
 from tests.conftest import REPO, base_config
 
 PY = REPO / ".venv-train" / "bin" / "python"
-PKG = REPO / "src/hindsight/studies/history/calibrator"
+PKG = REPO / "src/memtrials/studies/history/calibrator"
 
 
 def _dataset(path: Path) -> None:
@@ -63,7 +63,7 @@ def test_sft_recipe_on_a_tiny_qwen3_loss_decreases_and_the_checkpoint_loads(tmp_
     out = tmp_path / "sft"
     _run(str(PKG / "sft.py"), "--recipe", str(tmp_path / "tiny/recipe.json"), "--dataset", str(data),
          "--out", str(out))
-    man = json.loads((out / "hindsight-sft.json").read_text())
+    man = json.loads((out / "memtrials-sft.json").read_text())
     losses = [x["loss"] for x in man["losses"]]
     assert man["examples"] == 12 and len(losses) == 9          # 3 epochs x 3 steps
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.1, losses

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from hindsight.curation.blocks import BLOCKS_SCHEMA, _number_by_first_lesson, cluster_blocks
+from memtrials.curation.blocks import BLOCKS_SCHEMA, _number_by_first_lesson, cluster_blocks
 
 
 def planted(seed: int = 0, k: int = 4, per: int = 6, d: int = 32, noise: float = 0.05):

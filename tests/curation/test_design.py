@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 from scipy import stats as st
 
-from hindsight.curation.blocks import cluster_blocks
-from hindsight.curation.design import (
+from memtrials.curation.blocks import cluster_blocks
+from memtrials.curation.design import (
     DESIGN_COLUMNS, block_columns, choice_episodes, design_schema, inclusion_matrix, practice_episode,
     practice_round, served_lessons, write_design,
 )

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hindsight import sources
-from hindsight.curation.design import inclusion_matrix, practice_round
-from hindsight.curation.estimate import ESTIMATES_SCHEMA, block_estimates
-from hindsight.curation.select import curate
+from memtrials.pipeline import codesets as sources
+from memtrials.curation.design import inclusion_matrix, practice_round
+from memtrials.curation.estimate import ESTIMATES_SCHEMA, block_estimates
+from memtrials.curation.selection import curate
 
 TASKS = [f"t{k}" for k in range(10)]
 
@@ -48,9 +48,9 @@ def test_scores_must_match_the_rounds_episodes():
 
 
 @pytest.mark.parametrize("module,forbidden", [
-    ("hindsight.curation", ("hindsight.llm", "hindsight.agent", "hindsight.studies", "hindsight.memory",
-                            "hindsight.envs", "hindsight.config")),
-    ("hindsight.stats.inclusion", ("hindsight.curation", "hindsight.llm", "hindsight.studies")),
+    ("memtrials.curation", ("memtrials.llm", "memtrials.agent", "memtrials.studies", "memtrials.memory",
+                            "memtrials.envs", "memtrials.config")),
+    ("memtrials.stats.inclusion", ("memtrials.curation", "memtrials.llm", "memtrials.studies")),
 ])
 def test_curation_stays_below_the_model_and_agent_layers(module, forbidden):
     reached = [m for m in sources.closure([module]) if any(m == f or m.startswith(f + ".") for f in forbidden)]

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hindsight.curation.select import best_full_candidates, choose, curate, rbc_candidates
+from memtrials.curation.selection import best_full_candidates, choose, curate, rbc_candidates
 
 
 def test_cap_is_respected_exactly_and_the_set_is_maximal():

@@ -16,7 +16,7 @@ SMALL_SIZES = {"train": 4, "practice": 1, "eval": 1}  # one game of each of the 
 
 @pytest.fixture(scope="session")
 def sw_env():
-    from hindsight.envs.scienceworld import ScienceWorldEnv
+    from memtrials.envs.scienceworld.env import ScienceWorldEnv
 
     env = ScienceWorldEnv()
     yield env
@@ -26,7 +26,7 @@ def sw_env():
 @pytest.fixture(scope="session")
 def alf_games(tmp_path_factory):
     """A small generated ALFWorld game set: (root, records)."""
-    from hindsight.envs.alfworld_gen import generate
+    from memtrials.envs.alfworld.gen import generate
 
     root = tmp_path_factory.mktemp("alfworld") / "games"
     records = generate(root, seed=0, sizes=SMALL_SIZES, workers=2)
@@ -35,7 +35,7 @@ def alf_games(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def alf_env(alf_games):
-    from hindsight.envs.alfworld import AlfworldEnv
+    from memtrials.envs.alfworld.env import AlfworldEnv
 
     env = AlfworldEnv(root=alf_games[0])
     yield env
@@ -67,7 +67,7 @@ def restore_in_fresh_process(name: str, options: dict, task_id: str, actions, te
                                 "actions": list(actions), "expected": list(texts)}))
     code = (
         "import json,sys\n"
-        "from hindsight.envs import make_env\n"
+        "from memtrials.envs import make_env\n"
         "s=json.load(open(sys.argv[1]))\n"
         "env=make_env(s['name'],**s['options'])\n"
         "obs=env.restore(s['task_id'],s['actions'],s['expected'])\n"

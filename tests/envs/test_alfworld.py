@@ -7,12 +7,12 @@ import shutil
 
 import pytest
 
-from hindsight.envs.scripted import GoldAgent, RandomAgent, run_episode
-from hindsight.envs.alfworld import AlfworldEnv, game_dirs, task_rows
-from hindsight.envs.alfworld_gen import GameSpec, build_problem, plan_specs
-from hindsight.envs.alfworld_scenes import TASK_TYPES
-from hindsight.envs.base import RestoreMismatch
-from hindsight.envs.tasks import check_disjoint, make_table, sample_tasks
+from memtrials.envs.scripted import GoldAgent, RandomAgent, run_episode
+from memtrials.envs.alfworld.env import AlfworldEnv, game_dirs, task_rows
+from memtrials.envs.alfworld.gen import GameSpec, build_problem, plan_specs
+from memtrials.envs.alfworld.scenes import TASK_TYPES
+from memtrials.envs.base import RestoreMismatch
+from memtrials.envs.tasks import check_disjoint, make_table, sample_tasks
 from tests.envs.conftest import SMALL_SIZES, random_prefix, restore_in_fresh_process
 
 pytestmark = pytest.mark.slow
@@ -33,11 +33,11 @@ def test_plan_puts_all_six_task_types_in_every_split():
 
 
 def test_the_games_per_type_are_the_plans_quotas_known_before_generation():
-    """hindsight.envs.catalog counts a split's games of given types before any game exists
+    """memtrials.envs.catalog counts a split's games of given types before any game exists
     (the config checks): the plan for the default's sizes meets alfworld_gen.type_counts."""
     from collections import Counter
 
-    from hindsight.envs.alfworld_gen import type_counts
+    from memtrials.envs.alfworld.gen import type_counts
     from tests.conftest import base_config
 
     for sizes in (SMALL_SIZES, base_config()["envs"]["alfworld"]["sizes"], {"train": 7, "practice": 5, "eval": 11}):

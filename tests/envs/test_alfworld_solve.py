@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from hindsight.envs import alfworld_solve
-from hindsight.envs.alfworld_gen import write_game
+from memtrials.envs.alfworld import solve as alfworld_solve
+from memtrials.envs.alfworld.gen import write_game
 
 pytestmark = pytest.mark.slow
 

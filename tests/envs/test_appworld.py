@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from hindsight.envs.scripted import RandomAgent, run_episode
-from hindsight.envs.base import RestoreMismatch
-from hindsight.envs.tasks import make_table, sample_tasks
-from hindsight.envs.appworld_manifest import MANIFEST, load_manifest
+from memtrials.envs.scripted import RandomAgent, run_episode
+from memtrials.envs.base import RestoreMismatch
+from memtrials.envs.tasks import make_table, sample_tasks
+from memtrials.envs.appworld.manifest import MANIFEST, load_manifest
 from tests.envs.conftest import REPO, restore_in_fresh_process
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,7 @@ def aw_build(tmp_path_factory):
     manifest["tasks"][TAMPERED] = dict(manifest["tasks"][TAMPERED], digest="0" * 64)
     (root.parent / "verification.json").write_text(json.dumps(manifest))
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-    code = ("import dataclasses, json, sys; from hindsight.envs.appworld_data import build_root; "
+    code = ("import dataclasses, json, sys; from memtrials.envs.appworld.data import build_root; "
             "m = json.load(open(sys.argv[2])); "
             "r = build_root(sys.argv[1], seed=0, max_variants=1, workers=2, verified=m, sample=1); "
             "open(sys.argv[3], 'w').write(json.dumps(dataclasses.asdict(r)))")
@@ -51,8 +51,8 @@ def aw_root(aw_build):
 
 @pytest.fixture(scope="module")
 def aw_env(aw_root):
-    from hindsight.envs import make_env
-    from hindsight.envs.procenv import ProcessEnv
+    from memtrials.envs import make_env
+    from memtrials.envs.process.child import ProcessEnv
 
     env = make_env("appworld", root=aw_root)  # in a child process by default: no world opens here
     assert isinstance(env, ProcessEnv)
@@ -62,13 +62,13 @@ def aw_env(aw_root):
 
 @pytest.fixture(scope="module")
 def aw_table(aw_root):
-    from hindsight.envs.appworld import task_rows
+    from memtrials.envs.appworld.env import task_rows
 
     return make_table("appworld", task_rows(aw_root))
 
 
 def test_task_set_size_apps_answers_and_splits(aw_table, aw_build):
-    from hindsight.envs.appworld_tasks import FAMILIES
+    from memtrials.envs.appworld.tasks import FAMILIES
 
     details = [json.loads(d) for d in aw_table["detail"]]
     assert len(aw_table) == len(FAMILIES) >= 30  # one variant of every family
@@ -89,8 +89,8 @@ def test_manifest_covers_every_task_and_matches_the_built_sources(aw_build):
     """The checked-in manifest lists every authored task with AppWorld's evaluator passing its
     solution and failing its bare completion; the digests of what this build wrote (variant 1
     of every family, the base world) equal the manifest's, under the installed AppWorld."""
-    from hindsight.envs.appworld_tasks import task_specs
-    from hindsight.envs.appworld_manifest import appworld_version
+    from memtrials.envs.appworld.tasks import task_specs
+    from memtrials.envs.appworld.manifest import appworld_version
 
     manifest = load_manifest(REPO / MANIFEST)
     specs = task_specs(0)
@@ -101,7 +101,7 @@ def test_manifest_covers_every_task_and_matches_the_built_sources(aw_build):
     assert built["world_digest"] == manifest["world_digest"], "base world changed: remake the manifest"
     stale = [r["task_id"] for r in built["rows"]
              if r["task_id"] != TAMPERED and r["digest"] != manifest["tasks"][r["task_id"]]["digest"]]
-    assert not stale, f"tasks changed since the manifest was made: {stale}; remake it (hindsight.envs.appworld_verify)"
+    assert not stale, f"tasks changed since the manifest was made: {stale}; remake it (memtrials.envs.appworld.verify)"
     for task_id, e in manifest["tasks"].items():
         assert e["ok"] and e["solution_passed"] and not e["noop_passed"], task_id
         assert e["num_tests"] == len(e["solution_tests"]) == len(e["noop_tests"]) >= 3, task_id
@@ -110,7 +110,7 @@ def test_manifest_covers_every_task_and_matches_the_built_sources(aw_build):
 
 
 def test_build_reverifies_changed_and_sampled_tasks_and_agrees_with_the_manifest(aw_build):
-    from hindsight.envs.appworld_manifest import sample_per_split
+    from memtrials.envs.appworld.manifest import sample_per_split
 
     manifest = load_manifest(REPO / MANIFEST)
     built = aw_build[1]
@@ -128,7 +128,7 @@ def test_build_reverifies_changed_and_sampled_tasks_and_agrees_with_the_manifest
 
 
 def test_stale_tasks_follow_digest_version_seed_and_world():
-    from hindsight.envs.appworld_manifest import appworld_version, stale_tasks
+    from memtrials.envs.appworld.manifest import appworld_version, stale_tasks
 
     manifest = {"appworld": appworld_version(), "seed": 0, "world_digest": "w",
                 "tasks": {"a": {"digest": "1", "ok": True}, "b": {"digest": "2", "ok": True},
@@ -145,7 +145,7 @@ def test_stale_tasks_follow_digest_version_seed_and_world():
 def test_full_task_set_sizes_and_disjoint_families():
     from collections import Counter
 
-    from hindsight.envs.appworld_tasks import FAMILIES, task_specs
+    from memtrials.envs.appworld.tasks import FAMILIES, task_specs
 
     specs = task_specs(0)
     sizes = Counter(s.split for s in specs)
@@ -239,7 +239,7 @@ def test_restore_after_random_prefix_same_and_fresh_process(aw_env, aw_root, tmp
 
 
 def test_official_split_listing_and_errors(aw_root, tmp_path, monkeypatch):
-    from hindsight.envs.appworld import AppWorldEnv, task_rows
+    from memtrials.envs.appworld.env import AppWorldEnv, task_rows
 
     official = tmp_path / "official"
     (official / "data" / "datasets").mkdir(parents=True)
@@ -259,9 +259,9 @@ def test_official_split_listing_and_errors(aw_root, tmp_path, monkeypatch):
 BROKEN_TASK = """
 import dataclasses, sys
 from pathlib import Path
-from hindsight.envs.appworld import _activate_root
-from hindsight.envs.appworld_data import TaskCheckFailed, verify
-from hindsight.envs.appworld_tasks import save_task, task_specs
+from memtrials.envs.appworld.env import _activate_root
+from memtrials.envs.appworld.data import TaskCheckFailed, verify
+from memtrials.envs.appworld.tasks import save_task, task_specs
 root = Path(sys.argv[1])
 _activate_root(root)
 spec = next(s for s in task_specs(0) if s.family == "venmo_balance")
@@ -293,7 +293,7 @@ def test_two_objects_play_the_same_task_at_once_in_their_own_folders_removed_on_
     ``tasks/<id>/evaluation`` under one shared name, and one failed with FileNotFoundError."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from hindsight.envs import make_env
+    from memtrials.envs import make_env
 
     outputs = aw_root / "experiments" / "outputs"
     before = set(p.name for p in outputs.iterdir()) if outputs.is_dir() else set()

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from hindsight.config import ConfigError, check_config
-from hindsight.envs.build import env_options
+from memtrials.config import ConfigError, check_config
+from memtrials.envs.build import env_options
 from tests.conftest import REPO, base_config
 
 
@@ -63,7 +63,7 @@ def test_dry_run_plans_tables_and_checks():
 
 
 def test_task_tables_depend_on_generated_data_only():
-    from hindsight.envs.build import env_data_inputs
+    from memtrials.envs.build import env_data_inputs
 
     assert env_data_inputs(envs_with(), "alfworld") == ["resources/alfworld/games.parquet"]
     assert env_data_inputs(envs_with(appworld={"source": "official"}), "appworld") == []

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.envs import forkserver
-from hindsight.envs.procenv import ProcessEnv
-from hindsight.leases import read_info
+from memtrials.envs.process import forkserver
+from memtrials.envs.process.child import ProcessEnv
+from memtrials.machine import read_info
 from tests.envs.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -76,8 +76,8 @@ def aw_root(tmp_path_factory):
     """Variant 1 of every AppWorld family, verified from the checked-in manifest (a subprocess:
     AppWorld fixes its root per process)."""
     root = tmp_path_factory.mktemp("appworld_fork") / "root"
-    code = ("import sys; from hindsight.envs.appworld_data import build_root; "
-            "from hindsight.envs.appworld_manifest import MANIFEST, load_manifest; "
+    code = ("import sys; from memtrials.envs.appworld.data import build_root; "
+            "from memtrials.envs.appworld.manifest import MANIFEST, load_manifest; "
             "build_root(sys.argv[1], seed=0, max_variants=1, workers=1, verified=load_manifest(MANIFEST), sample=0)")
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     proc = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=900,
@@ -89,7 +89,7 @@ def aw_root(tmp_path_factory):
 @pytest.fixture
 def servers(tmp_path):
     """Fork servers registered in a fresh folder; every one stopped afterwards."""
-    from hindsight.llm.shared import stop_all
+    from memtrials.llm.local.shared import stop_all
 
     folder = tmp_path / "servers"
     forkserver.use(folder, idle_s=60)
@@ -101,7 +101,7 @@ def servers(tmp_path):
 @pytest.fixture(scope="module")
 def aw_servers(tmp_path_factory):
     """One folder (so one AppWorld fork server) for the module's AppWorld tests."""
-    from hindsight.llm.shared import stop_all
+    from memtrials.llm.local.shared import stop_all
 
     folder = tmp_path_factory.mktemp("aw_servers")
     yield folder
@@ -149,8 +149,8 @@ def test_alfworld_forked_episode_equals_spawned_and_reports_its_cpu(alf_games, s
 
 CLIENT = """
 import json, sys, time
-from hindsight.envs import forkserver
-from hindsight.envs.procenv import ProcessEnv
+from memtrials.envs.process import forkserver
+from memtrials.envs.process.child import ProcessEnv
 forkserver.use(sys.argv[1], idle_s=60)
 env = ProcessEnv(sys.argv[4], {"root": sys.argv[2]})
 if sys.argv[3] == "hang":
@@ -213,13 +213,13 @@ def test_idle_server_stops_and_a_later_job_starts_a_new_one(tmp_path):
         again.close()
     finally:
         forkserver.use(None)
-        from hindsight.llm.shared import stop_all
+        from memtrials.llm.local.shared import stop_all
 
         stop_all(folder)
 
 
 def test_run_end_stops_fork_servers(tmp_path, servers):
-    from hindsight.llm.shared import stop_all
+    from memtrials.llm.local.shared import stop_all
 
     env = ProcessEnv("alfworld", {"root": tmp_path})
     env.close()
@@ -233,7 +233,7 @@ def test_unavailable_server_falls_back_to_a_spawned_child(tmp_path, servers, mon
         raise forkserver.Unavailable("the server exited (code 1) while starting; see x.log")
 
     monkeypatch.setattr(forkserver, "_start", broken)
-    with caplog.at_level(logging.WARNING, logger="hindsight.envs.procenv"):
+    with caplog.at_level(logging.WARNING, logger="memtrials.envs.process.child"):
         env = ProcessEnv("alfworld", {"root": tmp_path})
     try:
         assert not env.forked and env.task_description() == ""

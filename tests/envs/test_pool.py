@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from hindsight.envs.pool import EnvPool
+from memtrials.envs.pool import EnvPool
 
 
 class Fake:
@@ -61,9 +61,9 @@ def test_other_envs_are_serialized_under_the_pool_lock():
 def test_which_engines_run_unlocked():
     """ScienceWorld (one JVM and gateway per object) and process-backed envs run unlocked;
     ALFWorld in this process (TextWorld) stays under the lock."""
-    from hindsight.envs.alfworld import AlfworldEnv
-    from hindsight.envs.procenv import ProcessEnv
-    from hindsight.envs.scienceworld import ScienceWorldEnv
+    from memtrials.envs.alfworld.env import AlfworldEnv
+    from memtrials.envs.process.child import ProcessEnv
+    from memtrials.envs.scienceworld.env import ScienceWorldEnv
 
     assert ScienceWorldEnv.thread_safe is True and ProcessEnv.thread_safe is True
     assert not getattr(AlfworldEnv, "thread_safe", False)
@@ -73,7 +73,7 @@ def test_which_engines_run_unlocked():
 def test_two_scienceworld_envs_step_at_once_in_the_pool(monkeypatch):
     """Real engines: two ScienceWorld objects' calls overlap in the pool (a pool-wide lock
     would keep the second call out of the barrier)."""
-    from hindsight.envs.scienceworld import ScienceWorldEnv
+    from memtrials.envs.scienceworld.env import ScienceWorldEnv
 
     barrier = threading.Barrier(2, timeout=60)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hindsight.envs.scripted import GoldAgent, RandomAgent, run_episode
-from hindsight.envs.base import RestoreMismatch
-from hindsight.envs.scienceworld import parse_options, parse_task_id, same_observation
+from memtrials.envs.scripted import GoldAgent, RandomAgent, run_episode
+from memtrials.envs.base import RestoreMismatch
+from memtrials.envs.scienceworld.env import parse_options, parse_task_id, same_observation
 from tests.envs.conftest import random_prefix, restore_in_fresh_process
 
 pytestmark = pytest.mark.slow
@@ -38,7 +38,7 @@ def test_admissible_actions_on_demand(sw_env):
 @pytest.fixture(scope="module")
 def sw_other():
     """A second engine (its own JVM), shared by the tests that need two."""
-    from hindsight.envs.scienceworld import ScienceWorldEnv
+    from memtrials.envs.scienceworld.env import ScienceWorldEnv
 
     env = ScienceWorldEnv()
     yield env
@@ -92,8 +92,8 @@ def test_bad_task_ids_name_the_fix(sw_env):
 
 
 def test_gold_agent_solves_every_split_random_agent_does_not(sw_env):
-    from hindsight.envs.scienceworld import task_rows
-    from hindsight.envs.tasks import make_table, sample_tasks
+    from memtrials.envs.scienceworld.env import task_rows
+    from memtrials.envs.tasks import make_table, sample_tasks
 
     table = make_table("scienceworld", task_rows(sw_env))
     counts = table["split"].value_counts().to_dict()
@@ -121,7 +121,7 @@ def test_joined_admissible_list_equals_the_item_by_item_list(sw_env, monkeypatch
     on random walks of two tasks; cached per state; the separator fallback and the switch work."""
     import random
 
-    from hindsight.envs import scienceworld as swmod
+    from memtrials.envs.scienceworld.env import env as swmod
 
     assert sw_env._join is None  # off in a process that did not read the config (the module docstring)
     monkeypatch.setattr(sw_env, "_join", sw_env.engine._gateway.jvm.java.lang.String.join)
@@ -150,7 +150,7 @@ def test_join_comes_from_the_config_and_the_constructor(monkeypatch):
     an explicit join_admissible decides for one object."""
     import copy
 
-    from hindsight.envs import scienceworld as swmod
+    from memtrials.envs.scienceworld.env import env as swmod
     from tests.conftest import base_config
 
     cfg = copy.deepcopy(base_config())
@@ -167,7 +167,7 @@ def test_join_comes_from_the_config_and_the_constructor(monkeypatch):
 
 REPLAY_SCRIPT = """
 import json, random, sys
-from hindsight.envs.scienceworld import ScienceWorldEnv
+from memtrials.envs.scienceworld.env import ScienceWorldEnv
 env = ScienceWorldEnv()
 rng, out = random.Random(5), {"join": env._join is not None, "steps": []}
 for task in ("find-non-living-thing:0", "lifespan-longest-lived:0"):
@@ -190,7 +190,7 @@ def _replay(join: str, java_options: str = "") -> dict:
     import subprocess
     import sys
 
-    from hindsight.envs.scienceworld import JOIN_SWITCH
+    from memtrials.envs.scienceworld.env import JOIN_SWITCH
 
     env = {**os.environ, JOIN_SWITCH: join, "JAVA_TOOL_OPTIONS": java_options}
     out = subprocess.run([sys.executable, "-c", REPLAY_SCRIPT], env=env, capture_output=True, check=True,
@@ -228,10 +228,10 @@ class _BrokenStdin:
 def test_own_engine_close_runs_once_and_survives_a_jvm_already_gone(monkeypatch):
     """The package's ``close`` writes a newline to the JVM's stdin, and its ``__del__`` calls
     ``close`` again: with the JVM's stdin gone that raised BrokenPipeError (a traceback printed
-    at garbage collection). The engine Hindsight starts closes once and never raises."""
+    at garbage collection). The engine MemTrials starts closes once and never raises."""
     import subprocess
 
-    from hindsight.envs.scienceworld import ScienceWorldEnv
+    from memtrials.envs.scienceworld.env import ScienceWorldEnv
 
     env = ScienceWorldEnv(shared_jvm=False)
     engine = env.engine

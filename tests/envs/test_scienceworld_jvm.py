@@ -1,4 +1,4 @@
-"""Shared ScienceWorld JVMs (hindsight.envs.scienceworld_jvm): a borrowed JVM gives what a fresh
+"""Shared ScienceWorld JVMs (memtrials.envs.scienceworld.jvm): a borrowed JVM gives what a fresh
 one gives, byte for byte; one borrower at a time; a killed borrower frees it; idle ones retire;
 the run's end stops them; configured from the pipeline config, off under a cluster executor."""
 
@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from hindsight.envs import scienceworld_jvm as jvms
-from hindsight.envs.scienceworld import JVM_OPTIONS, ScienceWorldEnv
-from hindsight.leases import read_info
+from memtrials.envs.scienceworld import jvm as jvms
+from memtrials.envs.scienceworld.env import JVM_OPTIONS, ScienceWorldEnv
+from memtrials.machine import read_info
 
 
 
@@ -35,7 +35,7 @@ def play(env: ScienceWorldEnv, tasks=("find-non-living-thing:286", "lifespan-lon
 
 @pytest.fixture
 def folder(tmp_path):
-    from hindsight.llm.shared import stop_all
+    from memtrials.llm.local.shared import stop_all
 
     d = tmp_path / "servers"
     yield d
@@ -83,7 +83,7 @@ def test_a_jvm_lent_to_an_environment_process_counts_in_the_parents_cost(folder)
     """An environment in a child process (``ProcessEnv``, as the anti-persistence study runs them)
     borrows the JVM; its CPU while lent is no process's child, so the child's close reply carries
     it and the parent adds it to the job's count."""
-    from hindsight.envs.procenv import ProcessEnv
+    from memtrials.envs.process.child import ProcessEnv
 
     before = jvms.LENT_CPU_S[0]
     env = ProcessEnv("scienceworld", {"simplification": "easy", "shared_jvm": (str(folder), 60.0)})
@@ -115,7 +115,7 @@ def test_one_borrower_at_a_time(folder):
 
 HOLDER = """
 import sys, time
-from hindsight.envs.scienceworld import ScienceWorldEnv
+from memtrials.envs.scienceworld.env import ScienceWorldEnv
 env = ScienceWorldEnv(simplification="easy", shared_jvm=(sys.argv[1], 60.0))
 env.reset("boil:0")
 env.step("look around")
@@ -141,7 +141,7 @@ def test_a_killed_borrower_frees_its_jvm(folder):
 
 
 def test_an_idle_jvm_retires_and_the_runs_end_stops_the_rest(folder):
-    from hindsight.llm.shared import stop_all
+    from memtrials.llm.local.shared import stop_all
 
     short = ScienceWorldEnv(shared_jvm=(str(folder), 1.0))
     short_info = read_info(infos(folder)[0])

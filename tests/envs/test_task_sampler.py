@@ -1,4 +1,4 @@
-"""The one seeded stratified task sampler (hindsight.envs.tasks.select_tasks).
+"""The one seeded stratified task sampler (memtrials.envs.tasks.select_tasks).
 
 The pinned lists below were computed with the history study's own ``select_tasks``
 (studies/history/design.py before it moved here): the history study's task lists, and
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from hindsight.envs.tasks import make_table, sample_tasks, select_tasks
-from hindsight.studies.history.design import read_tasks
+from memtrials.envs.tasks import make_table, sample_tasks, select_tasks
+from memtrials.studies.history.design import read_tasks
 
 SIZES = {"boil": 5, "find-animal": 1, "grow-plant": 3, "melt": 4, "test-conductivity": 2}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from hindsight.envs import load_tasks, make_env
-from hindsight.envs.tasks import TASK_COLUMNS, check_disjoint, make_table, sample_tasks, write_table
+from memtrials.envs import load_tasks, make_env
+from memtrials.envs.tasks import TASK_COLUMNS, check_disjoint, make_table, sample_tasks, write_table
 
 
 def table():

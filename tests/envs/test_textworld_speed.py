@@ -1,4 +1,4 @@
-"""The TextWorld memo (hindsight.envs.textworld_speed) changes no result: same games, same episodes."""
+"""The TextWorld memo (memtrials.envs.alfworld.speed) changes no result: same games, same episodes."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.envs import textworld_speed as tws
-from hindsight.envs.alfworld import AlfworldEnv
+from memtrials.envs.alfworld import speed as tws
+from memtrials.envs.alfworld.env import AlfworldEnv
 from tests.envs.conftest import REPO, SMALL_SIZES
 
 pytestmark = pytest.mark.slow
 
 GENERATE = (
     "import json,sys\n"
-    "from hindsight.envs import alfworld_gen, textworld_speed\n"
+    "from memtrials.envs import alfworld_gen, textworld_speed\n"
     "alfworld_gen.generate(sys.argv[1], seed=0, sizes=json.loads(sys.argv[2]), workers=1)\n"
     "print('STATS:'+json.dumps({'installed': textworld_speed.installed(), 'stats': textworld_speed.stats()}))\n"
 )
@@ -158,7 +158,7 @@ def test_each_part_changes_no_episode_and_has_its_switch(alf_games, monkeypatch,
 
 def test_lazy_replan_defers_the_optimized_translation_and_the_planner_still_plans_the_same(alf_games, monkeypatch, tmp_path):
     """Episodes make no optimized (replan) translation; the planner expert's plans are unchanged."""
-    from hindsight.envs import alfworld_planner
+    from memtrials.envs.alfworld import planner as alfworld_planner
 
     root, records = alf_games
     planned = [r for r in records if r["spec"].task_type != "pick_two_obj_and_place"][:3]

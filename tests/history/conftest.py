@@ -23,7 +23,7 @@ class _Shared:
 
 @pytest.fixture(scope="session")
 def sw_engines():
-    from hindsight.envs.scienceworld import ScienceWorldEnv
+    from memtrials.envs.scienceworld.env import ScienceWorldEnv
 
     engines = [ScienceWorldEnv(), ScienceWorldEnv()]
     yield engines

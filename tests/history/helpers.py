@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any, Callable, Mapping
 
-from hindsight.agent.prompts import task_clause
+from memtrials.agent.prompts import task_clause
 
 
 def wrap(body: Mapping[str, Any], action: str) -> str:

@@ -9,12 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hindsight.agent.actor import ActorSettings, listed_actions
-from hindsight.agent.parse import parse_action
-from hindsight.llm import read_records
-from hindsight.studies.history.design import actor_settings, episode_seed
-from hindsight.studies.history.rollouts import rollout_cell
-from hindsight.testing import Faults
+from memtrials.agent.actor import ActorSettings, listed_actions
+from memtrials.agent.parse import parse_action
+from memtrials.llm import read_records
+from memtrials.studies.history.design import actor_settings, episode_seed
+from memtrials.studies.history.rollouts import rollout_cell
+from memtrials.testing import Faults
 
 from .helpers import gold_policy, repeat_policy
 
@@ -34,7 +34,7 @@ def sw_gold(sw_engines):
 
 
 def sw_factory():
-    from hindsight.envs.scienceworld import ScienceWorldEnv
+    from memtrials.envs.scienceworld.env import ScienceWorldEnv
 
     return ScienceWorldEnv()
 
@@ -141,9 +141,9 @@ def test_settings_reject_bad_values():
 
 @pytest.mark.slow
 def test_chat_format_with_causal_labels_and_memory_ids(loopback, make_config, tmp_path, sw_gold, sw_make):
-    from hindsight.memory.base import Lesson, MemoryBlock, Served, StepContext
+    from memtrials.memory.base import Lesson, MemoryBlock, Served, StepContext
 
-    class PerStep:  # a MemoryView (hindsight.memory.base) whose block depends on the step
+    class PerStep:  # a MemoryView (memtrials.memory.base) whose block depends on the step
         step_columns: tuple = ()
         episode_columns: tuple = ()
         columns: dict = {}
@@ -181,8 +181,8 @@ def test_chat_format_with_causal_labels_and_memory_ids(loopback, make_config, tm
 
 
 def test_context_errors_are_told_apart_from_outages():
-    from hindsight.agent.actor import is_context_error
-    from hindsight.llm import CallFailed
+    from memtrials.agent.actor import is_context_error
+    from memtrials.llm import CallFailed
 
     assert is_context_error(CallFailed("smollm2 (x): the endpoint refused the request with HTTP 400: the request "
                                        "exceeds the available context size, try increasing it."))
@@ -194,7 +194,7 @@ def test_context_errors_are_told_apart_from_outages():
 @pytest.mark.parametrize("view", ["shuffle_all", "shuffle_old"])
 def test_both_shuffle_modes_through_the_actor_loop(loopback, make_config, tmp_path, sw_make, view):
     """history.shuffle reaches the prompts: per_step redraws, per_episode extends one permutation."""
-    from hindsight.agent import views as V
+    from memtrials.agent import views as V
 
     srv = loopback(policy={"random": 3})
     cfg = make_config(srv)

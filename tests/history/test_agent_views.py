@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.agent import views as V
-from hindsight.memory.base import Lesson, MemoryBlock
-from hindsight.agent.prompts import PROMPT_FILES, HistoryPrompts, fill, parse_review
-from hindsight.agent.render import Segment, render_block, render_chat
+from memtrials.agent import views as V
+from memtrials.memory.base import Lesson, MemoryBlock
+from memtrials.agent.prompts import PROMPT_FILES, HistoryPrompts, fill, parse_review
+from memtrials.agent.render import Segment, render_block, render_chat
 
 PROMPTS = Path(__file__).resolve().parents[2] / "config" / "prompts" / "history"
 ENTRIES = [V.Entry(f"O{t}", f"A{t}") for t in range(1, 7)]
@@ -210,8 +210,8 @@ def test_review_prompt_is_G2_and_parses_both_outputs(prompts):
     assert parse_review({"decision": "CALIBRATE", "experience": ""}) == ("INVALID", None)
     assert parse_review(None) == ("INVALID", None)
     assert parse_review({"decision": "NOUPDATE", "experience": "blue paint"}) == ("INVALID", None)
-    from hindsight.llm.structured import parse_json_reply
-    from hindsight.agent.prompts import REVIEW_SCHEMA
+    from memtrials.llm.structured import parse_json_reply
+    from memtrials.agent.prompts import REVIEW_SCHEMA
     assert parse_json_reply('{"decision":"NOUPDATE","experience":null}', REVIEW_SCHEMA)[1] is None
     assert parse_json_reply('{"decision":"CALIBRATE","experience":"Mugs are in cabinets."}', REVIEW_SCHEMA)[1] is None
     assert parse_json_reply('{"decision":"NOUPDATE","experience":"x"}', REVIEW_SCHEMA)[1] is not None
@@ -292,8 +292,8 @@ def test_per_step_shuffle_draws_afresh_and_both_modes_are_uniform():
 
 
 def test_the_actor_uses_the_configured_shuffle():
-    from hindsight.agent.actor import ActorSettings, ViewComposer
-    from hindsight.studies.history.design import actor_settings
+    from memtrials.agent.actor import ActorSettings, ViewComposer
+    from memtrials.studies.history.design import actor_settings
 
     s = actor_settings("m", "shuffle_all", {}, shuffle="per_episode")
     assert s.shuffle == "per_episode" and actor_settings("m", "shuffle_all", {}).shuffle == "per_step"

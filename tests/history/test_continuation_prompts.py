@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.agent.prompts import HistoryPrompts
-from hindsight.agent.views import Entry
-from hindsight.studies.history.continuation import ContinuationComposer, Source, resume_transition
+from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.views import Entry
+from memtrials.studies.history.continuation import ContinuationComposer, Source, resume_transition
 
 PROMPTS = Path(__file__).resolve().parents[2] / "config" / "prompts" / "history"
 L = 9  # k = 3, m = 6
@@ -70,8 +70,8 @@ def test_reference_records_are_numbered_and_labelled_apart_in_every_reference_co
 
 
 def test_full_rollout_header_is_unchanged(prompts):
-    from hindsight.agent.render import Segment
-    from hindsight.agent.views import raw
+    from memtrials.agent.render import Segment
+    from memtrials.agent.views import raw
 
     text = prompts.actor_messages(env="alfworld", task="t", history=[Segment.of(raw([Entry("O1", "A1")]))],
                                   current_observation="O2", current_label="Current observation", step_count=1,

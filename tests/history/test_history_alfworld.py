@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hindsight.studies.history.continuation import continuation_cell
-from hindsight.studies.history.design import actor_settings, episode_seed
-from hindsight.studies.history.rollouts import rollout_cell
+from memtrials.studies.history.continuation import continuation_cell
+from memtrials.studies.history.design import actor_settings, episode_seed
+from memtrials.studies.history.rollouts import rollout_cell
 
 from .helpers import gold_policy
 
@@ -19,8 +19,8 @@ PROMPTS = str(Path(__file__).resolve().parents[2] / "config" / "prompts" / "hist
 
 @pytest.fixture(scope="module")
 def games(tmp_path_factory):
-    from hindsight.envs.alfworld import AlfworldEnv
-    from hindsight.envs.alfworld_gen import generate
+    from memtrials.envs.alfworld.env import AlfworldEnv
+    from memtrials.envs.alfworld.gen import generate
 
     root = tmp_path_factory.mktemp("alf") / "games"
     records = generate(root, seed=0, sizes={"train": 0, "practice": 0, "eval": 2}, workers=1)
@@ -38,7 +38,7 @@ def games(tmp_path_factory):
 
 @pytest.mark.slow
 def test_gold_policy_wins_alfworld_and_restore_replays_the_source(loopback, make_config, tmp_path, games):
-    from hindsight.envs.alfworld import AlfworldEnv
+    from memtrials.envs.alfworld.env import AlfworldEnv
 
     root, gold = games
     srv = loopback(policy=gold_policy({d: a for d, (_, a) in gold.items()}))

@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hindsight.studies.history.design import actor_settings
-from hindsight.envs.pool import env_factory
-from hindsight.studies.history.rollouts import rollout_cell
+from memtrials.studies.history.design import actor_settings
+from memtrials.envs.pool import env_factory
+from memtrials.studies.history.rollouts import rollout_cell
 
 from .helpers import is_review
 
@@ -46,7 +46,7 @@ def test_code_actions_complete_an_appworld_task(loopback, make_config, tmp_path,
 
 
 def test_process_env_reports_errors_of_the_child():
-    from hindsight.envs.procenv import ProcessEnv
+    from memtrials.envs.process.child import ProcessEnv
 
     with pytest.raises(ValueError, match="unknown environment 'nowhere'"):
         ProcessEnv("nowhere")

@@ -10,13 +10,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hindsight.agent.render import render_block
-from hindsight.agent.views import Entry, raw, reference
-from hindsight.llm import read_records
-from hindsight.studies.history.continuation import continuation_cell, select_sources
-from hindsight.studies.history.design import actor_settings, episode_seed
-from hindsight.studies.history.probe import probe_cell, select_pairs
-from hindsight.studies.history.rollouts import rollout_cell
+from memtrials.agent.render import render_block
+from memtrials.agent.views import Entry, raw, reference
+from memtrials.llm import read_records
+from memtrials.studies.history.continuation import continuation_cell, select_sources
+from memtrials.studies.history.design import actor_settings, episode_seed
+from memtrials.studies.history.probe import probe_cell, select_pairs
+from memtrials.studies.history.rollouts import rollout_cell
 
 from .helpers import is_judge, is_review, wrap
 from .test_agent_loop import PROMPTS
@@ -173,8 +173,8 @@ def test_select_pairs_on_a_code_environments_steps_read_back_from_parquet(tmp_pa
     (pandas' string dtype), not None; the pair still counts, with no listing."""
     import pyarrow as pa
 
-    from hindsight.agent.records import STEP_SCHEMA
-    from hindsight.files import write_parquet
+    from memtrials.agent.records import STEP_SCHEMA
+    from memtrials.io import write_parquet
 
     eps = pd.DataFrame([{"episode_id": "e", "task_id": "t", "task": "x", "task_index": 0}])
     rows = [{"episode_id": "e", "task_id": "t", "step": i + 1, "action": a, "obs_before": f"O{i + 1}",

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from hindsight.config import ConfigError, check_config, load_models
-from hindsight.envs.tasks import select_tasks
-from hindsight.studies.history.design import read_tasks, rollout_conditions
-from hindsight.studies.history.workflow import HistoryWorkflow
+from memtrials.config import ConfigError, check_config, load_models
+from memtrials.envs.tasks import select_tasks
+from memtrials.studies.history.design import read_tasks, rollout_conditions
+from memtrials.studies.history.workflow import HistoryWorkflow
 
 from tests.conftest import REPO, base_config
 
@@ -132,8 +132,8 @@ def test_paper_preset_on_the_generated_data_stops_before_any_job_naming_split_si
 
 
 def test_split_sizes_come_from_a_built_task_table(tmp_path):
-    from hindsight.envs.tasks import make_table
-    from hindsight.studies.history.preflight import check_history_envs
+    from memtrials.envs.tasks import make_table
+    from memtrials.studies.history.preflight import check_history_envs
 
     rows = [{"task_id": f"t{i}", "split": "test", "type": "x", "source": "official"} for i in range(4)]
     make_table("scienceworld", rows).to_parquet(tmp_path / "scienceworld.parquet")

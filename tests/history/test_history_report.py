@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hindsight.agent.records import EPISODE_SCHEMA, STEP_SCHEMA
-from hindsight.files import write_parquet
-from hindsight.studies.history import analysis as A
-from hindsight.studies.history.continuation import continuation_schema
-from hindsight.studies.history.report import write_report
+from memtrials.agent.records import EPISODE_SCHEMA, STEP_SCHEMA
+from memtrials.io import write_parquet
+from memtrials.studies.history import analysis as A
+from memtrials.studies.history.continuation import continuation_schema
+from memtrials.studies.history.report import write_report
 
 MODELS, ENVS = ["m1", "m2"], ["alfworld", "scienceworld"]
 
@@ -135,7 +135,7 @@ def test_report_states_empty_parts(tmp_path):
 def test_bars_accept_rates_at_zero_and_one():
     import matplotlib.pyplot as plt
 
-    from hindsight.studies.history.report import _bars
+    from memtrials.studies.history.report import _bars
 
     fig, ax = plt.subplots()
     _bars(ax, ["a", "b", "c"], {"x": [A.rate(0, 7), A.rate(7, 7), A.rate(0, 0)]}, "rate")
@@ -143,7 +143,7 @@ def test_bars_accept_rates_at_zero_and_one():
 
 
 def test_calibrator_rows_name_the_endpoint_and_say_it_is_an_untrained_stand_in(cells, monkeypatch):
-    from hindsight.studies.history import report as R
+    from memtrials.studies.history import report as R
 
     ticks: dict[str, list[str]] = {}
     save = R.Report.figure
@@ -170,7 +170,7 @@ def test_calibrator_rows_name_the_endpoint_and_say_it_is_an_untrained_stand_in(c
 
 
 def test_calibrator_label_rules():
-    from hindsight.studies.history import design
+    from memtrials.studies.history import design
 
     assert design.calibrator_label(["qwen3-8b-calibrator"]) == "Calibrator (untrained stand-in: qwen3-8b-calibrator)"
     assert design.calibrator_label([]) == "Calibrator (untrained stand-in: endpoint not recorded)"

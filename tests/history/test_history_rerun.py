@@ -15,13 +15,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hindsight.testing import Faults
+from memtrials.testing import Faults
 
 SCRIPT = """
 import asyncio, json, sys
-from hindsight.envs.scienceworld import ScienceWorldEnv
-from hindsight.studies.history.design import actor_settings, episode_seed
-from hindsight.studies.history.rollouts import rollout_cell
+from memtrials.envs.scienceworld.env import ScienceWorldEnv
+from memtrials.studies.history.design import actor_settings, episode_seed
+from memtrials.studies.history.rollouts import rollout_cell
 cfg = json.load(open(sys.argv[1])); out = sys.argv[2]
 tasks = ["find-non-living-thing:0"]
 s = actor_settings("loop", "shuffle_all", {"mode": "choice", "max_actions": 6, "max_output_tokens": 32})

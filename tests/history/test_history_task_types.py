@@ -6,11 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from hindsight.config import ConfigError, load_models
-from hindsight.envs.tasks import make_table, select_tasks
-from hindsight.studies.history.design import filter_types, read_tasks
-from hindsight.studies.history.preflight import check_history_envs, check_task_types
-from hindsight.studies.history.workflow import HistoryWorkflow
+from memtrials.config import ConfigError, load_models
+from memtrials.envs.tasks import make_table, select_tasks
+from memtrials.studies.history.design import filter_types, read_tasks
+from memtrials.studies.history.preflight import check_history_envs, check_task_types
+from memtrials.studies.history.workflow import HistoryWorkflow
 
 from tests.conftest import REPO, base_config
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from hindsight.config import ConfigError, load_models
-from hindsight.envs.tasks import make_table
-from hindsight.studies.history.design import read_tasks
-from hindsight.studies.history.preflight import check_named_tasks
-from hindsight.studies.history.workflow import HistoryWorkflow
+from memtrials.config import ConfigError, load_models
+from memtrials.envs.tasks import make_table
+from memtrials.studies.history.design import read_tasks
+from memtrials.studies.history.preflight import check_named_tasks
+from memtrials.studies.history.workflow import HistoryWorkflow
 
 from tests.conftest import REPO, base_config
 

@@ -3,7 +3,7 @@
 ``golden/data`` holds default-config history cells (rollouts, reference continuations,
 the repetition probe) made on real ScienceWorld, and the model cache they filled
 (``golden/make_golden.py``).  The data was first made with the code before the episode
-runner moved into ``hindsight.agent.runner``, and the moved code reproduced it (shown at
+runner moved into ``memtrials.agent.runner``, and the moved code reproduced it (shown at
 commit c1839e8); it is now made with the current code after the faithfulness fixes of
 issue 13, which changed the continuation cells only, and remade when call records
 gained the serving-contract columns (no episode or step content changed).  Here the same cells run with

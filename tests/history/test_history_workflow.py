@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hindsight.testing import Faults, LoopbackServer, loopback_endpoint
+from memtrials.testing import Faults, LoopbackServer, loopback_endpoint
 from tests.conftest import failure_text
 
 from .helpers import is_judge, is_review, wrap

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from hindsight.agent.listing import list_actions
-from hindsight.studies.history.design import actor_settings, episode_seed
+from memtrials.agent.listing import list_actions
+from memtrials.studies.history.design import actor_settings, episode_seed
 
 from .helpers import repeat_policy
 from .test_agent_loop import SW_TASKS, run

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.agent import views as V
-from hindsight.agent.prompts import HistoryPrompts, parse_review
-from hindsight.agent.render import Segment, render_block
-from hindsight.studies.history.continuation import ContinuationComposer, Source
+from memtrials.agent import views as V
+from memtrials.agent.prompts import HistoryPrompts, parse_review
+from memtrials.agent.render import Segment, render_block
+from memtrials.studies.history.continuation import ContinuationComposer, Source
 
 HERE = Path(__file__).resolve().parent
 PROMPTS = HERE.parents[1] / "config" / "prompts" / "history"

@@ -1,6 +1,6 @@
 """The registered analysis recovers planted effects and applies its rules.
 
-Simulated answers (hindsight.studies.luck.simulate) plant a known P2 / P3m; the
+Simulated answers (memtrials.studies.luck.simulate) plant a known P2 / P3m; the
 checks use the same code path as the pipeline (world values -> summaries -> readings).
 Operating characteristics (detection and false-detection rates): test_luck_simulate.py.
 """
@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hindsight.studies.luck.analysis import analyse, endpoint_primaries
-from hindsight.studies.luck.contrasts import CONTRAST_BY_NAME, world_values, y_matrix
-from hindsight.studies.luck.inference import REGISTERED_RULES, SUFFIX, summarize
-from hindsight.studies.luck.simulate import simulate_answers
-from hindsight.studies.luck.worlds import generate_worlds, worlds_frame
+from memtrials.studies.luck.analysis import analyse, endpoint_primaries
+from memtrials.studies.luck.contrasts import CONTRAST_BY_NAME, world_values, y_matrix
+from memtrials.studies.luck.inference import REGISTERED_RULES, SUFFIX, summarize
+from memtrials.studies.luck.simulate import simulate_answers
+from memtrials.studies.luck.worlds import generate_worlds, worlds_frame
 
 WORLDS = generate_worlds(20261009)
 IDS = [w.world_id for w in WORLDS]
@@ -117,7 +117,7 @@ def test_panel_averaging_rule_by_hand():
     r = a.cell_rates.query("decision == 'good' and outcome == 'failure' and arm == 'RB'")
     assert r[r.unit == "panel"].rate.iloc[0] == pytest.approx(r[r.unit != "panel"].rate.mean())
     # ... and its interval is one for that mean (not the pooled counts' Wilson interval)
-    from hindsight.stats.rates import mean_of_rates
+    from memtrials.stats.rates import mean_of_rates
 
     ends, pan = r[r.unit != "panel"], r[r.unit == "panel"].iloc[0]
     iv = mean_of_rates(list(ends.worse), list(ends.counted))

@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hindsight.testing import LoopbackServer, loopback_endpoint
+from memtrials.testing import LoopbackServer, loopback_endpoint
 from tests.conftest import REPO, run_snakemake, failure_text
 
 FAILURE_LESSON = ("# Memory Item 1\n## Title Switch tools after an error\n"
@@ -165,7 +165,7 @@ def test_pipeline_recovers_planted_p2_and_reads_luck_carrying(workflow_copy):
         assert "prompt_files.writer_rbd_success.md" in out.stdout + out.stderr
         assert srv.stats.requests == calls_before
         # re-freeze on purpose (the registered manifest is moved aside, kept)
-        rf = subprocess.run([sys.executable, "-m", "hindsight.studies.luck.freeze", "--refreeze",
+        rf = subprocess.run([sys.executable, "-m", "memtrials.studies.luck.freeze", "--refreeze",
                              "results/luck/freeze/registered.json"], cwd=wf, capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO / "src")})
         assert rf.returncode == 0, rf.stderr

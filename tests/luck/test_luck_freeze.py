@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.config import parse_models
-from hindsight.studies.luck import run
-from hindsight.studies.luck.freeze import (
+from memtrials.config import parse_models
+from memtrials.studies.luck import entry as run
+from memtrials.studies.luck.freeze import (
     CODE_FILES, FreezeMismatch, build_manifest, main, manifest_digest, register_or_verify,
 )
-from hindsight.studies.luck.prompts import PromptSet
-from hindsight.studies.luck.workflow import LuckWorkflow
+from memtrials.studies.luck.prompts import PromptSet
+from memtrials.studies.luck.workflow import LuckWorkflow
 from tests.conftest import base_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,25 +74,25 @@ def test_first_freeze_registers_then_verifies(study):
 
 
 def test_code_covers_every_study_module_and_the_request_layer():
-    luck = {f"src/hindsight/studies/luck/{p.name}" for p in (REPO / "src/hindsight/studies/luck").glob("*.py")}
+    luck = {f"src/memtrials/studies/luck/{p.name}" for p in (REPO / "src/memtrials/studies/luck").glob("*.py")}
     assert luck <= set(CODE_FILES)
-    for f in ("tables.py", "examples.py", "run.py", "figure.py", "analysis.py"):
-        assert f"src/hindsight/studies/luck/{f}" in CODE_FILES
-    for f in ("llm/client.py", "llm/structured.py", "llm/cache.py", "stats/intervals.py", "stats/betting.py",
-              "stats/multiplicity.py", "report/tables.py", "prompts.py"):
-        assert f"src/hindsight/{f}" in CODE_FILES
-    # followed through the package's re-exports (hindsight.stats: its lazy _WHERE map) to the defining modules only
-    assert "src/hindsight/stats/paired.py" not in CODE_FILES
-    assert "src/hindsight/cells.py" not in CODE_FILES
+    for f in ("tables.py", "examples.py", "entry.py", "figure.py", "analysis.py"):
+        assert f"src/memtrials/studies/luck/{f}" in CODE_FILES
+    for f in ("llm/client.py", "llm/structured.py", "llm/cache/sqlite.py", "stats/intervals.py", "stats/betting.py",
+              "stats/multiplicity.py", "report/tables.py", "config/prompts.py"):
+        assert f"src/memtrials/{f}" in CODE_FILES
+    # followed through the package's re-exports (memtrials.stats: its lazy _WHERE map) to the defining modules only
+    assert "src/memtrials/stats/paired.py" not in CODE_FILES
+    assert "src/memtrials/cells.py" not in CODE_FILES
 
 
 def test_a_changed_code_file_is_refused(study):
     tmp, worlds, prompts, reg = study
     _freeze(worlds, prompts, SLICE, reg, tmp / "manifest.json")
     doc = json.loads(reg.read_text())
-    doc["code"]["src/hindsight/studies/luck/tables.py"] = "0" * 64  # as if tables.py had changed since
+    doc["code"]["src/memtrials/studies/luck/tables.py"] = "0" * 64  # as if tables.py had changed since
     reg.write_text(json.dumps(doc))
-    with pytest.raises(FreezeMismatch, match=r"code\.src/hindsight/studies/luck/tables\.py"):
+    with pytest.raises(FreezeMismatch, match=r"code\.src/memtrials/studies/luck/tables\.py"):
         _verify(worlds, prompts, SLICE, reg)
 
 
@@ -120,7 +120,7 @@ def test_sent_params_are_the_entry_with_the_study_override():
 def test_schema_text_for_endpoints_without_structured_output_is_frozen(study):
     tmp, worlds, prompts, reg = study
     ps = PromptSet.load(prompts)
-    from hindsight.studies.luck.run import load_worlds
+    from memtrials.studies.luck.entry import load_worlds
 
     ws = load_worlds(str(worlds))
     structured = build_manifest(worlds, ws, ps, workflow().slice())["rendered_prompts"]

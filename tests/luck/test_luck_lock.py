@@ -12,14 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hindsight.files import write_parquet
-from hindsight.llm.records import records_table
-from hindsight.studies.luck import run
-from hindsight.studies.luck.design import DECISIONS, INSTRUCTIONS, OUTCOMES
-from hindsight.studies.luck.freeze import FreezeMismatch
-from hindsight.studies.luck.readers import ANSWER_SCHEMA
-from hindsight.studies.luck.simulate import simulate_answers
-from hindsight.studies.luck.writers import LESSON_SCHEMA, lesson_row
+from memtrials.io import write_parquet
+from memtrials.llm.records import records_table
+from memtrials.studies.luck import entry as run
+from memtrials.studies.luck.design import DECISIONS, INSTRUCTIONS, OUTCOMES
+from memtrials.studies.luck.freeze import FreezeMismatch
+from memtrials.studies.luck.readers import ANSWER_SCHEMA
+from memtrials.studies.luck.simulate import simulate_answers
+from memtrials.studies.luck.writers import LESSON_SCHEMA, lesson_row
 from tests.luck.test_luck_freeze import REPO, workflow
 
 import pyarrow as pa
@@ -134,7 +134,7 @@ def test_default_thresholds_say_so_in_registered_json_and_every_caption(complete
     # registered thresholds: no note
     from dataclasses import asdict
 
-    from hindsight.studies.luck.inference import REGISTERED_RULES
+    from memtrials.studies.luck.inference import REGISTERED_RULES
 
     run.analysis(**{**kw, "rules": asdict(REGISTERED_RULES)})
     out = json.loads((tmp / "analysis/registered.json").read_text())
@@ -147,10 +147,10 @@ def test_frozen_sent_params_match_what_the_client_builds():
     """The freeze's `sent` entry equals the parameters the model layer puts in each call
     record (seed offset and the reader's response_format aside), for the embedded default
     and a pinned router entry; check_sent accepts those records."""
-    from hindsight.config import load_models
-    from hindsight.llm.client import Client
-    from hindsight.studies.luck.freeze import sent_params
-    from hindsight.studies.luck.lock import check_sent
+    from memtrials.config import load_models
+    from memtrials.llm.client import Client
+    from memtrials.studies.luck.freeze import sent_params
+    from memtrials.studies.luck.lock import check_sent
 
     models = {**load_models(REPO / "config/models.yaml"),
               **load_models(REPO / "config/presets/luck-paper.models.yaml")}

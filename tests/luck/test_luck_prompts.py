@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.studies.luck.prompts import PROMPT_FILES, PromptSet, answer_schema
-from hindsight.studies.luck.worlds import generate_worlds
+from memtrials.studies.luck.prompts import PROMPT_FILES, PromptSet, answer_schema
+from memtrials.studies.luck.worlds import generate_worlds
 
 PROMPTS = Path(__file__).resolve().parents[2] / "config" / "prompts" / "luck"
 

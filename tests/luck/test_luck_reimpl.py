@@ -17,16 +17,17 @@ import pyarrow as pa
 import pytest
 from scipy import stats
 
-from hindsight.files import write_parquet
-from hindsight.studies.luck import reimpl, run
-from hindsight.studies.luck.analysis import TABLES, analyse
-from hindsight.studies.luck.inference import Rules
-from hindsight.studies.luck.design import DECISIONS, INSTRUCTIONS, OUTCOMES
-from hindsight.studies.luck.freeze import CODE_FILES
-from hindsight.studies.luck.readers import ANSWER_SCHEMA
-from hindsight.studies.luck.simulate import simulate_answers
-from hindsight.studies.luck.worlds import generate_worlds, worlds_frame
-from hindsight.studies.luck.writers import LESSON_SCHEMA, lesson_row
+from memtrials.io import write_parquet
+from memtrials.studies.luck import entry as run
+from memtrials.studies.luck import reimpl
+from memtrials.studies.luck.analysis import TABLES, analyse
+from memtrials.studies.luck.inference import Rules
+from memtrials.studies.luck.design import DECISIONS, INSTRUCTIONS, OUTCOMES
+from memtrials.studies.luck.freeze import CODE_FILES
+from memtrials.studies.luck.readers import ANSWER_SCHEMA
+from memtrials.studies.luck.simulate import simulate_answers
+from memtrials.studies.luck.worlds import generate_worlds, worlds_frame
+from memtrials.studies.luck.writers import LESSON_SCHEMA, lesson_row
 from tests.luck.test_luck_freeze import REPO, workflow
 from tests.luck.test_luck_lock import _calls
 
@@ -263,12 +264,12 @@ def test_reimplementation_is_independent_and_frozen():
     """No computing function of reimpl.py imports the registered analysis or the shared
     statistics; only registered_outputs reads the registered side.  The module is in the
     freeze (it determines a registered output)."""
-    tree = ast.parse((REPO / "src/hindsight/studies/luck/reimpl.py").read_text())
-    registered = ("hindsight.studies.luck.contrasts", "hindsight.studies.luck.inference",
-                  "hindsight.studies.luck.analysis", "hindsight.stats")
+    tree = ast.parse((REPO / "src/memtrials/studies/luck/reimpl.py").read_text())
+    registered = ("memtrials.studies.luck.contrasts", "memtrials.studies.luck.inference",
+                  "memtrials.studies.luck.analysis", "memtrials.stats")
     for fn in [n for n in tree.body if isinstance(n, ast.FunctionDef)] + [tree]:
         nodes = ast.walk(fn) if fn is not tree else tree.body
         mods = {n.module for n in nodes if isinstance(n, ast.ImportFrom) and n.module}
         hit = {m for m in mods if m.startswith(registered)}
         assert not hit or (fn is not tree and fn.name == "registered_outputs"), (getattr(fn, "name", "module"), hit)
-    assert "src/hindsight/studies/luck/reimpl.py" in CODE_FILES
+    assert "src/memtrials/studies/luck/reimpl.py" in CODE_FILES

@@ -10,14 +10,14 @@ import pytest
 import pandas as pd
 import pyarrow as pa
 
-from hindsight.studies.luck.analysis import analyse
-from hindsight.studies.luck.design import DECISIONS, INSTRUCTIONS, OUTCOMES
-from hindsight.studies.luck.examples import appendix_c, examples_markdown, select_examples
-from hindsight.studies.luck.inference import REGISTERED_RULES
-from hindsight.studies.luck.simulate import simulate_answers
-from hindsight.studies.luck.tables import build_tables
-from hindsight.studies.luck.worlds import generate_worlds, worlds_frame
-from hindsight.studies.luck.writers import LESSON_SCHEMA, lesson_row
+from memtrials.studies.luck.analysis import analyse
+from memtrials.studies.luck.design import DECISIONS, INSTRUCTIONS, OUTCOMES
+from memtrials.studies.luck.examples import appendix_c, examples_markdown, select_examples
+from memtrials.studies.luck.inference import REGISTERED_RULES
+from memtrials.studies.luck.simulate import simulate_answers
+from memtrials.studies.luck.tables import build_tables
+from memtrials.studies.luck.worlds import generate_worlds, worlds_frame
+from memtrials.studies.luck.writers import LESSON_SCHEMA, lesson_row
 
 WORLDS = generate_worlds(31, 4, 16)
 RULES = replace(REGISTERED_RULES, min_complete=40, panel_min_endpoints=1)
@@ -92,7 +92,7 @@ def test_supplement_anomalies_regret_and_coverage():
     lessons.loc[0, ["status", "lesson", "finish_reason"]] = ["refusal", None, "content_filter"]
     lessons.loc[1, "finish_reason"] = "length"
     answers.loc[3, ["status", "raw", "finish_reason", "error"]] = ["invalid", "I cannot decide.", "stop", "bad"]
-    from hindsight.studies.luck.supplement import anomalies, regret
+    from memtrials.studies.luck.supplement import anomalies, regret
 
     an = anomalies(answers, lessons)
     assert list(an.status) == ["refusal", "ok (cut at max_tokens)", "invalid"]
@@ -134,7 +134,7 @@ def test_bootstrap_bounds_and_counts_tables():
 def test_bootstrap_interval_covers_planted_and_null_means():
     """Coverage of the percentile bootstrap of a per-world mean, planted (0.10) and null,
     within 3 binomial SE of 95 %."""
-    from hindsight.studies.luck.supplement import bootstrap_interval
+    from memtrials.studies.luck.supplement import bootstrap_interval
 
     rng = np.random.default_rng(12)
     reps = 300

@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from hindsight.studies.luck.contrasts import CONTRAST_BY_NAME, world_values
-from hindsight.studies.luck.inference import REGISTERED_RULES
-from hindsight.studies.luck.simulate import (
+from memtrials.studies.luck.contrasts import CONTRAST_BY_NAME, world_values
+from memtrials.studies.luck.inference import REGISTERED_RULES
+from memtrials.studies.luck.simulate import (
     CELLS, Scenario, detection_rates, operating_characteristics, simulate_y, y_frame,
 )
 

@@ -11,16 +11,16 @@ import pandas as pd
 import pytest
 import yaml
 
-from hindsight.config import load_config
-from hindsight.report import table_latex, table_markdown, write_table
-from hindsight.studies.luck.design import ARMS, arm_lesson, reader_sample_index, sample_index
+from memtrials.config import load_config
+from memtrials.report import table_latex, table_markdown, write_table
+from memtrials.studies.luck.design import ARMS, arm_lesson, reader_sample_index, sample_index
 from dataclasses import asdict, replace
 
-from hindsight.studies.luck.inference import REGISTERED_RULES, Rules
-from hindsight.studies.luck.prompts import PromptSet
-from hindsight.studies.luck.readers import answer_row, memory_for, recover_first_tool
-from hindsight.studies.luck.worlds import generate_worlds
-from hindsight.studies.luck.writers import lesson_row, lesson_status, names_tool
+from memtrials.studies.luck.inference import REGISTERED_RULES, Rules
+from memtrials.studies.luck.prompts import PromptSet
+from memtrials.studies.luck.readers import answer_row, memory_for, recover_first_tool
+from memtrials.studies.luck.worlds import generate_worlds
+from memtrials.studies.luck.writers import lesson_row, lesson_status, names_tool
 
 REPO = Path(__file__).resolve().parents[2]
 W = generate_worlds(9, 1, 4)[0]
@@ -150,10 +150,10 @@ def test_figure_files_are_deterministic(tmp_path):
 
     import numpy as np
 
-    from hindsight.studies.luck.analysis import analyse
-    from hindsight.studies.luck.figure import write_figure1
-    from hindsight.studies.luck.simulate import simulate_answers
-    from hindsight.studies.luck.worlds import worlds_frame
+    from memtrials.studies.luck.analysis import analyse
+    from memtrials.studies.luck.figure import write_figure1
+    from memtrials.studies.luck.simulate import simulate_answers
+    from memtrials.studies.luck.worlds import worlds_frame
 
     worlds = generate_worlds(2, 2, 4)
     ans = simulate_answers(worlds, "e", np.random.default_rng(0), p2=0.3)

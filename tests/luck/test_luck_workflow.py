@@ -10,8 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from hindsight.config import ConfigError, load_schema
-from hindsight.studies.luck.workflow import LuckWorkflow
+from memtrials.config import ConfigError, load_schema
+from memtrials.studies.luck.workflow import LuckWorkflow
 from tests.conftest import base_config
 from tests.luck.test_luck_freeze import registry, workflow
 
@@ -58,7 +58,7 @@ def test_no_second_default_in_code_or_rules():
     smk = (REPO / "workflow/rules/luck.smk").read_text()
     assert "LUCK.get(" not in smk and ".get(" not in smk
     assert "20261009" not in smk and "20261130" not in smk
-    for f in (REPO / "src/hindsight/studies/luck").glob("*.py"):
+    for f in (REPO / "src/memtrials/studies/luck").glob("*.py"):
         text = f.read_text()
         assert not re.search(r"\b2026(1009|1130)\b", text), f.name  # a seed as a default
     assert "luck" not in (REPO / "workflow/rules/common.smk").read_text().lower()
@@ -70,7 +70,7 @@ def test_workflow_reads_the_config():
     assert lw.panel == ["loop"] and lw.enabled and lw.api("loop") == 2
     assert "results/luck/tables/table1_panel.md" in lw.final_targets()
     assert "results/luck/figures/figure1_p2_p3m.svg" in lw.final_targets()
-    assert lw.code("report") == lw.code("writers") and "src/hindsight/studies/luck/tables.py" in lw.code("report")
+    assert lw.code("report") == lw.code("writers") and "src/memtrials/studies/luck/tables.py" in lw.code("report")
     assert workflow(enabled=False).final_targets() == []
     with pytest.raises(ValueError, match="unknown luck workflow part"):
         lw.code("nope")

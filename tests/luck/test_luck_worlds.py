@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hindsight.studies.luck.domains import DOMAIN_BY_KEY
-from hindsight.studies.luck.names import english_words, name_conflicts
-from hindsight.studies.luck.worlds import (
+from memtrials.studies.luck.domains import DOMAIN_BY_KEY
+from memtrials.studies.luck.names import english_words, name_conflicts
+from memtrials.studies.luck.worlds import (
     LOG_LENGTHS, acceptance_margin, generate_worlds, posterior_mean, worlds_frame,
     worlds_from_frame,
 )
@@ -91,7 +91,7 @@ def test_world_ids_are_ours_and_interleave_domains():
     import re
     from collections import Counter
 
-    from hindsight.studies.luck.worlds import id_prefix
+    from memtrials.studies.luck.worlds import id_prefix
 
     ws = generate_worlds(20261009)
     ids = [w.world_id for w in ws]
@@ -115,7 +115,7 @@ def test_world_ids_are_ours_and_interleave_domains():
 
 def test_interleaving_keeps_the_worlds_content():
     """The id order is a reordering: the same worlds as a domain-by-domain generation."""
-    from hindsight.studies.luck.worlds import interleave
+    from memtrials.studies.luck.worlds import interleave
 
     by = [[{"domain": d, "k": k} for k in range(3)] for d in "abc"]
     out = interleave(by, 1)

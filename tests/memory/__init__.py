@@ -1,1 +1,1 @@
-"""Tests of the memory systems (hindsight.memory)."""
+"""Tests of the memory systems (memtrials.memory)."""

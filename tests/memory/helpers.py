@@ -11,9 +11,9 @@ from typing import Any, Sequence
 
 import yaml
 
-from hindsight.agent.actor import Episode
-from hindsight.llm import open_client, read_records
-from hindsight.testing import loopback_embed_endpoint, loopback_endpoint
+from memtrials.agent.actor import Episode
+from memtrials.llm import open_client, read_records
+from memtrials.testing import loopback_embed_endpoint, loopback_endpoint
 from tests.conftest import REPO, base_config
 
 MEMORY_PROMPTS = REPO / "config" / "prompts" / "memory"

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from hindsight.memory.abstraction import AbstractionMemory, JointMemory
-from hindsight.memory.snapshot import restore, write_snapshot
-from hindsight.memory.trajectory import text_key
-from hindsight.testing.policies import first_admissible
+from memtrials.memory.abstraction import AbstractionMemory, JointMemory
+from memtrials.memory.snapshot import restore, write_snapshot
+from memtrials.memory.trajectory import text_key
+from memtrials.testing.policies import first_admissible
 
 from .helpers import calls, config, episode, update
 from .test_trajectory import first_prompt, serve, stream

@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hindsight.memory.ace import (
+from memtrials.memory.ace import (
     ACEPlaybook, feedback_text, greedy_groups, grew_by, growth_stops, served_ids, unit_tests,
 )
-from hindsight.memory.snapshot import read_snapshot, restore, write_snapshot
-from hindsight.testing.policies import first_admissible
+from memtrials.memory.snapshot import read_snapshot, restore, write_snapshot
+from memtrials.testing.policies import first_admissible
 
 from .helpers import MEMORY_PROMPTS, calls, config, episode, update
 
@@ -164,7 +164,7 @@ def test_greedy_groups_use_the_threshold_and_the_head_of_each_group():
     def at(cos):  # a vector at cosine `cos` with a
         return cos * a / np.linalg.norm(a) + np.sqrt(1 - cos ** 2) * b / np.linalg.norm(b)
 
-    from hindsight.memory.ace import cosines
+    from memtrials.memory.ace import cosines
 
     vecs = [a, at(0.95), at(0.85), b, at(0.90), 3.0 * a]
     assert greedy_groups(cosines(vecs), 0.90) == [[0, 1, 4, 5], [2], [3]]
@@ -290,10 +290,10 @@ def test_snapshot_round_trip(loopback, tmp_path):
 @pytest.mark.slow
 def test_stream_each_batch_sees_the_playbook_as_it_stood_at_its_start(loopback, tmp_path):
     """Real ScienceWorld episodes through Runner.stream (B = 2, 4 episodes, 2 actions)."""
-    from hindsight.agent.prompts import HistoryPrompts
-    from hindsight.agent.runner import Runner, write_episodes
-    from hindsight.envs.pool import EnvPool, env_factory
-    from hindsight.llm import open_client
+    from memtrials.agent.prompts import HistoryPrompts
+    from memtrials.agent.runner import Runner, write_episodes
+    from memtrials.envs.pool import EnvPool, env_factory
+    from memtrials.llm import open_client
 
     from tests.agent.stream_cell import PROMPTS, TASKS, specs
 
@@ -351,7 +351,7 @@ def test_a_structured_endpoint_decodes_bounded_schemas_and_answers_are_judged_by
     judged by the plain schemas, so the decoding bounds change no answer's validity."""
     import jsonschema
 
-    from hindsight.memory.ace import (
+    from memtrials.memory.ace import (
         CURATION_SCHEMA, REFLECTION_SCHEMA, SECTIONS, curation_decoding, reflection_decoding,
     )
 

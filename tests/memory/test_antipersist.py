@@ -10,11 +10,11 @@ import re
 
 import pytest
 
-from hindsight.agent.actor import Episode
-from hindsight.memory.antipersist import EPISODE_COLUMNS, MODES, PERSIST_COLUMNS, AntiPersistenceMemory
-from hindsight.memory.snapshot import restore, write_snapshot
-from hindsight.stats.bandit import FixedPolicy, KNNBandit
-from hindsight.testing.policies import first_admissible
+from memtrials.agent.actor import Episode
+from memtrials.memory.antipersist import EPISODE_COLUMNS, MODES, PERSIST_COLUMNS, AntiPersistenceMemory
+from memtrials.memory.snapshot import restore, write_snapshot
+from memtrials.stats.bandit import FixedPolicy, KNNBandit
+from memtrials.testing.policies import first_admissible
 
 from .helpers import calls, config, episode, update
 from .test_trajectory import first_prompt, serve, stream
@@ -205,7 +205,7 @@ def test_a_training_episode_outside_the_plan_is_logged_with_a_warning(loopback, 
     srv = loopback(policy=policy, embed_dim=32)
     cfg = config(tmp_path, srv)
     m = memory(round_size=2, rounds=[["p0"]])
-    with caplog.at_level("WARNING", logger="hindsight.memory.antipersist"):
+    with caplog.at_level("WARNING", logger="memtrials.memory.antipersist"):
         update(cfg, m, [[served("p0", "a", False), served("x1", "b", True), served("x2", "c", True)]],
                tmp_path / "a.parquet")
     assert [e["round"] for e in m.outcome_log] == [0, 0, 1]  # planned; then len(log) // round_size

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from hindsight.memory.autorefine import AutoRefineMemory, prune_order, utility
-from hindsight.memory.snapshot import restore, write_snapshot
+from memtrials.memory.autorefine import AutoRefineMemory, prune_order, utility
+from memtrials.memory.snapshot import restore, write_snapshot
 
 from .helpers import calls, config, episode, update
 from .test_reflexion import PROMPTS, serve

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from hindsight.memory.cheatsheet import Cheatsheet, parse_cheatsheet, render_entries
-from hindsight.memory.snapshot import read_snapshot, restore, write_snapshot
+from memtrials.memory.cheatsheet import Cheatsheet, parse_cheatsheet, render_entries
+from memtrials.memory.snapshot import read_snapshot, restore, write_snapshot
 
 from .helpers import MEMORY_PROMPTS, calls, config, episode, update
 

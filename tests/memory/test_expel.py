@@ -7,8 +7,8 @@ from __future__ import annotations
 import itertools
 import json
 
-from hindsight.memory.expel import ExpeLMemory, apply_operations
-from hindsight.memory.snapshot import restore, write_snapshot
+from memtrials.memory.expel import ExpeLMemory, apply_operations
+from memtrials.memory.snapshot import restore, write_snapshot
 
 from .helpers import calls, config, episode, update
 from .test_reflexion import PROMPTS, serve

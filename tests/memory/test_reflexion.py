@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from hindsight.llm import open_client
-from hindsight.memory.base import TaskContext
-from hindsight.memory.reflexion import ReflexionMemory, prompt_body
-from hindsight.memory.snapshot import read_snapshot, restore, write_snapshot
+from memtrials.llm import open_client
+from memtrials.memory.base import TaskContext
+from memtrials.memory.reflexion import ReflexionMemory, prompt_body
+from memtrials.memory.snapshot import read_snapshot, restore, write_snapshot
 from tests.conftest import REPO
 
 from .helpers import calls, config, episode, update

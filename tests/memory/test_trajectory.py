@@ -15,11 +15,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from hindsight.llm import open_client
-from hindsight.memory.base import TaskContext
-from hindsight.memory.snapshot import restore, write_snapshot
-from hindsight.memory.trajectory import TrajectoryMemory, VectorIndex, text_key
-from hindsight.testing.policies import first_admissible
+from memtrials.llm import open_client
+from memtrials.memory.base import TaskContext
+from memtrials.memory.snapshot import restore, write_snapshot
+from memtrials.memory.trajectory import TrajectoryMemory, VectorIndex, text_key
+from memtrials.testing.policies import first_admissible
 
 from .helpers import calls, config, episode, update
 
@@ -38,10 +38,10 @@ def stream(tmp_path: Path, srv: Any, memory: Any, *, n: int = 4, batch: int = 2,
     """Real ScienceWorld episodes through ``Runner.stream`` (batches of ``batch``, checkpoints
     on): the episodes, the step table, the call records (indexed by call id, messages
     decoded) and the memory's state after each batch."""
-    from hindsight.agent.prompts import HistoryPrompts
-    from hindsight.agent.runner import Runner, episode_schema, write_episodes
-    from hindsight.agent.records import STEP_SCHEMA
-    from hindsight.envs.pool import EnvPool, env_factory
+    from memtrials.agent.prompts import HistoryPrompts
+    from memtrials.agent.runner import Runner, episode_schema, write_episodes
+    from memtrials.agent.records import STEP_SCHEMA
+    from memtrials.envs.pool import EnvPool, env_factory
 
     from tests.agent.stream_cell import PROMPTS, TASKS, specs
 

@@ -17,7 +17,7 @@ def aw_root(tmp_path_factory):
 def aw_env(aw_root):
     """One AppWorld engine (its child process) for every in-process AppWorld job of the session
     (``make_env`` of :func:`tests.playbook.helpers.run_part`); the actor's one action is its step cap."""
-    from hindsight.envs.make import make_env
+    from memtrials.envs.make import make_env
 
     shared = SharedEnv(make_env("appworld", root=str(aw_root), max_steps=1))
     yield lambda: shared

@@ -31,7 +31,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from hindsight.testing import loopback_embed_endpoint, loopback_endpoint
+from memtrials.testing import loopback_embed_endpoint, loopback_endpoint
 from tests.conftest import REPO, base_config
 
 HELPFUL = [  # short: the helpful block fits within 40 % of the playbook's tokens
@@ -53,7 +53,7 @@ DC_CURATOR = "You keep a cheatsheet"
 def build_appworld(root: Path) -> Path:
     """A small authored AppWorld data root (one family per split, two tasks each), built in a
     subprocess (AppWorld fixes its data root per process)."""
-    code = ("import sys\nfrom hindsight.envs import appworld_tasks as at\nfrom hindsight.envs.appworld_data import "
+    code = ("import sys\nfrom memtrials.envs import appworld_tasks as at\nfrom memtrials.envs.appworld.data import "
             "build\nfams = {}\nfor s in at.task_specs(0):\n    fams.setdefault(s.split, set()).add(s.family)\n"
             "pick = [sorted(fams['train'])[0], *sorted(fams['practice'])[:2], sorted(fams['eval'])[0]]\n"
             "build(sys.argv[1], seed=0, max_variants=2, families=pick)\n")
@@ -66,7 +66,7 @@ def build_appworld(root: Path) -> Path:
 
 def build_alfworld(root: Path) -> Path:
     """A few generated ALFWorld games (two training and two practice games), in this process."""
-    from hindsight.envs.alfworld_gen import generate
+    from memtrials.envs.alfworld.gen import generate
 
     generate(root, seed=0, sizes={"train": 2, "practice": 2}, workers=1)
     return root
@@ -96,7 +96,7 @@ def solutions(root: Path) -> dict[str, tuple[bool, str]]:
     per family: the first family of each split (sorted) is solved without a lesson, the
     others are not; the practice split has two families, so No playbook solves half of it.
     """
-    from hindsight.envs.appworld import solution_body, task_rows
+    from memtrials.envs.appworld.env import solution_body, task_rows
 
     rows = task_rows(root)
     first = {split: min(r["type"] for r in rows if r["split"] == split) for split in {r["split"] for r in rows}}
@@ -111,7 +111,7 @@ def solutions(root: Path) -> dict[str, tuple[bool, str]]:
 def make_policy(sols: Mapping[str, tuple[bool, str]] | None):
     """The scripted policy of the module docstring (``body`` -> reply text); ``sols``
     ``None``: ALFWorld's actor, the first listed action."""
-    from hindsight.testing.policies import first_admissible
+    from memtrials.testing.policies import first_admissible
 
     def policy(body: Mapping[str, Any]) -> str:
         msgs = body.get("messages") or []
@@ -180,8 +180,9 @@ def config(tmp_path: Path, srv: Any, root: Path, env: str = "appworld", embedder
 
 
 def task_table(root: Path, path: Path, env: str = "appworld") -> Path:
-    from hindsight.envs import alfworld, appworld
-    from hindsight.envs.tasks import make_table, write_table
+    from memtrials.envs.alfworld import env as alfworld
+    from memtrials.envs.appworld import env as appworld
+    from memtrials.envs.tasks import make_table, write_table
 
     write_table(make_table(env, {"appworld": appworld, "alfworld": alfworld}[env].task_rows(root)), path)
     return path
@@ -189,8 +190,8 @@ def task_table(root: Path, path: Path, env: str = "appworld") -> Path:
 
 def workflow(cfg: Mapping[str, Any]):
     """The study's workflow helper on ``cfg`` (as playbook.smk builds it)."""
-    from hindsight.config import check_config
-    from hindsight.studies.playbook.workflow import PlaybookWorkflow
+    from memtrials.config import check_config
+    from memtrials.studies.playbook.workflow import PlaybookWorkflow
 
     models = check_config(cfg)
 
@@ -219,10 +220,10 @@ def run_part(cfg: Mapping[str, Any], part: str, base: Path, tasks: Path, *, k: i
     the environments' constructor (default: the configured engine, one per job)."""
     import asyncio
 
-    from hindsight.studies.playbook.choice import choice_run
-    from hindsight.studies.playbook.evaluate import eval_run
-    from hindsight.studies.playbook.growth import growth_run
-    from hindsight.studies.playbook.practice import practice_run
+    from memtrials.studies.playbook.choice import choice_run
+    from memtrials.studies.playbook.evaluate import eval_run
+    from memtrials.studies.playbook.growth import growth_run
+    from memtrials.studies.playbook.practice import practice_run
 
     wf = workflow(cfg)
     pb = cfg["playbook"]

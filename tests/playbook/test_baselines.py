@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hindsight.curation import practice_round
-from hindsight.llm import open_client, read_records
-from hindsight.memory.base import Lesson, TaskContext
-from hindsight.testing.server import hash_vector
-from hindsight.studies.playbook import baselines as bl
+from memtrials.curation import practice_round
+from memtrials.llm import open_client, read_records
+from memtrials.memory.base import Lesson, TaskContext
+from memtrials.testing.server import hash_vector
+from memtrials.studies.playbook import baselines as bl
 from tests.conftest import REPO
 from tests.memory.helpers import config as memory_config
 
@@ -193,8 +193,8 @@ def test_starred_methods_choose_on_the_evaluation_episodes():
 
 def _setting(tmp_path, k_runs=2):
     """A setting's artifacts as the growth, practice and choice jobs write them (no episode played)."""
-    from hindsight.files import write_parquet
-    from hindsight.studies.playbook.records import PLAYBOOK_SCHEMA
+    from memtrials.io import write_parquet
+    from memtrials.studies.playbook.records import PLAYBOOK_SCHEMA
 
     base = tmp_path / "results/playbook/std/loop/alfworld/ace-passfail"
     playbooks, practice = [], []
@@ -227,7 +227,7 @@ def _setting(tmp_path, k_runs=2):
 
 
 def test_every_method_serves_from_the_setting_artifacts(tmp_path, loopback):
-    from hindsight.studies.playbook.baseline_eval import served_variants
+    from memtrials.studies.playbook.baseline_eval import served_variants
     from tests.conftest import base_config
 
     srv = loopback(policy=lambda body: json.dumps({"keep": ["L03", "L01"]}), embed_dim=16)
@@ -263,7 +263,7 @@ def test_every_method_serves_from_the_setting_artifacts(tmp_path, loopback):
 
 
 def test_table1_lists_every_baseline_with_what_it_saw(tmp_path):
-    from hindsight.studies.playbook.report import table1_every, baseline_rows
+    from memtrials.studies.playbook.report import table1_every, baseline_rows
 
     key = {"growth": "std", "model": "loop", "env": "alfworld", "variant": "ace-passfail"}
     meth = pd.DataFrame([{**key, "method": m, "candidate": "x", "score": s, "served_tokens": 0.0}
@@ -280,13 +280,13 @@ def test_table1_lists_every_baseline_with_what_it_saw(tmp_path):
     assert t.loc["Tags*", "allowed to see"] == bl.EVALUATION and t.loc["Random", "allowed to see"] == bl.PRACTICE
     assert t.loc["RBC", "allowed to see"] == "practice only"
     assert t.loc["Random", "worst gap to No playbook"] == -20.0 and t.loc["Tags*", "mean"] == 55.0
-    from hindsight.studies.playbook.report import comparison
+    from memtrials.studies.playbook.report import comparison
 
     allm = pd.concat([meth, baseline_rows(paths)], ignore_index=True)
     adv = comparison(allm, ("RBC-cut", "Tags*", "Top-k*")).set_index("setting")
     assert list(adv.columns) == ["Tags*"] and adv.loc["mean", "Tags*"] == 55.0
     assert comparison(meth, ("No playbook", "RBC")).empty  # no baseline ran: no table
-    from hindsight.studies.playbook.report import table17
+    from memtrials.studies.playbook.report import table17
 
     (base / "subsampled.json").write_text(json.dumps({"method": "subsampled", "result": {
         "label": "x", "score": 50.0, "chosen": None, "sees": bl.PRACTICE,
@@ -298,7 +298,7 @@ def test_table1_lists_every_baseline_with_what_it_saw(tmp_path):
 
 
 def test_the_judge_checks_goals_without_the_outcome_and_its_labels_drive_the_estimate(tmp_path, loopback):
-    from hindsight.studies.playbook.baseline_eval import served_variants
+    from memtrials.studies.playbook.baseline_eval import served_variants
     from tests.conftest import base_config
 
     # the judge says yes exactly when block 1's lesson was shown: the planted judge effect is on block 1
@@ -338,7 +338,7 @@ def test_the_judge_checks_goals_without_the_outcome_and_its_labels_drive_the_est
 def test_one_job_per_method_and_setting_and_bad_keys_named():
     import copy
 
-    from hindsight.config import ConfigError
+    from memtrials.config import ConfigError
     from tests.conftest import base_config
     from tests.playbook.helpers import workflow
 

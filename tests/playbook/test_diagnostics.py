@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from hindsight.curation import curate, practice_round
-from hindsight.studies.playbook import diagnostics as dg
+from memtrials.curation import curate, practice_round
+from memtrials.studies.playbook import diagnostics as dg
 
 
 def _record(est):
@@ -59,7 +59,7 @@ def test_subsampled_rounds_read_nested_practice_episodes_only():
     used = [set(x) for x in out["episode_ids"]]
     assert all(a < b for a, b in zip(used, used[1:])) and used[-1] == set(design["episode"])
     assert out.iloc[-1]["blocks"] == [0] and out.iloc[-1]["overlap"] == 1.0
-    from hindsight.stats.inclusion import ridge_loto
+    from memtrials.stats.inclusion import ridge_loto
     full = ridge_loto(design["task_id"], z, scores["score"]).coef
     assert out.iloc[-1]["blocks"] == sorted(curate(full, tok, budget=0.4).blocks)
     with pytest.raises(ValueError, match="exactly one score"):

@@ -17,8 +17,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from hindsight.llm import read_records
-from hindsight.studies.playbook.records import PLAYBOOK_SCHEMA
+from memtrials.llm import read_records
+from memtrials.studies.playbook.records import PLAYBOOK_SCHEMA
 from tests.conftest import embedded_config
 from tests.playbook.helpers import HARMFUL, HELPFUL, alf_policy, config, paths, run_part, task_table
 

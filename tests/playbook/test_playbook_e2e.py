@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from hindsight.llm import read_records
-from hindsight.testing import LoopbackServer
+from memtrials.llm import read_records
+from memtrials.testing import LoopbackServer
 from tests.playbook.helpers import HARMFUL, HELPFUL, config, make_policy, paths, run_part, solutions, task_table, \
     workflow
 
@@ -29,7 +29,7 @@ def _run_baseline(cfg, base, tasks, method, make_env):
     """Rule playbook_baseline's job for ``method`` on the shared run (what its script calls)."""
     import asyncio
 
-    from hindsight.studies.playbook.baseline_eval import baseline_run
+    from memtrials.studies.playbook.baseline_eval import baseline_run
     from tests.conftest import REPO
 
     pb, wf = cfg["playbook"], workflow(cfg)
@@ -134,7 +134,7 @@ def test_evaluation_shares_tasks_and_seeds_and_rbc_beats_whole(run):
 
 
 def test_report_tables_figures_and_records(run):
-    from hindsight.studies.playbook.report import write_report
+    from memtrials.studies.playbook.report import write_report
 
     tmp_path, choice = run.tmp, run.choice
     w = workflow(run.cfg)
@@ -164,8 +164,8 @@ def test_report_tables_figures_and_records(run):
 
 
 def test_a_baseline_plays_the_evaluation_plan_within_budget_and_table1_lists_it(run):
-    from hindsight.studies.playbook import baselines as bl
-    from hindsight.studies.playbook.report import write_report
+    from memtrials.studies.playbook import baselines as bl
+    from memtrials.studies.playbook.report import write_report
 
     base, evals = run.base, run.evals
     rec = json.loads((base / "baseline/own.json").read_text())

@@ -21,8 +21,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from hindsight.llm.cache import Cache
-from hindsight.testing import Faults
+from memtrials.llm.cache.sqlite import Cache
+from memtrials.testing import Faults
 from tests.conftest import REPO
 from tests.playbook.helpers import HARMFUL, HELPFUL, alf_policy, config, paths, run_part, task_table
 

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from hindsight.llm import open_client, read_records
-from hindsight.memory.ace import piece_tokens
-from hindsight.studies.playbook.design import lesson_tokens
+from memtrials.llm import open_client, read_records
+from memtrials.memory.ace import piece_tokens
+from memtrials.studies.playbook.design import lesson_tokens
 from tests.conftest import embedded_config
 
 TEXTS = ["Read the app's API documentation first.", "Check names, then call: apis.x.y(z=1).",

@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hindsight.config import ConfigError
-from hindsight.studies.playbook.analysis import method_score
-from hindsight.studies.playbook.choice import decide
-from hindsight.studies.playbook.design import growth_order, variants_for
-from hindsight.studies.playbook.evaluate import eval_plan
-from hindsight.curation import rbc_candidates
+from memtrials.config import ConfigError
+from memtrials.studies.playbook.analysis import method_score
+from memtrials.studies.playbook.choice import decide
+from memtrials.studies.playbook.design import growth_order, variants_for
+from memtrials.studies.playbook.evaluate import eval_plan
+from memtrials.curation import rbc_candidates
 from tests.conftest import base_config
 from tests.playbook.helpers import workflow
 

@@ -1,4 +1,4 @@
-"""Simulation tests of DG-Mem's subset-Shapley estimator (hindsight.stats.shapley).
+"""Simulation tests of DG-Mem's subset-Shapley estimator (memtrials.stats.shapley).
 
 Exactness first: over every inclusion pattern of a small round (deterministic successes),
 the design-weighted mean of the estimate *is* the Shapley value, to rounding.  Then by
@@ -16,8 +16,8 @@ import itertools
 import numpy as np
 import pytest
 
-from hindsight.stats.inclusion import fixed_effects_fit, ridge_loto
-from hindsight.stats.shapley import (banzhaf_values, loo_predictions, shapley_values, size_probabilities,
+from memtrials.stats.inclusion import fixed_effects_fit, ridge_loto
+from memtrials.stats.shapley import (banzhaf_values, loo_predictions, shapley_values, size_probabilities,
                                      subset_shapley)
 
 

@@ -1,11 +1,11 @@
 # Anti-persistence (issue 11; docs/antipersistence.md): one training stream per
 # (model, benchmark, design, seed) -> one frozen held-out evaluation of its final memory
-# -> tables and figures. Logic lives in src/hindsight/memory/ and
-# src/hindsight/studies/antipersist/ (the config slice of each job, code lists and
+# -> tables and figures. Logic lives in src/memtrials/memory/ and
+# src/memtrials/studies/antipersist/ (the config slice of each job, code lists and
 # targets: studies/antipersist/workflow.py, ANTIPERSIST below); the scripts only pass
 # snakemake.* on, by keyword.
 
-from hindsight.studies.antipersist.workflow import AntipersistWorkflow  # noqa: E402
+from memtrials.studies.antipersist.workflow import AntipersistWorkflow  # noqa: E402
 
 try:
     ANTIPERSIST = AntipersistWorkflow(config, MODELS, get_endpoint_params)

@@ -3,10 +3,10 @@
 # -> judge's content screen -> paired next actions per recipient actor and blind A/B
 # judgements -> labels (q(E) and the target rule) -> SFT datasets per variant -> SFT
 # (off by default; its own environment) -> Calibrator rollouts -> tables and figures.
-# One job per stage and model, never per context.  Logic: src/hindsight/studies/history/
+# One job per stage and model, never per context.  Logic: src/memtrials/studies/history/
 # calibrator/ (config slices, code lists and targets in its workflow.py, CAL below).
 
-from hindsight.studies.history.calibrator.workflow import (
+from memtrials.studies.history.calibrator.workflow import (
     CalibratorWorkflow,
 )  # noqa: E402
 
@@ -169,10 +169,10 @@ rule calibrator_dataset:
 rule calibrator_sft:
     input:
         dataset="results/calibrator/dataset/{variant}.jsonl",
-        code="src/hindsight/studies/history/calibrator/sft.py",
+        code="src/memtrials/studies/history/calibrator/sft.py",
         env="envs/train.txt",
     output:
-        manifest="results/calibrator/sft/{variant}/hindsight-sft.json",
+        manifest="results/calibrator/sft/{variant}/memtrials-sft.json",
         recipe="results/calibrator/sft/{variant}/recipe.json",
     log:
         "logs/calibrator/sft/{variant}.log",
@@ -195,10 +195,10 @@ rule calibrator_sft:
 rule calibrator_joint_sft:
     input:
         dataset="results/calibrator/joint/{arm}.jsonl",
-        code="src/hindsight/studies/history/calibrator/sft.py",
+        code="src/memtrials/studies/history/calibrator/sft.py",
         env="envs/train.txt",
     output:
-        manifest="results/calibrator/sft/{arm}-seed{seed}/hindsight-sft.json",
+        manifest="results/calibrator/sft/{arm}-seed{seed}/memtrials-sft.json",
         recipe="results/calibrator/sft/{arm}-seed{seed}/recipe.json",
     log:
         "logs/calibrator/sft/{arm}-seed{seed}.log",

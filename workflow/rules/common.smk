@@ -12,12 +12,12 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from hindsight.config import ConfigError, check_config, config_sources  # noqa: E402
-from hindsight.snakemake_sched import speed_up_scheduler  # noqa: E402
-from hindsight.prompts import check_prompts  # noqa: E402
-from hindsight.llm.runs import run_id  # noqa: E402
+from memtrials.config import ConfigError, check_config, config_sources  # noqa: E402
+from memtrials.pipeline.scheduler import speed_up_scheduler  # noqa: E402
+from memtrials.config.prompts import check_prompts  # noqa: E402
+from memtrials.llm.runs import run_id  # noqa: E402
 
-# Two costs of Snakemake's scheduler that grow with the job count, removed (hindsight.snakemake_sched)
+# Two costs of Snakemake's scheduler that grow with the job count, removed (memtrials.pipeline.scheduler)
 speed_up_scheduler()
 
 # Validate the config and the model registry: first with messages that name the file
@@ -73,7 +73,7 @@ def get_final_output(wildcards=None):
 def enable_study(study):
     """Add a study's final targets to ``all`` when it is enabled.
 
-    ``study`` is the study's workflow helper (``hindsight.studies.<study>.workflow``:
+    ``study`` is the study's workflow helper (``memtrials.studies.<study>.workflow``:
     ``enabled``, ``check()``, ``cell``/config slice, ``code(part)``, ``api(model)``,
     ``final_targets()``); its rule file builds it once and calls this at its end.
     """
@@ -100,8 +100,8 @@ def get_report_items(paths, study, category):
 
 def preflight_check():
     """Fail fast on endpoints the run could not use (unset keys, unreachable URLs)."""
-    from hindsight.llm.cache import check_backend_for_executor
-    from hindsight.llm.check import preflight
+    from memtrials.llm.cache.sqlite import check_backend_for_executor
+    from memtrials.llm.check import preflight
 
     plugin = workflow.executor_plugin
     check_backend_for_executor(
@@ -115,14 +115,14 @@ def preflight_check():
 def stop_shared_servers():
     """Stop the embedded servers the run's cells shared (``servers.shared``) and the
     environment fork servers (``envs.fork_server``): both register in one folder."""
-    from hindsight.llm.shared import server_dir, stop_all
+    from memtrials.llm.local.shared import server_dir, stop_all
 
     stopped = stop_all(server_dir(config))
     if stopped:
         logger.info(f"stopped shared servers: {', '.join(stopped)}")
 
 
-CONDA_ENV = "../../envs/hindsight.yaml"
+CONDA_ENV = "../../envs/memtrials.yaml"
 
 
 def get_endpoint_params(model):

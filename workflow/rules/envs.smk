@@ -1,8 +1,8 @@
 # Environments (issue 4; docs/environments.md): offline data, task tables, and the
-# scripted-agent check.  Logic lives in src/hindsight/envs/ (build.py is what these
+# scripted-agent check.  Logic lives in src/memtrials/envs/ (build.py is what these
 # rules run); the scripts only pass snakemake.* on.
 
-from hindsight.envs.build import env_data_inputs  # noqa: E402
+from memtrials.envs.build import env_data_inputs  # noqa: E402
 
 ENVS_CFG = config["envs"]
 
@@ -27,7 +27,7 @@ rule env_alfworld_games:
 
 rule env_appworld_data:
     input:
-        # AppWorld's evaluator on every authored task (hindsight.envs.appworld_verify)
+        # AppWorld's evaluator on every authored task (memtrials.envs.appworld.verify)
         verified="envs/appworld_families/verification.json",
     output:
         data=directory("resources/appworld/data"),

@@ -1,11 +1,11 @@
 # History interventions and action calibration (issue 5; docs/history.md):
 # full rollouts per (model, env, condition) cell -> reference continuation from Raw
 # sources -> repetition probe on Raw histories -> tables and figures.
-# Logic lives in src/hindsight/agent/ and src/hindsight/studies/history/ (the config
+# Logic lives in src/memtrials/agent/ and src/memtrials/studies/history/ (the config
 # slice of each cell, code lists and targets: studies/history/workflow.py, HISTORY below);
 # the scripts only pass snakemake.* on, by keyword.
 
-from hindsight.studies.history.workflow import HistoryWorkflow  # noqa: E402
+from memtrials.studies.history.workflow import HistoryWorkflow  # noqa: E402
 
 try:
     HISTORY = HistoryWorkflow(config, MODELS, get_endpoint_params)

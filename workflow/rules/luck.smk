@@ -1,11 +1,11 @@
 # Lessons from Luck (issue 3; docs/luck.md): worlds -> freeze -> lessons -> reader answers ->
 # registered analysis (verifies the freeze, locks the records) -> its independent
 # re-implementation and comparison (REIMPL_COMPARISON.json) -> tables and Figure 1, for
-# every endpoint of the luck panel.  Logic lives in src/hindsight/studies/luck/ (the config
+# every endpoint of the luck panel.  Logic lives in src/memtrials/studies/luck/ (the config
 # slice, code lists and targets: studies/luck/workflow.py); the scripts only pass snakemake.* on.
-# Re-freeze on purpose:  python -m hindsight.studies.luck.freeze --refreeze
+# Re-freeze on purpose:  python -m memtrials.studies.luck.freeze --refreeze
 
-from hindsight.studies.luck.workflow import LuckWorkflow  # noqa: E402
+from memtrials.studies.luck.workflow import LuckWorkflow  # noqa: E402
 
 try:
     LW = LuckWorkflow(config, MODELS, get_endpoint_params)

@@ -1,10 +1,10 @@
 # Playbook curation (issue 9; docs/playbook.md): one job per growth run, per practice
 # round, per candidate scoring and per evaluated candidate of every setting
 # (growth recipe x model x benchmark x system variant), then tables and figures.
-# Logic lives in src/hindsight/studies/playbook/ (slices, code lists and targets:
+# Logic lives in src/memtrials/studies/playbook/ (slices, code lists and targets:
 # studies/playbook/workflow.py, PLAYBOOK below); the scripts only pass snakemake.* on.
 
-from hindsight.studies.playbook.workflow import PlaybookWorkflow  # noqa: E402
+from memtrials.studies.playbook.workflow import PlaybookWorkflow  # noqa: E402
 
 try:
     PLAYBOOK = PlaybookWorkflow(config, MODELS, get_endpoint_params)

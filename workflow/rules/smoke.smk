@@ -1,4 +1,4 @@
-# Smoke path: one fixed question to every panel endpoint, through hindsight.llm
+# Smoke path: one fixed question to every panel endpoint, through memtrials.llm
 # (config validation, embedded server, client, cache and recorder end to end).
 
 

@@ -1,10 +1,10 @@
 """Rule antipersist_eval: one frozen held-out evaluation (workflow/rules/antipersist.smk)."""
 
-from hindsight.jobclient import hand_over
-hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+from memtrials.pipeline.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
-from hindsight.rule_entry import run_rule
-from hindsight.studies.antipersist import entry
+from memtrials.pipeline.rule_entry import run_rule
+from memtrials.studies.antipersist import entry
 
 s = snakemake  # noqa: F821
 run_rule(s, lambda: entry.evaluation(

@@ -1,10 +1,10 @@
 """Rule calibrator_joint_rollouts: one cell of the joint actor or the action-only baseline (section 6.4)."""
 
-from hindsight.jobclient import hand_over
-hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+from memtrials.pipeline.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
-from hindsight.rule_entry import run_rule
-from hindsight.studies.history.calibrator.jointactor import joint_rollouts
+from memtrials.pipeline.rule_entry import run_rule
+from memtrials.studies.history.calibrator.jointactor import joint_rollouts
 
 s = snakemake  # noqa: F821
 run_rule(s, lambda: joint_rollouts(

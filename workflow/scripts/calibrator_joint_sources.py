@@ -1,11 +1,11 @@
 """Rule calibrator_joint_sources: Calibrator rollouts on the calibrator's training split, the joint
 actor's SFT data (section 6.4)."""
 
-from hindsight.jobclient import hand_over
-hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+from memtrials.pipeline.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
-from hindsight.rule_entry import run_rule
-from hindsight.studies.history.calibrator import rollouts
+from memtrials.pipeline.rule_entry import run_rule
+from memtrials.studies.history.calibrator import rollouts
 
 s = snakemake  # noqa: F821
 run_rule(s, lambda: rollouts.joint_source_rollouts(

@@ -1,10 +1,10 @@
 """Rule calibrator_report: the calibrator's tables and figures (workflow/rules/calibrator.smk)."""
 
-from hindsight.jobclient import hand_over
-hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+from memtrials.pipeline.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
-from hindsight.rule_entry import run_rule
-from hindsight.studies.history.calibrator.report import write_report
+from memtrials.pipeline.rule_entry import run_rule
+from memtrials.studies.history.calibrator.report import write_report
 
 s = snakemake  # noqa: F821
 run_rule(s, lambda: write_report(

@@ -1,8 +1,8 @@
 """Rule calibrator_sft: fine-tune the calibrator with the training environment's interpreter
 (its own process: the main environment has no torch)."""
 
-from hindsight.jobclient import hand_over
-hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+from memtrials.pipeline.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
 import json
 import os

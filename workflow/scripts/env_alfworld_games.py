@@ -1,10 +1,10 @@
 """Rule env_alfworld_games: generate the offline ALFWorld games (see workflow/rules/envs.smk)."""
 
-from hindsight.jobclient import hand_over
-hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+from memtrials.pipeline.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
-from hindsight.envs.build import generate_alfworld
-from hindsight.rule_entry import run_rule
+from memtrials.envs.build import generate_alfworld
+from memtrials.pipeline.rule_entry import run_rule
 
 s = snakemake  # noqa: F821
 run_rule(s, lambda: generate_alfworld(

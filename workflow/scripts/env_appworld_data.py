@@ -4,11 +4,11 @@ The build saves and verifies tasks in spawned worker processes, which import thi
 ``__mp_main__``: the guard keeps them from running the rule (and from needing the
 ``snakemake`` object, which only the rule's own process has)."""
 
-from hindsight.jobclient import hand_over
+from memtrials.pipeline.jobclient import hand_over
 hand_over(globals().get("snakemake"), __file__)  # (run in the warm job server; workers: no snakemake, no-op)
 
-from hindsight.envs.build import build_appworld
-from hindsight.rule_entry import run_rule
+from memtrials.envs.build import build_appworld
+from memtrials.pipeline.rule_entry import run_rule
 
 if __name__ == "__main__":
     s = snakemake  # noqa: F821

@@ -1,13 +1,13 @@
 """Rule luck_reimpl: the independent re-implementation of the registered analysis and its
 comparison, REIMPL_COMPARISON.json (workflow/rules/luck.smk)."""
 
-from hindsight.jobclient import hand_over
-hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+from memtrials.pipeline.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
 from pathlib import Path
 
-from hindsight.rule_entry import run_rule
-from hindsight.studies.luck import reimpl
+from memtrials.pipeline.rule_entry import run_rule
+from memtrials.studies.luck import reimpl
 
 s = snakemake  # noqa: F821
 run_rule(s, lambda: reimpl.write_comparison(

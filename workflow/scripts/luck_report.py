@@ -1,12 +1,12 @@
 """Rule luck_report: Tables 1-8 (+ supplement tables) and Figure 1 (workflow/rules/luck.smk)."""
 
-from hindsight.jobclient import hand_over
-hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+from memtrials.pipeline.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
 from pathlib import Path
 
-from hindsight.rule_entry import run_rule
-from hindsight.studies.luck import run
+from memtrials.pipeline.rule_entry import run_rule
+from memtrials.studies.luck import entry as run
 
 s = snakemake  # noqa: F821
 run_rule(s, lambda: run.report(analysis_dir=str(Path(s.input.registered).parent),

@@ -1,10 +1,10 @@
 """Rule luck_worlds: generate the worlds table (workflow/rules/luck.smk)."""
 
-from hindsight.jobclient import hand_over
-hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+from memtrials.pipeline.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
-from hindsight.rule_entry import run_rule
-from hindsight.studies.luck import run
+from memtrials.pipeline.rule_entry import run_rule
+from memtrials.studies.luck import entry as run
 
 s = snakemake  # noqa: F821
 run_rule(s, lambda: run.make_worlds(**s.params.worlds, out=s.output[0]))

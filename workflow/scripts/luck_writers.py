@@ -1,11 +1,11 @@
 """Rule luck_writers: 12 lessons per world for one endpoint (workflow/rules/luck.smk)."""
 
-from hindsight.jobclient import hand_over
-hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+from memtrials.pipeline.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
-from hindsight.rule_entry import run_rule
-from hindsight.studies.luck import run
-from hindsight.studies.luck.freeze import refusing
+from memtrials.pipeline.rule_entry import run_rule
+from memtrials.studies.luck import entry as run
+from memtrials.studies.luck.freeze import refusing
 
 s = snakemake  # noqa: F821
 run_rule(s, refusing(lambda: run.writers(

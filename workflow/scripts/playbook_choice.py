@@ -1,10 +1,10 @@
 """Rule playbook_choice: candidate scoring, RBC and Best-Full (workflow/rules/playbook.smk)."""
 
-from hindsight.jobclient import hand_over
-hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+from memtrials.pipeline.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
-from hindsight.rule_entry import run_rule
-from hindsight.studies.playbook.choice import choice_run
+from memtrials.pipeline.rule_entry import run_rule
+from memtrials.studies.playbook.choice import choice_run
 
 s = snakemake  # noqa: F821
 w = s.wildcards

@@ -1,10 +1,10 @@
 """Rule smoke: ask one endpoint a fixed question (see workflow/rules/smoke.smk)."""
 
-from hindsight.jobclient import hand_over
-hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: hindsight.jobserver)
+from memtrials.pipeline.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
-from hindsight.rule_entry import run_rule
-from hindsight.studies.smoke import ask
+from memtrials.pipeline.rule_entry import run_rule
+from memtrials.studies.smoke import ask
 
 s = snakemake  # noqa: F821
 run_rule(s, lambda: ask(

@@ -45,14 +45,14 @@ def golden_config(tmp: Path, cache_path: Path, max_retries: int = 0) -> dict[str
     cfg["history"]["actor"] = dict(cfg["history"]["actor"], max_listed_actions=10, listing="sample")
     cfg["history"]["continuation"]["sources_per_cell"] = 2
     # ScienceWorld's valid-action list as the default fetches it (joined): since the JVM runs with a
-    # constant identity hash (hindsight.envs.scienceworld.JVM_OPTIONS), the join changes no output
+    # constant identity hash (memtrials.envs.scienceworld.env.JVM_OPTIONS), the join changes no output
     return cfg
 
 
 def task_table(path: Path) -> Path:
     import pandas as pd
 
-    from hindsight.envs.tasks import make_table
+    from memtrials.envs.tasks import make_table
 
     rows = [{"task_id": t, "split": "test", "type": typ, "source": "official"} for t, typ in TASKS]
     make_table("scienceworld", rows).to_parquet(path, index=False)
@@ -61,11 +61,11 @@ def task_table(path: Path) -> Path:
 
 def run_cells(out: Path, cache_path: Path, max_retries: int = 0) -> list[Path]:
     """Run every golden cell into ``out``; return the Parquet files written (in a fixed order)."""
-    from hindsight.config import check_config
+    from memtrials.config import check_config
 
     cfg = golden_config(out, cache_path, max_retries)
     models = check_config(cfg)
-    from hindsight.envs import scienceworld
+    from memtrials.envs.scienceworld.env import env as scienceworld
 
     before = os.environ.get(scienceworld.JOIN_SWITCH)
     scienceworld.configure(cfg)  # as run_rule does for a pipeline job
@@ -79,8 +79,8 @@ def run_cells(out: Path, cache_path: Path, max_retries: int = 0) -> list[Path]:
 
 
 def _run_cells(cfg: dict[str, Any], models: Any, out: Path) -> list[Path]:
-    from hindsight.studies.history import entry as cells
-    from hindsight.studies.history.workflow import HistoryWorkflow
+    from memtrials.studies.history import entry as cells
+    from memtrials.studies.history.workflow import HistoryWorkflow
 
     hw = HistoryWorkflow(cfg, models, lambda name: models[name].cell_params())
     tasks = task_table(out / "tasks.parquet")

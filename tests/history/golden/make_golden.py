@@ -8,18 +8,18 @@ copy of that cache with nothing listening on the port, so a change that alters a
 prompt, any step row or any record fails it.
 
 The data was first made with the code before the episode runner moved into
-``hindsight.agent.runner``, and the moved code reproduced it exactly (shown at commit
+``memtrials.agent.runner``, and the moved code reproduced it exactly (shown at commit
 c1839e8).  It is now made with the current code after the faithfulness fixes of issue 13
 (reference records labelled apart, the Experience at resumption reviewing the last
 executed transition, the F.2 chat reference message, the continuations' ``calibrator``
 column), which changed the continuation cells only; rollouts and probe are unchanged; and
 remade once more when call records gained the serving-contract columns (reported model,
 provider, billed cost, mismatch), which changed no episode or step content.  Remade again (3 December) when ScienceWorld's JVM got a
-constant identity hash (``hindsight.envs.scienceworld.JVM_OPTIONS``): the order of a room's
+constant identity hash (``memtrials.envs.scienceworld.env.JVM_OPTIONS``): the order of a room's
 objects and doors in observations is now the order they were added, no longer one that varied
 with the JVM's threads; the cells now use the default joined valid-action list, which since then
 gives the same output as item by item.  Remade again (3 December) when the actor prompt stopped repeating the
-task's own "Your task is to" after the template's (``hindsight.agent.prompts.task_clause``):
+task's own "Your task is to" after the template's (``memtrials.agent.prompts.task_clause``):
 every actor prompt changed, and with it the loopback's choices.
 """
 
@@ -36,12 +36,12 @@ sys.path.insert(0, str(HERE.parents[1]))  # tests/ (for conftest helpers)
 
 from golden_cells import GOLDEN_PORT, run_cells  # noqa: E402
 
-from hindsight.testing import LoopbackServer  # noqa: E402
+from memtrials.testing import LoopbackServer  # noqa: E402
 
 
 def policy(body):
     """Deterministic, history-dependent replies: repeats in pairs (probe), mixed reviews."""
-    from hindsight.testing.policies import grammar_choices
+    from memtrials.testing.policies import grammar_choices
 
     msgs = body.get("messages") or []
     text = "\n".join(str(m.get("content", "")) for m in msgs)

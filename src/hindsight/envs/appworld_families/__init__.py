@@ -1,2 +1,0 @@
-"""The families of the project-authored AppWorld task set, one module per app (or pair of apps);
-:mod:`hindsight.envs.appworld_tasks` assigns them to splits and saves the tasks."""

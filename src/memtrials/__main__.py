@@ -1,0 +1,165 @@
+"""Command line: ``python -m memtrials <command>``.
+
+    config check [--configfile F ...]   validate config/config.yaml + overlays, the registry and
+                              the prompt folders, and run every study's checks before any job
+                              (as ``snakemake -n`` does), with messages naming file, line and key
+                              (Snakemake's own loader reports an empty or unparsable
+                              --configfile without naming it: run this to find out which)
+    models check [NAME ...]   check endpoints: key variable, /v1/models, 1-token completion
+    models list               list the registry
+    spend                     paid calls, tokens and USD per endpoint (from the cache ledger)
+    cache compact             merge the finished shards of a ``cache.backend: shards`` cache (beside cache.path) into one
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memtrials.config import ConfigError, Sources, check_config, load_config, load_models, load_overlay
+from memtrials.config.prompts import check_prompts
+
+
+def _models(args: argparse.Namespace) -> int:
+    try:
+        models = load_models(args.models)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.action == "list":
+        for name, ep in models.items():
+            where = ep.base_url or f"embedded:{ep.embedded.distribution if ep.embedded else ''}"
+            print(f"{name:<24} {ep.provider:<9} {ep.model:<40} {where}")
+        return 0
+    from memtrials.llm.check import check_endpoint
+
+    unknown = [n for n in args.names if n not in models]
+    if unknown:
+        print(f"error: {args.models}: no endpoint named {', '.join(unknown)} (known: {', '.join(models)})",
+              file=sys.stderr)
+        return 2
+    failed = 0
+    for name in args.names or list(models):
+        result = check_endpoint(models[name], timeout=args.timeout)
+        print(result.line(), flush=True)
+        failed += not result.ok
+    return 1 if failed else 0
+
+
+def check_studies(config: dict, files: list[str]) -> None:
+    """Build every study's workflow helper from ``config``, as the rule files do when
+    Snakemake parses the workflow, so that their checks before any job (sizes, splits,
+    environment options, roles: each study's ``workflow.check``) run here too; a failure is
+    a :class:`ConfigError` naming the file that set its key."""
+    from memtrials.studies.antipersist.workflow import AntipersistWorkflow
+    from memtrials.studies.history.calibrator.workflow import CalibratorWorkflow
+    from memtrials.studies.history.workflow import HistoryWorkflow
+    from memtrials.studies.luck.workflow import LuckWorkflow
+    from memtrials.studies.playbook.workflow import PlaybookWorkflow
+
+    sources = Sources((f, load_overlay(f)) for f in files)
+    models = check_config(config, sources)
+
+    for study in (LuckWorkflow, HistoryWorkflow, CalibratorWorkflow, PlaybookWorkflow, AntipersistWorkflow):
+        try:
+            study(config, models, lambda name: models[name].cell_params())
+        except (ConfigError, ValueError) as exc:
+            raise ConfigError(sources.explain(exc)) from None
+
+
+def _config(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config, args.configfile)
+        check_prompts(config, " + ".join([args.config, *args.configfile]))
+        check_studies(config, [args.config, *args.configfile])
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"ok: {args.config}" + "".join(f" + {f}" for f in args.configfile))
+    return 0
+
+
+def _spend(args: argparse.Namespace) -> int:
+    from memtrials.llm.cache.sqlite import open_cache
+
+    try:
+        config = load_config(args.config, args.configfile)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    path = Path(config["cache"]["path"])
+    backends = [config["cache"]["backend"]]
+    other = {"sqlite": path.is_file(), "shards": (path.parent / "shards").is_dir()}
+    backends += [b for b, present in other.items() if present and b not in backends]  # a cluster run's too
+    for backend in backends:
+        cache = open_cache(path, backend=backend)
+        if len(backends) > 1:
+            print(f"cache.backend {backend}:")
+        print(f"{'endpoint':<24} {'calls':>8} {'prompt tok':>12} {'compl. tok':>12} {'USD':>10}")
+        for endpoint, calls, pt, ct, usd in cache.totals():
+            print(f"{endpoint:<24} {calls:>8} {pt:>12} {ct:>12} {usd:>10.4f}")
+        cache.close()
+    return 0
+
+
+def _cache(args: argparse.Namespace) -> int:
+    from memtrials.llm.cache.sqlite import open_cache
+
+    try:
+        config = load_config(args.config, args.configfile)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    shards = Path(config["cache"]["path"]).parent / "shards"
+    if not shards.is_dir():
+        print(f"error: no {shards}/: only a cache written with cache.backend: shards (the cluster profiles) "
+              f"has shards to compact. Fix: pass the config the run used (--config, --configfile) so that "
+              f"cache.path points at its cache.", file=sys.stderr)
+        return 2
+    cache = open_cache(config["cache"]["path"], backend="shards")
+    try:
+        counts = cache.compact()
+    finally:
+        cache.close()
+    print("compacted: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return 0
+
+
+def _config_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config`` and its ``--configfile`` overlays, as every config-reading command takes them."""
+    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--configfile", nargs="*", default=[], help="overlays, in the order Snakemake merges them")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memtrials")
+    sub = parser.add_subparsers(dest="command", required=True)
+    models = sub.add_parser("models", help="inspect and check the model registry")
+    msub = models.add_subparsers(dest="action", required=True)
+    for action, help_text in (("check", "key variable, /v1/models and a 1-token completion per endpoint"),
+                              ("list", "list the registry")):
+        p = msub.add_parser(action, help=help_text)
+        p.add_argument("names", nargs="*", help="endpoint names (default: all)")
+        p.add_argument("--models", default="config/models.yaml", help="registry file")
+        p.add_argument("--timeout", type=float, default=30.0)
+        p.set_defaults(func=_models)
+    cfg = sub.add_parser("config", help="validate the config, its overlays, the registry and the prompt folders")
+    csub = cfg.add_subparsers(dest="action", required=True)
+    check = csub.add_parser("check", help="what the workflow checks before any job (the studies' checks included)")
+    _config_arguments(check)
+    check.set_defaults(func=_config)
+    spend = sub.add_parser("spend", help="what was paid so far, per endpoint")
+    _config_arguments(spend)
+    spend.set_defaults(func=_spend)
+    cache = sub.add_parser("cache", help="maintain the response cache")
+    cache_sub = cache.add_subparsers(dest="action", required=True)
+    compact = cache_sub.add_parser("compact", help="merge a shards cache's finished shards into one file")
+    _config_arguments(compact)
+    compact.set_defaults(func=_cache)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

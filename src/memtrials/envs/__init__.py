@@ -1,0 +1,31 @@
+"""The environments of the studies behind one interface (:mod:`memtrials.envs.base`).
+
+* :func:`make_env` -- ``make_env("scienceworld" | "alfworld" | "appworld", **options) -> Env``;
+* :func:`load_tasks` -- the split table ``results/tasks/{env}.parquet`` as a DataFrame
+  (columns ``task_id, env, split, type, source, detail``; see :mod:`memtrials.envs.tasks`);
+* :mod:`memtrials.envs.scripted` -- scripted gold and random agents and ``run_episode``;
+* :class:`EnvPool` -- environment objects for concurrent episodes (:mod:`memtrials.envs.pool`).
+
+Engines and these names are imported on first use, so importing the package (or one of
+its modules, as the workflow does while it parses) loads neither pandas nor an engine.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "Env": "base", "Observation": "base", "RestoreMismatch": "base", "PROCESS_ENVS": "make",
+    "make_env": "make", "EnvPool": "pool", "env_factory": "pool", "ENV_NAMES": "tasks", "load_tasks": "tasks",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,144 @@
+"""What the environment rules run (``workflow/rules/envs.smk``); scripts only pass ``snakemake.*`` on.
+
+The ``envs:`` config section (validated by ``config/schemas/config.schema.json``):
+``run`` (environments whose tables and checks ``all`` builds), ``seed``, per-environment
+``source`` (``generated`` or ``official``), AppWorld ``verify``/``verify_sample``, ALFWorld
+``sizes``/``workers``, ScienceWorld ``simplification``, and ``check`` (``per_split``,
+``random_steps``, ``gold_min_success``).
+Every key is required (``config/config.yaml`` holds the defaults); a rule passes the
+slice it needs (``seed`` and the sections named), and this module reads it without a
+second default.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+log = logging.getLogger(__name__)
+
+ALFWORLD_GAMES = "resources/alfworld/games"
+APPWORLD_ROOT = "resources/appworld"
+
+
+def env_options(envs_cfg: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The ``make_env`` options implied by the ``envs:`` config of environment ``name``."""
+    if name == "scienceworld":
+        return {"simplification": envs_cfg[name]["simplification"]}
+    if name == "alfworld":
+        return {"official": True} if _official(envs_cfg, name) else {"root": ALFWORLD_GAMES}
+    if name == "appworld":
+        return {"official": True} if _official(envs_cfg, name) else {"root": APPWORLD_ROOT}
+    raise ValueError(f"envs: unknown environment {name!r}")
+
+
+def _official(envs_cfg: Mapping[str, Any], name: str) -> bool:
+    return envs_cfg[name]["source"] == "official"
+
+
+def env_data_inputs(envs_cfg: Mapping[str, Any], name: str) -> list[str]:
+    """The generated data a task table of ``name`` depends on (none for official sources)."""
+    if name not in ("alfworld", "appworld") or _official(envs_cfg, name):
+        return []
+    return {"alfworld": ["resources/alfworld/games.parquet"],
+            "appworld": ["resources/appworld/tasks.parquet"]}[name]
+
+
+def generate_alfworld(envs_cfg: Mapping[str, Any], out_dir: str, manifest: str, workers: int = 1) -> None:
+    """Generate the offline ALFWorld games into ``out_dir`` (atomically) and their manifest."""
+    from memtrials.envs.alfworld.gen import generate, records_to_rows
+    from memtrials.envs.tasks import make_table, write_table
+
+    sizes = {k: int(v) for k, v in envs_cfg["alfworld"]["sizes"].items()}
+    tmp = Path(out_dir).with_name(Path(out_dir).name + ".tmp")
+    results = generate(tmp, int(envs_cfg["seed"]), sizes, workers=workers)
+    if Path(out_dir).exists():
+        import shutil
+
+        shutil.rmtree(out_dir)
+    os.replace(tmp, out_dir)
+    write_table(make_table("alfworld", records_to_rows(results)), manifest)
+    log.info("alfworld: %d games in %s", len(results), out_dir)
+
+
+def build_task_table(name: str, envs_cfg: Mapping[str, Any]) -> pd.DataFrame:
+    """The task table of environment ``name`` under the ``envs:`` config."""
+    from memtrials.envs.tasks import make_table
+
+    opts = env_options(envs_cfg, name)
+    if name == "scienceworld":
+        from memtrials.envs.scienceworld.env import ScienceWorldEnv, task_rows
+
+        env = ScienceWorldEnv(**opts)
+        try:
+            return make_table(name, task_rows(env))
+        finally:
+            env.close()
+    if name == "alfworld":
+        from memtrials.envs.alfworld.env import ALFWORLD_ROOT_HELP, official_root, task_rows
+
+        if opts.get("official"):
+            root = official_root()
+            if root is None:
+                raise FileNotFoundError(ALFWORLD_ROOT_HELP)
+            return make_table(name, task_rows(root, official=True))
+        return make_table(name, task_rows(opts["root"]))
+    if name == "appworld":
+        from memtrials.envs.appworld.env import task_rows
+
+        return make_table(name, task_rows(root=opts.get("root"), official=bool(opts.get("official"))))
+    raise ValueError(f"envs: unknown environment {name!r}")
+
+
+def run_envcheck(name: str, envs_cfg: Mapping[str, Any], tasks_path: str) -> pd.DataFrame:
+    """Play gold and random agents on the configured sample; raise if gold falls short."""
+    from memtrials.envs import load_tasks, make_env
+    from memtrials.envs.check import require_gold, run_check, success_rates
+
+    chk = envs_cfg["check"]
+    tasks = load_tasks(name, tasks_path)
+    env = make_env(name, **env_options(envs_cfg, name))
+    try:
+        df = run_check(env, tasks, int(chk["per_split"]), int(envs_cfg["seed"]), int(chk["random_steps"]))
+    finally:
+        env.close()
+    log.info("envcheck %s: success %s", name, success_rates(df))
+    require_gold(df, float(chk["gold_min_success"]))
+    return df
+
+
+def build_appworld(envs_cfg: Mapping[str, Any], data_dir: str, manifest: str, workers: int = 1,
+                   verified: str | None = None) -> None:
+    """Build the offline AppWorld data root (``<root>/data``) atomically, and its task manifest.
+
+    With ``envs.appworld.verify: manifest`` AppWorld's evaluator (in ``workers`` processes)
+    verifies the tasks the verification manifest ``verified`` does not cover and
+    ``envs.appworld.verify_sample`` tasks per split (:mod:`memtrials.envs.appworld.manifest`);
+    with ``all`` it verifies every task."""
+    import shutil
+
+    from memtrials.envs.appworld.data import build
+    from memtrials.envs.appworld.manifest import load_manifest
+    from memtrials.envs.tasks import make_table, write_table
+
+    aw = envs_cfg["appworld"]
+    known = load_manifest(verified) if aw["verify"] == "manifest" and verified else None
+    data = Path(data_dir)
+    tmp_root = data.parent.with_name(data.parent.name + ".tmp")
+    if tmp_root.exists():
+        shutil.rmtree(tmp_root)
+    rows = build(tmp_root, seed=int(envs_cfg["seed"]), workers=workers, verified=known,
+                 sample=int(aw["verify_sample"]))
+    if data.exists():
+        shutil.rmtree(data)
+    data.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp_root / "data", data)
+    shutil.rmtree(tmp_root, ignore_errors=True)
+    write_table(make_table("appworld", rows), manifest)
+    log.info("appworld: %d tasks in %s (%d verified by AppWorld's evaluator in this build, the others by %s)",
+             len(rows), data, sum(r["verified_by"] == "evaluator" for r in rows), verified)

@@ -1,0 +1,107 @@
+"""The one atomic file writer: every output goes to a temporary name in its own folder
+and is moved into place with ``os.replace``, so a killed job never leaves a half file.
+
+A low-level module: it imports nothing from ``memtrials``, so every layer (envs, llm,
+report, studies) can use it without pulling in another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = [
+    "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "canonical_json",
+    "save_figure", "write_parquet",
+]
+
+PathLike = str | os.PathLike[str]
+
+
+@contextmanager
+def _temporary_beside(path: PathLike, suffix: str = ".tmp") -> Iterator[tuple[Path, Path]]:
+    """Yield ``(final, tmp)``: a fresh temporary path in the final path's folder.
+
+    On a clean exit the temporary file is moved onto the final path; on any exception
+    (KeyboardInterrupt included) it is removed and the exception propagates.
+    """
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=suffix, dir=final.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield final, tmp
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically; return the path."""
+    with _temporary_beside(path) as (final, tmp):
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return final
+
+
+def atomic_write_text(path: PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically; return the path."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def canonical_json(obj: Any, indent: int | None = 1) -> str:
+    """JSON with sorted keys, UTF-8 kept as is, and a trailing newline: equal data, equal bytes."""
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, indent=indent,
+                      separators=(",", ": ") if indent is not None else (",", ":")) + "\n"
+
+
+def atomic_write_json(path: PathLike, obj: Any, indent: int | None = 1) -> Path:
+    """Write ``obj`` as canonical JSON (:func:`canonical_json`) to ``path`` atomically."""
+    return atomic_write_text(path, canonical_json(obj, indent=indent))
+
+
+def write_parquet(table_or_dataframe: Any, path: PathLike, schema: pa.Schema | None = None) -> Path:
+    """Write a pyarrow Table or pandas DataFrame as zstd Parquet, atomically.
+
+    A DataFrame is converted with ``schema`` (if given) and without its index; a Table
+    given with a ``schema`` is cast to it (a column mismatch raises).
+    """
+    if isinstance(table_or_dataframe, pa.Table):
+        table = table_or_dataframe
+        if schema is not None and not table.schema.equals(schema):
+            table = table.cast(schema)
+    else:
+        table = pa.Table.from_pandas(table_or_dataframe, schema=schema, preserve_index=False)
+    with _temporary_beside(path, suffix=".parquet.tmp") as (final, tmp):
+        pq.write_table(table, tmp, compression="zstd")
+    return final
+
+
+def save_figure(fig: Any, paths: Iterable[PathLike], dpi: int = 150) -> list[Path]:
+    """Save a matplotlib figure to each path (format from the suffix), atomically.
+
+    Software and date stamps are left out and SVG ids are salted with a constant, so
+    identical figures give identical files.
+    """
+    import matplotlib
+
+    out = []
+    for path in paths:
+        fmt = Path(path).suffix.lstrip(".")
+        meta = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(fmt)
+        with _temporary_beside(path, suffix=Path(path).suffix) as (final, tmp):
+            with matplotlib.rc_context({"svg.hashsalt": "memtrials"}):
+                fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=fmt, metadata=meta)
+        out.append(final)
+    return out

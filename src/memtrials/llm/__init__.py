@@ -1,0 +1,44 @@
+"""Model layer: async client with limits, retries, cache, records and cost caps.
+
+Public API::
+
+    async with open_client(config, cell_id, records_path) as client:
+        r = await client.complete(model, messages, sample=0)
+        j = await client.complete_json(model, messages, schema=..., sample=0)
+        e = await client.embed(config["roles"]["embedder"], ["a text", "another"])
+
+Names are imported on first use, so that the local servers' child processes
+(``memtrials.llm.local.embedded``, ``memtrials.llm.local.embedder``) start without loading the
+client and the ``openai`` SDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "Cache": "cache.sqlite", "cache_key": "cache.sqlite", "Client": "client", "RECORD_SCHEMA": "records",
+    "read_records": "records", "open_client": "session", "run_id": "runs",
+    "BudgetExceeded": "results", "CallFailed": "results", "ChatResult": "results", "EmbedResult": "results",
+    "JSONResult": "results", "LLMError": "results", "Usage": "results",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        try:  # a submodule, as `import memtrials.llm` once imported several
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+        raise AttributeError(f"module 'memtrials.llm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"memtrials.llm.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

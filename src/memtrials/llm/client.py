@@ -1,0 +1,447 @@
+"""The model client: the only way any study talks to a model.
+
+One :class:`Client` serves one cell.  For each request it builds the full parameter set
+(endpoint defaults + the caller's overrides), derives the cache key, replays a cached
+response or makes the call (bounded in-flight requests per endpoint, rpm/tpm buckets,
+retries with exponential backoff and full jitter honouring ``Retry-After``), records
+the call, charges the ledger and enforces the cost caps.  A request already in flight in
+this client is awaited, not sent twice; one that another process stored first while this
+call was out is replaced by that stored reply (:mod:`memtrials.llm.cache.sqlite`: the first
+stored reply wins), so concurrent cells that send the same request record the same reply.
+
+Chat completions go out over :mod:`memtrials.llm.transport` (a bare aiohttp session
+sending the SDK's request bytes and raising the SDK's exceptions, at a quarter of the
+SDK's CPU per call); embeddings go through the OpenAI SDK.  Keys are read from the
+environment when an endpoint's HTTP client is first needed and live only inside those
+client objects: never in records, logs, cache or messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence, TypeVar
+
+from memtrials.config import Endpoint
+from memtrials.llm.cache.sqlite import Cache, cache_key, canonical_json
+from memtrials.llm.local.embedded import EmbeddedServer
+from memtrials.llm.local.embedder import server_for
+from memtrials.llm.limits import EndpointLimits
+from memtrials.llm.progress import Progress
+from memtrials.llm.records import Recorder
+from memtrials.llm.serving import MismatchWarnings, mismatch, reported
+from memtrials.llm.local.shared import SharedServer
+from memtrials.llm.structured import choice_schema, gbnf_choice, json_instruction, parse_json_reply, response_format
+from memtrials.llm.results import BudgetExceeded, CallFailed, ChatResult, EmbedResult, JSONResult, Usage
+
+if TYPE_CHECKING:  # the SDK, aiohttp and the retry loop load on a cell's first fresh call only:
+    import openai  # a fully cached cell never imports them (about 1.5 CPU-s a job)
+
+    from memtrials.llm.transport import ChatTransport
+
+T = TypeVar("T")
+
+
+def _reply(data: Any) -> dict[str, Any]:
+    """The fields of a chat-completion body that a record keeps."""
+    from memtrials.llm.retry import Malformed
+
+    try:
+        choice = data["choices"][0]
+        message = choice["message"]
+    except (KeyError, IndexError, TypeError):
+        raise Malformed("reply has no choices[0].message") from None
+    usage = data.get("usage") or {}
+    details = usage.get("prompt_tokens_details") or {}
+    return {
+        "text": message.get("content") or "",
+        "refusal": message.get("refusal") or "",
+        "finish_reason": choice.get("finish_reason") or "",
+        "usage": (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
+                  int(details.get("cached_tokens") or 0)),
+        "fingerprint": data.get("system_fingerprint") or "",
+        **reported(data),
+    }
+
+
+class Client:
+    """Async model client for one cell (see module docstring)."""
+
+    def __init__(
+        self,
+        endpoints: Mapping[str, Endpoint],
+        cache: Cache,
+        recorder: Recorder,
+        *,
+        cell_id: str,
+        run_id: str,
+        request: Mapping[str, Any] | None = None,
+        budget: Mapping[str, Any] | None = None,
+        server_log: str | None = None,
+        servers: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``servers``: ``{"shared": bool, "idle_s": float, "dir": folder}`` (config key
+        ``servers`` plus :func:`memtrials.llm.local.shared.server_dir`); shared: embedded
+        endpoints use the machine's shared server (:mod:`memtrials.llm.local.shared`), else
+        each client starts its own."""
+        self.servers = dict(servers or {})
+        self.endpoints = dict(endpoints)
+        self.cache = cache
+        self.recorder = recorder
+        self.cell_id = cell_id
+        self.run_id = run_id
+        req = dict(request or {})
+        self.timeout_s = float(req.get("timeout_s", 300))
+        self.max_retries = int(req.get("max_retries", 8))
+        self.backoff_base_s = float(req.get("backoff_base_s", 0.5))
+        self.backoff_max_s = float(req.get("backoff_max_s", 60.0))
+        bud = dict(budget or {})
+        self.max_usd_per_run = bud.get("max_usd_per_run")
+        self.max_usd_per_endpoint: dict[str, float] = dict(bud.get("max_usd_per_endpoint") or {})
+        self.server_log = server_log
+        self.progress = Progress(cell_id)
+        self._limits: dict[str, EndpointLimits] = {}
+        self._oai: dict[str, openai.AsyncOpenAI] = {}
+        self._chat: dict[str, ChatTransport] = {}
+        self._servers: dict[str, EmbeddedServer | SharedServer] = {}
+        self._start_locks: dict[str, asyncio.Lock] = {}
+        self._inflight: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.fresh_calls = 0
+        # a claim on a key (Cache.claim) names this client; another cell waits for it, or
+        # takes it over after the longest a call with all its retries may take
+        self.owner = f"{run_id}/{cell_id}/{os.getpid()}/{id(self):x}"
+        self.claim_stale_s = self.timeout_s * (self.max_retries + 1) + self.backoff_max_s * self.max_retries
+        self.serving_warnings = MismatchWarnings()
+        self.cache_hits = 0
+
+    # -- endpoints -----------------------------------------------------------
+    def endpoint(self, model: str) -> Endpoint:
+        try:
+            return self.endpoints[model]
+        except KeyError:
+            raise KeyError(f"unknown model '{model}' (known: {', '.join(sorted(self.endpoints))})") from None
+
+    def supports_grammar(self, model: str) -> bool:
+        """Whether chat endpoint ``model`` takes a GBNF grammar (``grammar: true``, llama.cpp)."""
+        return bool(self.chat_endpoint(model).grammar)
+
+    def chat_endpoint(self, model: str) -> Endpoint:
+        """The entry of ``model``, refusing an embedding-only one (``task: embed``)."""
+        ep = self.endpoint(model)
+        if ep.task != "chat":
+            raise CallFailed(
+                f"{ep.name} ({ep.source}): a chat call to an embedding endpoint (task: embed serves only "
+                f"/v1/embeddings). Fix: call client.embed('{ep.name}', texts) for vectors, or name a chat "
+                f"endpoint (the panel, roles.judge, roles.calibrator) for completions."
+            )
+        return ep
+
+    def supports_structured(self, model: str) -> bool:
+        return self.endpoint(model).structured_output
+
+    def expect(self, n: int) -> None:
+        """Announce ``n`` more requests, so progress lines show done of total."""
+        self.progress.expect(n)
+
+    async def _openai(self, ep: Endpoint) -> openai.AsyncOpenAI:
+        if ep.name in self._oai:
+            return self._oai[ep.name]
+        import openai
+
+        from memtrials.llm.transport import ChatTransport
+
+        lock = self._start_locks.setdefault(ep.name, asyncio.Lock())
+        async with lock:
+            if ep.name not in self._oai:
+                if ep.provider == "embedded":
+                    server: Any = (SharedServer(ep, self.servers["dir"], self.servers["idle_s"])
+                                   if self.servers.get("shared") else server_for(ep, self.server_log))
+                    base_url = await asyncio.to_thread(server.start)
+                    self._servers[ep.name] = server
+                    key = "EMPTY"
+                else:
+                    base_url, key = ep.base_url, ep.api_key()
+                self._oai[ep.name] = openai.AsyncOpenAI(
+                    base_url=base_url, api_key=key, max_retries=0, timeout=self.timeout_s
+                )
+                self._chat[ep.name] = ChatTransport(self._oai[ep.name], base_url, key, self.timeout_s)
+                self._limits[ep.name] = EndpointLimits(ep.max_concurrency, ep.rpm, ep.tpm)
+        return self._oai[ep.name]
+
+    # -- budget --------------------------------------------------------------
+    def _check_budget(self, ep: Endpoint) -> None:
+        if ep.price.input_per_mtok == 0 and ep.price.output_per_mtok == 0:
+            return
+        if self.max_usd_per_run is not None:
+            spent = self.cache.spent(run_id=self.run_id)
+            if spent >= float(self.max_usd_per_run):
+                raise BudgetExceeded(
+                    f"cost cap reached: this run ({self.run_id}) has spent ${spent:.4f} of its "
+                    f"budget.max_usd_per_run = ${float(self.max_usd_per_run):.4f}; no new calls are made. "
+                    f"Records so far are kept (cache and {self.recorder.journal_path}). "
+                    f"Fix: raise budget.max_usd_per_run and rerun; completed calls replay from the cache."
+                )
+        cap = self.max_usd_per_endpoint.get(ep.name)
+        if cap is not None:
+            spent = self.cache.spent(endpoint=ep.name)
+            if spent >= float(cap):
+                raise BudgetExceeded(
+                    f"cost cap reached: endpoint '{ep.name}' has spent ${spent:.4f} of its "
+                    f"budget.max_usd_per_endpoint = ${float(cap):.4f}; no new calls are made. "
+                    f"Fix: raise the cap and rerun; completed calls replay from the cache."
+                )
+
+    # -- calls ---------------------------------------------------------------
+    def _params(
+        self, ep: Endpoint, sample: int, overrides: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {k: v for k, v in ep.params.items()}
+        for k, v in overrides.items():
+            if v is not None:
+                params[k] = v
+        if "seed" not in overrides or overrides.get("seed") is None:
+            if params.get("seed") is not None:
+                params["seed"] = int(params["seed"]) + int(sample)
+        if ep.extra_body:
+            params["extra_body"] = dict(ep.extra_body)
+        return params
+
+    async def complete(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        sample: int = 0,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        choices: Sequence[str] | None = None,
+        purpose: str = "",
+        grammar: str | None = None,
+    ) -> ChatResult:
+        """One chat completion.
+
+        ``sample`` is the explicit sample index (part of the cache key, and added to the
+        endpoint's default seed).  ``choices`` constrains the reply to one of the given
+        strings where the endpoint supports a grammar (llama.cpp) or JSON-schema enums;
+        ``ChatResult.constraint`` says which was used (``grammar``, ``json_enum`` or
+        ``none``), so the study can record it.  ``grammar`` is a GBNF grammar of the whole
+        reply, for endpoints that take one (:meth:`supports_grammar`; others raise
+        ``ValueError``); it excludes ``choices``.
+        """
+        ep = self.chat_endpoint(model)
+        if grammar is not None and (choices or not ep.grammar):
+            raise ValueError(f"endpoint {model!r}: a grammar needs an endpoint with `grammar: true` and no choices")
+        overrides: dict[str, Any] = {
+            "max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "seed": seed,
+            "stop": list(stop) if stop else None,
+        }
+        constraint = "none"
+        if choices:
+            if ep.grammar:
+                overrides["grammar"] = gbnf_choice(choices)
+                constraint = "grammar"
+            elif ep.structured_output:
+                overrides["response_format"] = response_format(choice_schema(choices), "choice")
+                constraint = "json_enum"
+        if grammar is not None:
+            overrides["grammar"], constraint = grammar, "grammar"
+        result = await self._call(ep, list(messages), self._params(ep, sample, overrides), sample, purpose, constraint)
+        if constraint == "json_enum":
+            value, _ = parse_json_reply(result.text, choice_schema(choices or []))
+            if value is not None:
+                result = ChatResult(**{**result.__dict__, "text": value["answer"]})
+        return result
+
+    async def complete_json(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, str]],
+        schema: Mapping[str, Any],
+        *,
+        sample: int = 0,
+        schema_name: str = "answer",
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        purpose: str = "",
+        decoding_schema: Mapping[str, Any] | None = None,
+    ) -> JSONResult:
+        """A JSON answer validated against ``schema`` (never raises on a bad reply).
+
+        ``decoding_schema``: what a structured-output endpoint is asked to follow instead of
+        ``schema`` (a narrower one, e.g. with length bounds so a small model's answer fits
+        ``max_tokens``); the reply is still judged by ``schema`` alone."""
+        ep = self.chat_endpoint(model)
+        msgs = [dict(m) for m in messages]
+        overrides: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed}
+        if ep.structured_output:
+            overrides["response_format"] = response_format(decoding_schema or schema, schema_name)
+            constraint = "json_schema"
+        else:
+            msgs[-1]["content"] = msgs[-1]["content"] + json_instruction(schema)
+            constraint = "none"
+        chat = await self._call(ep, msgs, self._params(ep, sample, overrides), sample, purpose, constraint)
+        value, error = parse_json_reply(chat.text, schema)
+        if error is None and chat.finish_reason == "length":
+            error = None  # a complete, valid object is valid even if the cap was hit
+        return JSONResult(
+            value=value, valid=error is None, raw=chat.text, error=error, call_id=chat.call_id,
+            structured=ep.structured_output, finish_reason=chat.finish_reason, chat=chat,
+        )
+
+    async def embed(
+        self, model: str, texts: Sequence[str], *, dimensions: int | None = None, purpose: str = "",
+    ) -> EmbedResult:
+        """Vectors for ``texts`` from an embedding endpoint (``/v1/embeddings``).
+
+        Each distinct text is one call: cached by endpoint identity + text + the
+        dimension/normalisation options, recorded, charged at the entry's
+        ``price.input_per_mtok``.  Texts not in the cache go out in requests of the
+        entry's ``batch_size``, under the same limits and retries as completions
+        (:mod:`memtrials.llm.embed`).
+        """
+        from memtrials.llm.embed import embed_texts
+
+        return await embed_texts(self, model, texts, dimensions=dimensions, purpose=purpose)
+
+    async def _call(
+        self, ep: Endpoint, messages: list[dict[str, Any]], params: dict[str, Any],
+        sample: int, purpose: str, constraint: str,
+    ) -> ChatResult:
+        key = cache_key(ep.identity, messages, params, sample)
+        cached = True
+        record = self.cache.get(key)
+        if record is None:
+            pending = self._inflight.get(key)
+            if pending is not None:
+                record = dict(await asyncio.shield(pending))
+            else:
+                cached = False
+                fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+                self._inflight[key] = fut
+                try:
+                    claimed = await self._claim(key)
+                    if isinstance(claimed, dict):  # another cell made this call meanwhile
+                        record, cached = claimed, True
+                    else:
+                        try:
+                            record = await self._fresh(ep, key, messages, params, sample, purpose, constraint)
+                        except BaseException:
+                            self.cache.release(key, self.owner)
+                            raise
+                    fut.set_result(record)
+                except BaseException as exc:
+                    fut.set_exception(exc)
+                    fut.exception()  # mark retrieved
+                    raise
+                finally:
+                    self._inflight.pop(key, None)
+        record = {**record, "cell_id": self.cell_id}
+        self.recorder.add(record)
+        self.serving_warnings.note(ep.name, record.get("serving_mismatch") or "", ep.source)
+        if cached:
+            self.cache_hits += 1
+        self.progress.add(record["prompt_tokens"] + record["completion_tokens"], record["cost"], cached)
+        return ChatResult(
+            text=record["response_text"], finish_reason=record["finish_reason"], call_id=record["call_id"],
+            usage=Usage(record["prompt_tokens"], record["completion_tokens"], record["cached_tokens"]),
+            cost=record["cost"], latency_s=record["latency_s"], attempts=record["attempts"], cached=cached,
+            constraint=record["constraint"], refusal=record.get("refusal", ""), record=record,
+        )
+
+    async def _claim(self, key: str) -> dict[str, Any] | bool:
+        """Claim ``key`` before calling (:meth:`Cache.claim`); while another cell holds it,
+        wait for its stored reply (or take the claim over once its owner is gone)."""
+        delay = 0.05
+        while True:
+            got = self.cache.claim(key, self.owner, self.claim_stale_s)
+            if got is not False:
+                return got
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    async def _send(
+        self, ep: Endpoint, est_tokens: int, send: Callable[[], Awaitable[T]],
+        refuse: Callable[[openai.APIStatusError], Exception | None] | None = None,
+    ) -> tuple[T, float, int, list[str], str]:
+        """One request with limits, cost caps and retries (:func:`memtrials.llm.retry.send_with_retries`)."""
+        from memtrials.llm.retry import send_with_retries
+
+        return await send_with_retries(self, ep, est_tokens, send, refuse)
+
+    async def _fresh(
+        self, ep: Endpoint, key: str, messages: list[dict[str, Any]], params: dict[str, Any],
+        sample: int, purpose: str, constraint: str,
+    ) -> dict[str, Any]:
+        from memtrials.llm.retry import now
+        from memtrials.llm.transport import request_body
+
+        await self._openai(ep)
+        transport = self._chat[ep.name]
+        body: dict[str, Any] = {k: v for k, v in params.items() if k not in ("grammar", "extra_body")}
+        extra = dict(params.get("extra_body") or {})
+        if "grammar" in params:
+            extra["grammar"] = params["grammar"]
+        est_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4 + int(params.get("max_tokens", 0))
+
+        payload = request_body(ep.model, messages, body, extra)
+
+        async def send() -> dict[str, Any]:
+            # the SDK's bytes and error types over a bare aiohttp session, parsed as plain
+            # JSON: a tenth of the SDK's CPU per call (memtrials.llm.transport); a
+            # malformed body is retried
+            return _reply(json.loads(await transport.post(payload)))
+
+        reply, latency, attempt, errors, started_at = await self._send(ep, est_tokens, send)
+        prompt_tokens, completion_tokens, cached_tokens = reply["usage"]
+        record = {
+            "call_id": key[:24],
+            "cell_id": self.cell_id,
+            "origin_cell": self.cell_id,
+            "endpoint": ep.name,
+            "model": ep.model,
+            "request_digest": key,
+            "sample": int(sample),
+            "purpose": purpose,
+            "messages": canonical_json(messages),
+            "params": canonical_json(params),
+            "constraint": constraint,
+            "response_text": reply["text"],
+            "refusal": reply["refusal"],
+            "finish_reason": reply["finish_reason"],
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "cached_tokens": cached_tokens,
+            "cost": ep.price.cost(prompt_tokens, completion_tokens),
+            "latency_s": round(latency, 6),
+            "attempts": attempt,
+            "errors": json.dumps(errors),
+            "seed": params.get("seed"),
+            "system_fingerprint": reply["fingerprint"],
+            "started_at": started_at,
+            "finished_at": now(),
+            "reported_model": reply["reported_model"],
+            "reported_provider": reply["reported_provider"],
+            "billed_cost": reply["billed_cost"],
+            "serving_mismatch": mismatch(ep, reply["reported_model"], reply["reported_provider"]),
+        }
+        # the first stored reply wins: if another cell (process) committed this key while
+        # this call was out, go on with its reply so both cells and every rerun agree
+        stored = self.cache.store(key, record, self.run_id)
+        self.fresh_calls += 1
+        return stored
+
+    async def aclose(self) -> None:
+        for transport in self._chat.values():
+            await transport.close()
+        self._chat.clear()
+        for oai in self._oai.values():
+            await oai.close()
+        self._oai.clear()
+        for server in self._servers.values():
+            await asyncio.to_thread(server.stop)
+        self._servers.clear()

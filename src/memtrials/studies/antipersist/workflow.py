@@ -1,0 +1,197 @@
+"""What ``workflow/rules/antipersist.smk`` asks of the config: jobs, paths, the config slice of
+each job (never a key), the source files of each part, and the checks before any job.
+
+Every value comes from the ``antipersist:`` section of the config (``config/config.yaml``;
+the schema marks every key required): this module holds no second default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from memtrials.config import ConfigError
+from memtrials.envs.catalog import check_env_options, check_split, check_task_count
+from memtrials.studies.antipersist.design import DESIGNS, ENVS, sweep_designs
+from memtrials.studies.antipersist.memories import uses_selector
+
+PARTS = ("train", "eval", "report")
+NOT_CODE = ("memtrials.config", "memtrials.io", "memtrials.llm", "memtrials.pipeline.rule_entry", "memtrials.testing")
+ROOT = "results/antipersist"
+SELECTOR_KEYS = ("lam", "gamma", "neighbours", "bonus", "min_cosine", "rotate_rounds", "epsilon")
+POOL_KEYS = ("train_split", "train_tasks", "eval_split", "eval_tasks")
+
+
+class AntipersistWorkflow:
+    """The antipersist section of one config, resolved (``endpoint`` maps a name to its params)."""
+
+    def __init__(self, config: Mapping[str, Any], models: Mapping[str, Any],
+                 endpoint: Callable[[str], Mapping[str, Any]]) -> None:
+        if "antipersist" not in config:
+            raise ConfigError("config key antipersist: missing; copy the antipersist section of config/config.yaml "
+                              "(every key is required)")
+        self.config, self.models_registry, self.endpoint = config, models, endpoint
+        self.a = dict(config["antipersist"])
+        self.enabled = bool(self.a["enabled"])
+        self.models = list(self.a["models"] or config["panel"])
+        self.envs = list(self.a["envs"])
+        self.designs = list(self.a["designs"]) + sweep_designs(self.a["sweeps"]) if self.enabled else []
+        self.seeds = list(range(1, int(self.a["seeds"]) + 1)) if self.enabled else []
+        self.embedder = config["roles"].get("embedder")
+        if self.enabled:
+            self.check()
+
+    # -- checks ----------------------------------------------------------------
+    def check(self) -> None:
+        a, src = self.a, "config key antipersist"
+        for env in self.envs:
+            if env not in ENVS:
+                raise ConfigError(f"{src}.envs: {env!r} is not one of {', '.join(ENVS)} (WebShop is not available "
+                                  "offline)")
+            p = a["pools"].get(env)
+            if not isinstance(p, Mapping) or sorted(p) != sorted(POOL_KEYS):
+                raise ConfigError(f"{src}.pools.{env}: expected a mapping with exactly {', '.join(POOL_KEYS)}; "
+                                  f"got {p!r}")
+            for key in ("train_tasks", "eval_tasks"):
+                v = p[key]
+                if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                    raise ConfigError(f"{src}.pools.{env}.{key}: expected an integer >= 1 or null (all), got {v!r}")
+        for d in a["designs"]:
+            if d not in DESIGNS:
+                raise ConfigError(f"{src}.designs: unknown design {d!r}; known: {', '.join(DESIGNS)}")
+        if len(set(self.designs)) != len(self.designs):
+            raise ConfigError(f"{src}.designs: a design is listed twice ({self.designs})")
+        for m in self.models:
+            if m not in self.models_registry:
+                raise ConfigError(f"{src}.models (or panel): endpoint '{m}' is not in the registry "
+                                  f"({self.config['models_file']}); add an entry there or remove the name")
+        syn = a["synthesizer"]
+        if syn is not None and (syn not in self.models_registry or self.models_registry[syn].task != "chat"):
+            raise ConfigError(f"{src}.synthesizer: '{syn}' is not a chat endpoint of the registry; name one, or "
+                              "null for the backbone itself (the paper)")
+        if self.embedder is None or self.embedder not in self.models_registry \
+                or self.models_registry[self.embedder].task != "embed":
+            raise ConfigError(f"config key roles.embedder: the antipersist study needs an embedding endpoint (task: "
+                              f"embed) there, got {self.embedder!r}; e.g. minilm")
+        positive = {"seeds": a["seeds"], "rounds": a["rounds"], "round_size": a["round_size"],
+                    "batch_size": a["batch_size"], "in_flight": a["in_flight"], "k": a["k"],
+                    "actor.max_actions": a["actor"]["max_actions"],
+                    "reflexion.max_reflections": a["reflexion"]["max_reflections"],
+                    "expel.max_rules": a["expel"]["max_rules"], "expel.success_chunk": a["expel"]["success_chunk"],
+                    "autorefine.prune_every": a["autorefine"]["prune_every"],
+                    "selector.neighbours": a["selector"]["neighbours"]}
+        for key, v in positive.items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{src}.{key}: expected an integer >= 1, got {v!r}")
+        if a["round_size"] % a["batch_size"]:
+            raise ConfigError(f"{src}.batch_size: {a['batch_size']} does not divide round_size {a['round_size']}; "
+                              "a batch (episodes sharing one snapshot) must not straddle two rounds")
+        sel = a["selector"]
+        if sorted(sel) != sorted(SELECTOR_KEYS):
+            raise ConfigError(f"{src}.selector: expected exactly the keys {', '.join(SELECTOR_KEYS)}; "
+                              f"got {sorted(sel)}")
+        ranges = {"lam": (0.0, 1.0), "gamma": (0.0, 1.0), "epsilon": (0.0, 1.0), "min_cosine": (-1.0, 1.0),
+                  "bonus": (0.0, float("inf"))}
+        for key, (lo, hi) in ranges.items():
+            v = sel[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= float(v) <= hi or \
+                    (key == "gamma" and float(v) == 0.0):
+                raise ConfigError(f"{src}.selector.{key}: expected a number in [{lo}, {hi}]"
+                                  f"{' (not 0)' if key == 'gamma' else ''}, got {v!r}")
+        rot = sel["rotate_rounds"]
+        if isinstance(rot, bool) or not isinstance(rot, int) or rot < 0:
+            raise ConfigError(f"{src}.selector.rotate_rounds: expected an integer >= 0, got {sel['rotate_rounds']!r}")
+        if not 0.0 <= float(a["autorefine"]["prune_fraction"]) < 1.0:
+            raise ConfigError(f"{src}.autorefine.prune_fraction: expected a fraction in [0, 1), got "
+                              f"{a['autorefine']['prune_fraction']!r}")
+        for key in ("gamma", "lambda"):
+            vals = a["sweeps"][key]
+            if not isinstance(vals, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                     and 0.0 <= float(v) <= 1.0 for v in vals):
+                raise ConfigError(f"{src}.sweeps.{key}: expected a list of numbers in [0, 1], got {vals!r}")
+        if float(0) in [float(v) for v in a["sweeps"]["gamma"]] and a["sweeps"]["enabled"]:
+            raise ConfigError(f"{src}.sweeps.gamma: 0 is not a decay (every older outcome would weigh nothing)")
+        for key in ("prompts_dir", "actor_prompts_dir"):
+            if not Path(str(a[key])).is_dir():
+                raise ConfigError(f"{src}.{key}: folder '{a[key]}' does not exist; restore it from git or fix the key")
+        self.check_pools()
+
+    def check_pools(self, tasks_dir: str = "results/tasks") -> None:
+        """Each pool's splits exist in its environment's task table and hold the tasks asked
+        for, and ``antipersist.env_options`` names options ``make_env`` takes (before any job:
+        :mod:`memtrials.envs.catalog`)."""
+        a, envs_cfg = self.a, self.config["envs"]
+        check_env_options(a["env_options"], "antipersist.env_options", ENVS)
+        for env in self.envs:
+            pool = a["pools"][env]
+            for role in ("train", "eval"):
+                split_key, count_key = f"antipersist.pools.{env}.{role}_split", f"antipersist.pools.{env}.{role}_tasks"
+                check_split(env, pool[f"{role}_split"], envs_cfg, split_key)
+                check_task_count(env, str(pool[f"{role}_split"]), pool[f"{role}_tasks"], envs_cfg, count_key,
+                                 f"set {count_key} to at most that (or null: the whole split), or name a larger "
+                                 f"split in {split_key}", tasks_dir)
+
+    # -- paths -----------------------------------------------------------------
+    def jobs(self) -> list[tuple[str, str, str, int]]:
+        """(model, env, design, seed) of every training stream (and its evaluation)."""
+        return [(m, e, d, s) for m in self.models for e in self.envs for d in self.designs for s in self.seeds]
+
+    @staticmethod
+    def base(model: str, env: str, design: str, seed: int | str) -> str:
+        return f"{ROOT}/{model}/{env}/{design}/seed{seed}"
+
+    def report_inputs(self) -> dict[str, list[str]]:
+        jobs = self.jobs()
+        return {"eval": [f"{self.base(*j)}/eval.parquet" for j in jobs],
+                "train": [f"{self.base(*j)}/train.parquet" for j in jobs]}
+
+    def final_targets(self) -> list[str]:
+        if not (self.enabled and self.jobs()):
+            return []
+        return [f"{ROOT}/tables/index.md"]
+
+    # -- job slices ------------------------------------------------------------
+    def cell(self, model: str, env: str, design: str) -> dict[str, Any]:
+        """Everything of the config that determines one job's output (train and eval alike)."""
+        a = self.a
+        syn = a["synthesizer"] or model
+        cell: dict[str, Any] = {
+            "seed": a["seed"], "rounds": a["rounds"], "round_size": a["round_size"], "batch_size": a["batch_size"],
+            "in_flight": a["in_flight"], "k": a["k"], "pools": {env: dict(a["pools"][env])},
+            "env_options": {env: dict(a["env_options"].get(env) or {})}, "actor": dict(a["actor"]),
+            "synthesis": dict(a["synthesis"]), "synthesizer": a["synthesizer"], "embedder": self.embedder,
+            "endpoint": self.endpoint(model), "synthesizer_endpoint": self.endpoint(syn),
+            "embedder_endpoint": self.endpoint(self.embedder),
+        }
+        for key in ("reflexion", "expel", "autorefine"):
+            if design == key:
+                cell[key] = dict(a[key])
+        if uses_selector(design):
+            cell["selector"] = dict(a["selector"])
+        return cell
+
+    def prompt_files(self) -> list[str]:
+        """Every file of the study's prompt folder (each design loads its own)."""
+        return sorted(str(p) for p in Path(str(self.a["prompts_dir"])).iterdir() if p.is_file())
+
+    def actor_prompt_files(self) -> list[str]:
+        from memtrials.agent.prompts import PROMPT_FILES
+
+        return [f"{self.a['actor_prompts_dir']}/{f}" for f in PROMPT_FILES]
+
+    @staticmethod
+    def code(part: str) -> list[str]:
+        """Source files that determine a part's outputs (an edit reruns it; the cache replays)."""
+        from memtrials.pipeline.codesets import source_files
+
+        if part not in PARTS:
+            raise ValueError(f"antipersist: unknown part {part!r}; known: {', '.join(PARTS)}")
+        module = {"train": "train", "eval": "evaluate", "report": "report"}[part]
+        return source_files([f"memtrials.studies.antipersist.{module}"], exclude=NOT_CODE)
+
+    def api(self, model: str) -> int:
+        return max(1, min(int(self.a["in_flight"]), int(self.models_registry[model].max_concurrency)))
+
+    def alternatives(self, kind: str) -> str:
+        values = {"env": self.envs, "design": self.designs, "seed": [str(s) for s in self.seeds]}[kind]
+        return "|".join(v.replace("-", r"\-").replace(".", r"\.") for v in values) or "NONE"

@@ -1,0 +1,129 @@
+"""Full rollouts with the frozen calibrator (section 6.2): on the history study's tasks and
+seeds (the same list as its Raw and Causal cells), the source actor chooses every action
+while the calibrator role's endpoint reviews each completed non-terminal transition through
+the step hook (:class:`memtrials.agent.review.ReviewHook`, the Appendix G.2 interface):
+CALIBRATE puts its experience beside that transition, where it stays in every later
+prompt (the Experience rendering of Appendix G.1); NOUPDATE leaves the history unchanged.
+The reviewer sees the raw history through the latest action and its returned observation:
+no reward, no score, no later action.
+
+Also: which endpoints count as the trained calibrator (:func:`trained_endpoints`) and the
+label every table gives the Calibrator rows (:func:`calibrator_label`; also the joint actor's
+and the ablation's rows) and which dataset a declared checkpoint was trained on (:func:`trained_on`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from memtrials.studies.history.design import actor_settings, episode_seed, read_tasks
+from memtrials.studies.history.rollouts import rollout_cell
+
+MANIFEST = "memtrials-sft.json"
+TRAINED_BY = "calibrator_sft"
+
+
+def calibrator_settings(model: str, calibrator: str, actor: Mapping[str, Any], shuffle: str = "per_step") -> Any:
+    """The actor of a Calibrator cell: the Experience rendering, reviews by ``calibrator``."""
+    return actor_settings(model, "experience", actor, review_model=calibrator, shuffle=shuffle)
+
+
+async def calibrator_rollouts(config: Mapping[str, Any], *, model: str, env: str, cell: Mapping[str, Any],
+                              calibrator: str, prompts_dir: str, tasks_path: str, out_episodes: str, out_steps: str,
+                              out_calls: str, make_env: Any = None, condition: str = "calibrator") -> None:
+    """One Calibrator cell on the task list of the history study's (model, env) cells
+    (``condition``: ``calibrator``, or ``calibrator-<variant>`` for Table 9's cells)."""
+    tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env,
+                       cell.get("task_types"))
+    await _play(config, model=model, env=env, cell=cell, calibrator=calibrator, tasks=tasks, condition=condition,
+                prompts_dir=prompts_dir, outs=(out_episodes, out_steps, out_calls), make_env=make_env)
+
+
+async def _play(config: Mapping[str, Any], *, model: str, env: str, cell: Mapping[str, Any], calibrator: str,
+                tasks: list[str], condition: str, prompts_dir: str, outs: tuple[str, str, str],
+                make_env: Any) -> None:
+    """A Calibrator cell of ``model`` on ``tasks`` (their seeds from the cell's seed)."""
+    seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
+    settings = calibrator_settings(model, calibrator, cell["actor"], cell["shuffle"])
+    await rollout_cell(config, model=model, env=env, condition=condition, tasks=tasks, seeds=seeds,
+                       settings=settings, prompts_dir=prompts_dir, in_flight=int(cell["in_flight"]),
+                       out_episodes=outs[0], out_steps=outs[1], out_calls=outs[2],
+                       env_options=cell["env_options"], make_env=make_env)
+
+
+def training_tasks(tasks_path: str, cell: Mapping[str, Any], env: str) -> list[str]:
+    """The tasks of a cell on the calibrator's training split, after checking that none is an
+    evaluation task of the history study (``eval_split``, ``eval_seed``, ``eval_tasks_per_cell``).
+    Both lists are drawn from ``task_types`` (``history.task_types`` of ``env``; absent or
+    None: every type), so training tasks are of the evaluation's task types."""
+    types = cell.get("task_types")
+    tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env, types)
+    evaluation = set(read_tasks(tasks_path, int(cell["eval_tasks_per_cell"]), cell["eval_split"],
+                                int(cell["eval_seed"]), env, types))
+    shared = sorted(set(tasks) & evaluation)
+    if shared:
+        raise ValueError(f"calibrator training rollouts on {env}: task(s) {shared[:5]} are also history evaluation "
+                         f"tasks; set calibrator.splits.{env} to a split disjoint from history.splits.{env}")
+    return tasks
+
+
+async def joint_source_rollouts(config: Mapping[str, Any], *, model: str, env: str, cell: Mapping[str, Any],
+                                calibrator: str, prompts_dir: str, tasks_path: str, out_episodes: str,
+                                out_steps: str, out_calls: str, make_env: Any = None) -> None:
+    """Calibrator rollouts of ``model`` on the calibrator's training split (the joint actor's SFT
+    data, section 6.4): the tasks and seeds of the Raw source cell of (model, env), so that the
+    joint and action-only datasets come from the same training tasks and never an evaluation one."""
+    await _play(config, model=model, env=env, cell=cell, calibrator=calibrator,
+                tasks=training_tasks(tasks_path, cell, env), condition="calibrator-joint-source",
+                prompts_dir=prompts_dir, outs=(out_episodes, out_steps, out_calls), make_env=make_env)
+
+
+def checkpoint_digest(folder: str | Path) -> str:
+    """SHA-256 over the weight files of a checkpoint folder (name and bytes, sorted)."""
+    h = hashlib.sha256()
+    files = sorted(p for p in Path(folder).iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
+    if not files:
+        raise ValueError(f"{folder}: no weight files (*.safetensors, *.bin)")
+    for p in files:
+        h.update(p.name.encode())
+        with p.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def trained_endpoints(declared: Mapping[str, str]) -> dict[str, str]:
+    """The endpoints of ``calibrator.trained_endpoints`` whose folder holds a checkpoint that the
+    training rule wrote (its manifest says ``trained_by: calibrator_sft`` and its weights still
+    match the manifest's digest): name -> digest.  Any other endpoint is an untrained stand-in."""
+    out = {}
+    for name, folder in declared.items():
+        man = Path(folder) / MANIFEST
+        if not man.is_file():
+            continue
+        data = json.loads(man.read_text(encoding="utf-8"))
+        ckpt = Path(folder) / data.get("checkpoint", "checkpoint")
+        if data.get("trained_by") == TRAINED_BY and ckpt.is_dir() and checkpoint_digest(ckpt) == data.get("digest"):
+            out[name] = str(data["digest"])
+    return out
+
+
+def trained_on(declared: Mapping[str, str], name: str) -> str | None:
+    """The dataset (its file stem: ``full``, ``screen_only``, ``joint``, ``action_only``) that the
+    checkpoint declared for endpoint ``name`` was trained on, per its manifest; None if not declared."""
+    man = Path(declared[name]) / MANIFEST if name in declared else None
+    if man is None or not man.is_file():
+        return None
+    return Path(str(json.loads(man.read_text(encoding="utf-8")).get("dataset", ""))).stem or None
+
+
+def calibrator_label(endpoints: Sequence[str], trained: Mapping[str, str], title: str = "Calibrator") -> str:
+    """``<title> (<endpoint>)`` for a trained checkpoint, else ``<title> (untrained stand-in: <endpoint>)``."""
+    names = sorted({str(e) for e in endpoints if e})
+    who = ", ".join(names) or "endpoint not recorded"
+    if names and set(names) <= set(trained):
+        return f"{title} ({who})"
+    return f"{title} (untrained stand-in: {who})"

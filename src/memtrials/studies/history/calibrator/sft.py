@@ -1,0 +1,151 @@
+"""Supervised fine-tuning of the calibrator (section 6.1: Qwen3-8B, 3 epochs, learning rate
+1e-5) on the label chain's chat-format JSONL.  Runs in its own environment
+(``envs/train.txt``, ``.venv-train``): this file imports only the standard library, torch
+and transformers, and is run as a script::
+
+    .venv-train/bin/python src/memtrials/studies/history/calibrator/sft.py \\
+        --recipe recipe.json --dataset results/calibrator/dataset/full.jsonl --out DIR
+
+The loss is on the target (the assistant turn) only; the prompt is the Appendix G.2 review
+rendered with the base model's chat template.  ``recipe.json`` holds ``base_model`` (a
+Hugging Face id or a local folder), ``epochs``, ``learning_rate``, ``batch_size``,
+``grad_accum``, ``max_length``, ``bf16``, ``seed``; ``init: "random"`` with ``model_config``
+(a config dict) and ``tokenizer`` (a local folder) builds a randomly initialised model of
+that configuration instead of loading weights (the CPU test).  Writes ``DIR/checkpoint/``
+(model and tokenizer, ``save_pretrained``) and ``DIR/memtrials-sft.json`` (recipe, per-step
+losses, the weights' digest, ``trained_by: calibrator_sft``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "memtrials-sft.json"
+TRAINED_BY = "calibrator_sft"
+RECIPE_KEYS = ("base_model", "epochs", "learning_rate", "batch_size", "grad_accum", "max_length", "bf16", "seed")
+
+
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.strip():
+                row = json.loads(line)
+                if not isinstance(row.get("prompt"), list) or not isinstance(row.get("target"), str):
+                    raise ValueError(f"{path}:{n}: each line needs 'prompt' (a list of messages) and 'target' (text)")
+                rows.append(row)
+    if not rows:
+        raise ValueError(f"{path}: no examples (the label chain produced an empty dataset)")
+    return rows
+
+
+def encode(tok: Any, row: dict[str, Any], max_length: int) -> dict[str, list[int]]:
+    """Prompt ids (chat template, generation prompt) + target ids + EOS; labels -100 on the prompt."""
+    prompt = tok.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True)
+    if isinstance(prompt, dict):  # newer tokenizers return a BatchEncoding
+        prompt = prompt["input_ids"]
+    target = tok(row["target"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    room = max_length - len(target)
+    if room < 1:
+        raise ValueError(f"example {row.get('context_id')}: target alone is longer than max_length={max_length}")
+    prompt = list(prompt)[-room:]
+    return {"input_ids": prompt + target, "labels": [-100] * len(prompt) + target}
+
+
+def weights_digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(q for q in folder.iterdir() if q.suffix in (".safetensors", ".bin") and q.is_file()):
+        h.update(p.name.encode())
+        with p.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def load_model(recipe: dict[str, Any]) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    if recipe.get("init") == "random":
+        tok = AutoTokenizer.from_pretrained(recipe["tokenizer"])
+        cfg = AutoConfig.for_model(**recipe["model_config"])
+        torch.manual_seed(int(recipe["seed"]))
+        return AutoModelForCausalLM.from_config(cfg), tok
+    dtype = torch.bfloat16 if recipe["bf16"] else torch.float32
+    tok = AutoTokenizer.from_pretrained(recipe.get("tokenizer") or recipe["base_model"])
+    return AutoModelForCausalLM.from_pretrained(recipe["base_model"], torch_dtype=dtype), tok
+
+
+def train(recipe: dict[str, Any], dataset: str, out: str) -> dict[str, Any]:
+    import torch
+    from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
+
+    missing = [k for k in RECIPE_KEYS if k not in recipe]
+    if missing:
+        raise ValueError(f"recipe: missing key(s) {missing} (config key calibrator.train)")
+    set_seed(int(recipe["seed"]))
+    model, tok = load_model(recipe)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    rows = [encode(tok, r, int(recipe["max_length"])) for r in read_jsonl(dataset)]
+    pad = int(tok.pad_token_id)
+
+    def collate(batch: list[dict[str, list[int]]]) -> dict[str, Any]:
+        n = max(len(b["input_ids"]) for b in batch)
+        ids = [b["input_ids"] + [pad] * (n - len(b["input_ids"])) for b in batch]
+        labels = [b["labels"] + [-100] * (n - len(b["labels"])) for b in batch]
+        mask = [[1] * len(b["input_ids"]) + [0] * (n - len(b["input_ids"])) for b in batch]
+        return {"input_ids": torch.tensor(ids), "labels": torch.tensor(labels), "attention_mask": torch.tensor(mask)}
+
+    losses: list[dict[str, float]] = []
+
+    class Losses(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            if logs and "loss" in logs:
+                losses.append({"step": int(state.global_step), "loss": float(logs["loss"])})
+
+    outdir = Path(out)
+    gpu = torch.cuda.is_available()
+    args = TrainingArguments(
+        output_dir=str(outdir / "trainer"), num_train_epochs=float(recipe["epochs"]),
+        learning_rate=float(recipe["learning_rate"]), per_device_train_batch_size=int(recipe["batch_size"]),
+        gradient_accumulation_steps=int(recipe["grad_accum"]), bf16=bool(recipe["bf16"]) and gpu,
+        logging_steps=1, save_strategy="no", report_to=[], seed=int(recipe["seed"]), data_seed=int(recipe["seed"]),
+        use_cpu=not gpu, remove_unused_columns=False, lr_scheduler_type="constant",
+        dataloader_num_workers=0, disable_tqdm=True)
+    trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=collate, callbacks=[Losses()])
+    trainer.train()
+    ckpt = outdir / "checkpoint"
+    trainer.save_model(str(ckpt))
+    tok.save_pretrained(str(ckpt))
+    manifest = {"trained_by": TRAINED_BY, "checkpoint": "checkpoint", "digest": weights_digest(ckpt),
+                "recipe": {k: v for k, v in recipe.items()}, "dataset": dataset, "examples": len(rows),
+                "losses": losses}
+    tmp = outdir / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, outdir / MANIFEST)
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Fine-tune the calibrator (section 6.1) on the label dataset.")
+    ap.add_argument("--recipe", required=True, help="JSON file: the calibrator.train recipe")
+    ap.add_argument("--dataset", required=True, help="chat-format JSONL from the calibrator_dataset rule")
+    ap.add_argument("--out", required=True, help="output folder (checkpoint/ and memtrials-sft.json)")
+    a = ap.parse_args(argv)
+    with open(a.recipe, encoding="utf-8") as fh:
+        recipe = json.load(fh)
+    m = train(recipe, a.dataset, a.out)
+    print(json.dumps({"examples": m["examples"], "first_loss": m["losses"][0]["loss"] if m["losses"] else None,
+                      "last_loss": m["losses"][-1]["loss"] if m["losses"] else None, "digest": m["digest"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""What ``workflow/rules/calibrator.smk`` asks of the config: the source, recipient and role
+endpoints, the config slice of every job, the checks that fail before any job, the code
+inputs and the final targets.  Every value comes from the ``calibrator:`` section (and the
+``history:`` section it extends) of ``config/config.yaml``; no second default here."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from memtrials.config import ConfigError
+from memtrials.envs.catalog import check_split, check_task_count
+
+PARTS = ("sources", "contexts", "generate", "screen", "compare", "labels", "dataset", "rollouts", "joint",
+         "joint_rollouts", "joint_sources", "report")
+NOT_CODE = ("memtrials.config", "memtrials.io", "memtrials.llm", "memtrials.pipeline.rule_entry", "memtrials.testing")
+STAGE_MODULE = {"sources": "entry", "contexts": "contexts", "generate": "generate", "screen": "screen",
+                "compare": "compare", "labels": "dataset", "dataset": "dataset", "rollouts": "rollouts", "joint": "joint",
+                "joint_rollouts": "jointactor", "joint_sources": "rollouts", "report": "report"}
+VARIANTS = ("full", "screen_only")
+ARMS = ("joint", "action_only")
+
+
+class CalibratorWorkflow:
+    """The calibrator section of one config, resolved."""
+
+    def __init__(self, config: Mapping[str, Any], models: Mapping[str, Any],
+                 endpoint: Callable[[str], Mapping[str, Any]]) -> None:
+        if "calibrator" not in config:
+            raise ConfigError("config key calibrator: missing; copy the calibrator section of config/config.yaml "
+                              "(every key is required)")
+        self.config, self.registry, self.endpoint = config, models, endpoint
+        self.c = dict(config["calibrator"])
+        self.h = dict(config["history"])
+        self.enabled = bool(self.c["enabled"])
+        history_models = list(self.h["models"] or config["panel"])
+        self.history_models, self.history_envs = history_models, list(self.h["envs"])
+        self.sources = list(self.c["sources"]["models"] or history_models)
+        self.envs = list(self.c["sources"]["envs"])
+        self.recipients = list(self.c["recipients"] or self.sources)
+        self.variants = list(self.c["variants"])
+        self.train = dict(self.c["train"])
+        self.train_variants = list(self.train["variants"]) if self.train["enabled"] else []
+        self.rollouts_enabled = bool(self.c["rollouts"]["enabled"])
+        self.rollout_envs = list(self.c["rollouts"]["envs"])
+        ab, jo = dict(self.c["ablation"]), dict(self.c["joint"])
+        self.ablation_enabled = self.rollouts_enabled and bool(ab["enabled"])
+        self.joint_enabled = self.rollouts_enabled and bool(jo["enabled"])
+        self.joint_actors = {arm: list(history_models if eps is None else eps)
+                             for arm, eps in dict(jo["actors"]).items()}
+        self.joint_train_seeds = [int(k) for k in jo["train"]["seeds"]] if jo["train"]["enabled"] else []
+        self.joint_data_models = list(jo["data_models"] or history_models)
+        self.roles = dict(config["roles"])
+        self.prompts_dir = str(self.c["prompts_dir"])
+        if self.enabled:
+            self.check()
+        self.generator, self.judge = self.roles.get("generator"), self.roles.get("judge")
+        self.ablation_endpoints = {v: (e or self.roles.get("calibrator")) for v, e in dict(ab["endpoints"]).items()}
+
+    def check(self) -> None:
+        for role in ("generator", "judge") + (("calibrator",) if self.rollouts_enabled else ()):
+            if role not in self.roles:
+                raise ConfigError(f"config key roles.{role}: missing; the calibrator's labels need it "
+                                  f"(add `roles: {{{role}: <endpoint>}}` or set calibrator.enabled: false)")
+            if self.roles[role] not in self.registry:
+                raise ConfigError(f"config key roles.{role}: endpoint '{self.roles[role]}' is not in the registry")
+        for key, names in (("calibrator.sources.models", self.sources), ("calibrator.recipients", self.recipients)):
+            for m in names:
+                if m not in self.registry:
+                    raise ConfigError(f"config key {key}: endpoint '{m}' is not in the registry; add an entry "
+                                      f"to {self.config['models_file']} or remove the name")
+        for env in self.training_envs():
+            if env not in self.c["splits"]:
+                raise ConfigError(f"config key calibrator.splits: no entry for environment {env!r}; add "
+                                  f"`{env}: <training split>`")
+            if env in self.h["splits"] and self.c["splits"][env] == self.h["splits"][env]:
+                raise ConfigError(f"config key calibrator.splits.{env}: {self.c['splits'][env]!r} is also the "
+                                  f"history evaluation split (history.splits.{env}); the calibrator's tasks must "
+                                  "be disjoint from the evaluation tasks: name another split")
+            split, n = self.c["splits"][env], self.c["sources"]["tasks_per_cell"]
+            check_split(env, split, self.config["envs"], f"calibrator.splits.{env}")
+            check_task_count(env, str(split), n, self.config["envs"], "calibrator.sources.tasks_per_cell",
+                             f"set calibrator.sources.tasks_per_cell to at most that, or name a larger split in "
+                             f"calibrator.splits.{env} (or list more types in history.task_types.{env}, or null)",
+                             types=(self.h["task_types"] or {}).get(env), types_key=f"history.task_types.{env}")
+        self.check_rollouts()
+        bad = sorted(set(self.variants) - set(VARIANTS)) + sorted(set(self.train["variants"]) - set(self.variants))
+        if bad:
+            raise ConfigError(f"config key calibrator.variants / calibrator.train.variants: unknown or not built "
+                              f"{bad}; allowed: {', '.join(VARIANTS)} (train.variants must be among variants)")
+
+    def training_envs(self) -> list[str]:
+        """Environments with rollouts on the calibrator's training splits: the label chain's
+        sources, and the joint actor's environments (its SFT data's source rollouts)."""
+        joint = [e for e in self.rollout_envs if e not in self.envs] if self.joint_enabled else []
+        return self.envs + joint
+
+    def check_rollouts(self) -> None:
+        """The rollout keys: environments among history's, every endpoint in the registry (the
+        schema fixes the ablation's variants and the joint actor's arms)."""
+        c = self.c
+        extra = sorted(set(self.rollout_envs) - set(self.history_envs))
+        if extra:
+            raise ConfigError(f"config key calibrator.rollouts.envs: {extra} not in history.envs "
+                              f"{self.history_envs}; the Calibrator rows are compared with history's Raw and Causal "
+                              "cells on the same tasks: name environments of history.envs")
+        named = [("calibrator.joint.data_models", e) for e in self.joint_data_models]
+        named += [(f"calibrator.ablation.endpoints.{v}", e) for v, e in c["ablation"]["endpoints"].items() if e]
+        named += [(f"calibrator.joint.actors.{a}", e) for a, es in self.joint_actors.items() for e in es]
+        for key, e in named:
+            if e not in self.registry:
+                raise ConfigError(f"config key {key}: endpoint '{e}' is not in the registry; add an entry to "
+                                  f"{self.config['models_file']} or name another")
+
+    def prompt_files(self) -> list[str]:
+        from memtrials.studies.history.calibrator.prompts import PROMPT_FILES
+
+        return [f"{self.prompts_dir}/{f}" for f in PROMPT_FILES]
+
+    @staticmethod
+    def code(part: str) -> list[str]:
+        """Source files that decide a part's outputs (rule inputs: an edit reruns the part)."""
+        from memtrials.pipeline.codesets import source_files
+
+        if part not in PARTS:
+            raise ValueError(f"calibrator: unknown part {part!r}; known: {', '.join(PARTS)}")
+        pkg = "memtrials.studies.history.calibrator"
+        return sorted({"src/memtrials/studies/history/calibrator/entry.py",
+                       *source_files([f"{pkg}.{STAGE_MODULE[part]}"], exclude=NOT_CODE)})
+
+    def api(self, model: str) -> int:
+        return max(1, min(int(self.h["in_flight"]), int(self.registry[model].max_concurrency)))
+
+    def role(self, name: str) -> dict[str, Any]:
+        who = self.roles[name]
+        return {"name": who, **self.endpoint(who)}
+
+    def source_cell(self, model: str, env: str) -> dict[str, Any]:
+        return {"seed": self.c["seed"], "split": self.c["splits"][env], "sources": dict(self.c["sources"]),
+                "eval_split": self.h["splits"][env], "eval_seed": self.h["seed"],
+                "eval_tasks_per_cell": self.h["tasks_per_cell"], "actor": self.h["actor"],
+                "task_types": (self.h["task_types"] or {}).get(env),
+                "in_flight": self.h["in_flight"], "env_options": self.h["env_options"].get(env) or {},
+                "endpoint": self.endpoint(model)}
+
+    def stage_params(self, stage: str, model: str | None = None) -> dict[str, Any]:
+        p: dict[str, Any] = {"max_tokens": self.c["review_max_tokens"]}
+        if stage == "generate":
+            p["generator"] = self.role("generator")
+        if stage in ("screen", "compare"):
+            p["judge"] = self.role("judge")
+        if stage == "compare" and model is not None:
+            p["actor"] = {"name": model, **self.endpoint(model), "settings": dict(self.h["actor"])}
+        return p
+
+    def ablation_role(self, variant: str) -> dict[str, Any]:
+        who = self.ablation_endpoints[variant]
+        return {"name": who, **self.endpoint(who)}
+
+    def training_cell(self, history_cell: Mapping[str, Any], env: str) -> dict[str, Any]:
+        """A Calibrator cell on the calibrator's training split of ``env`` (the joint actor's SFT
+        data): history's actor settings, the source cells' split, seed and task count, and the
+        evaluation task list it must not touch."""
+        return {**history_cell, "split": self.c["splits"][env], "seed": self.c["seed"],
+                "tasks_per_cell": self.c["sources"]["tasks_per_cell"], "eval_split": self.h["splits"][env],
+                "eval_seed": self.h["seed"], "eval_tasks_per_cell": self.h["tasks_per_cell"]}
+
+    def joint_cell(self, history_cell: Mapping[str, Any]) -> dict[str, Any]:
+        """A joint-actor cell: history's cell (its tasks, seeds and actor), the reply cap and the
+        reply's constraint (``calibrator.joint.reply``, ``max_experience_chars``)."""
+        j = self.c["joint"]
+        return {**history_cell, "max_output_tokens": j["max_output_tokens"], "reply": j["reply"],
+                "max_experience_chars": j["max_experience_chars"]}
+
+    def recipe(self) -> dict[str, Any]:
+        """The SFT recipe (``calibrator.train`` less the rule's plumbing)."""
+        return {k: self.train[k] for k in ("base_model", "epochs", "learning_rate", "batch_size", "grad_accum",
+                                            "max_length", "bf16", "seed")}
+
+    def source_paths(self) -> list[dict[str, str]]:
+        return [{"model": m, "env": e, "episodes": f"results/calibrator/sources/{m}/{e}.parquet",
+                 "steps": f"results/calibrator/sources/{m}/{e}.steps.parquet"} for m in self.sources for e in self.envs]
+
+    def source_files(self) -> list[str]:
+        return [p[k] for p in self.source_paths() for k in ("episodes", "steps")]
+
+    def compare_files(self) -> list[str]:
+        return [f"results/calibrator/compare/{m}.parquet" for m in self.recipients]
+
+    def rollout_files(self) -> dict[str, list[str]]:
+        if not self.rollouts_enabled:
+            return {}
+        ms, es = self.history_models, self.rollout_envs
+        hist = "results/history/rollouts"
+        return {"raw": [f"{hist}/{m}/{e}/raw.parquet" for m in ms for e in es],
+                "causal": [f"{hist}/{m}/{e}/causal.parquet" for m in ms for e in es],
+                "calibrator": [f"results/calibrator/rollouts/{m}/{e}/calibrator.parquet" for m in ms for e in es]}
+
+    def joint_data_files(self) -> dict[str, list[str]]:
+        """The rollouts both joint-actor datasets come from, all on the calibrator's training
+        splits (``calibrator.splits``, disjoint from ``history.splits``): the Calibrator cells of
+        ``calibrator.joint.data_models`` (joint; rule ``calibrator_joint_sources``) and their Raw
+        source cells (action-only; rule ``calibrator_sources``), on the same tasks and seeds."""
+        ms, es = self.joint_data_models, self.rollout_envs
+        return {"calibrator": [f"results/calibrator/joint/sources/{m}/{e}.parquet" for m in ms for e in es],
+                "raw": [f"results/calibrator/sources/{m}/{e}.parquet" for m in ms for e in es]}
+
+    def ablation_files(self) -> dict[str, list[str]]:
+        """Table 9's Calibrator cells per variant: for ``full``, the Table 8 cells when its endpoint
+        is ``roles.calibrator`` (the same rollouts); otherwise the variant's own cells."""
+        if not self.ablation_enabled:
+            return {}
+        out = {}
+        for v in VARIANTS:
+            if v == "full" and self.ablation_endpoints[v] == self.roles.get("calibrator"):
+                out[v] = self.rollout_files()["calibrator"]
+            else:
+                out[v] = [f"results/calibrator/ablation/{v}/{m}/{e}.parquet"
+                          for m in self.history_models for e in self.rollout_envs]
+        return out
+
+    def joint_files(self) -> dict[str, list[str]]:
+        """The joint actor's and the action-only baseline's cells: arm x endpoint x environment."""
+        if not self.joint_enabled:
+            return {}
+        return {a: [f"results/calibrator/joint/rollouts/{a}/{m}/{e}.parquet" for m in self.joint_actors[a]
+                    for e in self.rollout_envs] for a in ARMS}
+
+    def joint_sft_files(self) -> list[str]:
+        """The joint actor's and the baseline's SFT runs, one per seed (the calibrator's recipe and
+        environment, ``calibrator.joint.train``); none unless enabled."""
+        if not self.rollouts_enabled:
+            return []
+        return [f"results/calibrator/sft/{a}-seed{k}/memtrials-sft.json" for a in ARMS for k in self.joint_train_seeds]
+
+    def report_inputs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"labels": "results/calibrator/labels.parquet", "compare": self.compare_files(),
+                               "datasets": [f"results/calibrator/dataset/{v}.parquet" for v in self.variants],
+                               "sft": [f"results/calibrator/sft/{v}/memtrials-sft.json" for v in self.train_variants]
+                               + self.joint_sft_files()}
+        out.update(self.rollout_files())
+        if self.rollouts_enabled:
+            out["joint"] = ["results/calibrator/joint/joint.jsonl", "results/calibrator/joint/action_only.jsonl"]
+        out.update({f"ablation_{v}": fs for v, fs in self.ablation_files().items()})
+        out.update({f"arm_{a}": fs for a, fs in self.joint_files().items()})
+        return out
+
+    def final_targets(self) -> list[str]:
+        if not (self.enabled and self.sources and self.envs):
+            return []
+        return ["results/calibrator/tables/index.md"]
+
+    @staticmethod
+    def alternatives(values: list[str]) -> str:
+        return "|".join(v.replace("-", r"\-") for v in values) or "NONE"

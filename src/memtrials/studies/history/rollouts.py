@@ -1,0 +1,56 @@
+"""Full-rollout cells: one (model, environment, condition) cell runs all its tasks.
+
+*When History Fails to Become Experience*, section 4, section 5 and Appendices C, D.1,
+D.3, F.1.  Episodes of a cell run concurrently through the one runner
+(:class:`memtrials.agent.runner.Runner`, ``in_flight`` at a time, one environment object
+each); the model client bounds the requests in flight, caches every call and records it,
+so a killed cell rerun repeats no completed call and writes the same Parquet.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+
+from memtrials.agent.actor import ActorSettings, Composer
+from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.records import STEP_SCHEMA
+from memtrials.agent.runner import EpisodeSpec, Runner, episode_schema, write_episodes
+from memtrials.envs.pool import EnvPool, env_factory
+from memtrials.llm import open_client
+
+log = logging.getLogger(__name__)
+
+
+async def rollout_cell(
+    config: Mapping[str, Any], *, model: str, env: str, condition: str, tasks: Sequence[str],
+    seeds: Sequence[int], settings: ActorSettings, prompts_dir: str, in_flight: int,
+    out_episodes: str, out_steps: str, out_calls: str, env_options: Mapping[str, Any] | None = None,
+    make_env: Callable[[], Any] | None = None, composer: Callable[[int], Composer] | None = None,
+    memory: Any = None,
+) -> pd.DataFrame:
+    """Run one full-rollout cell and write its episodes, steps and call records.
+
+    ``memory`` (a :class:`~memtrials.memory.MemoryView`) puts a memory block in every
+    actor prompt; the lesson ids of each step are recorded.
+    """
+    if len(tasks) != len(seeds):
+        raise ValueError(f"{len(tasks)} tasks but {len(seeds)} seeds")
+    if len(set(tasks)) != len(tasks):
+        raise ValueError("rollout cell: the task list has duplicates")
+    prompts = HistoryPrompts.load(prompts_dir)
+    cell = f"history/rollouts/{model}/{env}/{condition}"
+    specs = [EpisodeSpec(env, t, f"{cell}/{t}", s, settings, composer=composer(s) if composer else None)
+             for t, s in zip(tasks, seeds)]
+    async with EnvPool(make_env or env_factory(env, env_options), max(1, min(in_flight, len(tasks)))) as pool, \
+            open_client(config, cell, out_calls) as client:
+        client.expect(len(tasks) * settings.max_actions * (2 if settings.review else 1))
+        episodes = await Runner(client, pool, prompts, in_flight=in_flight).concurrent(specs, memory)
+        log.info("%s: %d episodes, %d won; %d fresh calls, %d from cache", cell, len(episodes),
+                 sum(e.summary["won"] for e in episodes), client.fresh_calls, client.cache_hits)
+    return write_episodes(episodes, {"model": model, "env": env, "condition": condition},
+                          {t: i for i, t in enumerate(tasks)}, out_episodes, out_steps,
+                          schema=episode_schema(getattr(memory, "episode_columns", ())),
+                          step_schema=episode_schema(getattr(memory, "step_columns", ()), STEP_SCHEMA))

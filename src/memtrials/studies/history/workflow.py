@@ -1,0 +1,145 @@
+"""What ``workflow/rules/history.smk`` asks of the config: cell lists, the config slice that
+determines each cell's output (never a key), and the checks that fail before any job.
+
+Every value comes from the ``history:`` section of the config (``config/config.yaml``,
+whose schema marks each key required): this module holds no second default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from memtrials.config import ConfigError
+from memtrials.studies.history.design import rollout_conditions
+from memtrials.studies.history.preflight import check_history_envs, check_named_tasks, check_task_types
+
+PARTS = ("rollouts", "continuation", "probe", "report")
+NOT_CODE = ("memtrials.config", "memtrials.io", "memtrials.llm", "memtrials.pipeline.rule_entry", "memtrials.testing")
+"""Imported by every part but not deciding its outputs: config parsing (its values are in
+the rule's params), atomic writing, the model layer (its cache replays the calls), rule
+plumbing and the loopback server."""
+
+
+class HistoryWorkflow:
+    """The history section of one config, resolved (``endpoint`` maps a name to its params)."""
+
+    def __init__(self, config: Mapping[str, Any], models: Mapping[str, Any],
+                 endpoint: Callable[[str], Mapping[str, Any]]) -> None:
+        if "history" not in config:
+            raise ConfigError("config key history: missing; copy the history section of "
+                              "config/config.yaml (every key is required)")
+        self.config = config
+        self.h = dict(config["history"])
+        self.models_registry = models
+        self.endpoint = endpoint
+        self.enabled = bool(self.h["enabled"])
+        self.models = list(self.h["models"] or config["panel"])  # null: the top-level panel
+        self.envs = list(self.h["envs"])
+        self.conditions = rollout_conditions(self.h)
+        self.prompts_dir = str(self.h["prompts_dir"])
+        self.cont = dict(self.h["continuation"])
+        self.cont_conditions = list(self.cont["conditions"]) + [f"{c}-chat" for c in self.cont["chat_conditions"]]
+        self.cont_enabled = bool(self.cont["enabled"]) and bool(self.cont_conditions)
+        self.probe = dict(self.h["probe"])
+        self.probe_enabled = bool(self.probe["enabled"])
+        self.roles = dict(config["roles"])
+        if self.enabled:
+            self.check()
+
+    def check(self) -> None:
+        src = "config key history"
+        for env in self.envs:
+            if env not in self.h["splits"]:
+                raise ConfigError(f"config key history.splits: no entry for environment {env!r} (listed in "
+                                  f"history.envs); add `{env}: <split>` (null: every split of its task table)")
+        for m in self.models:
+            if m not in self.models_registry:
+                raise ConfigError(f"{src}.models (or panel): endpoint '{m}' is not in the registry "
+                                  f"({self.config['models_file']}); add an entry there or remove the name")
+        if self.cont_enabled and any(c.partition("-")[0] == "calibrator" for c in self.cont_conditions) \
+                and "calibrator" not in self.roles:
+            raise ConfigError("config key history.continuation.conditions lists 'calibrator', which needs "
+                              "roles.calibrator: add `roles: {calibrator: <endpoint>}` or drop the condition")
+        if self.probe_enabled and "judge" not in self.roles:
+            raise ConfigError("config key history.probe.enabled needs roles.judge (the screen of Appendix B.1): "
+                              "add `roles: {judge: <endpoint>}` or set history.probe.enabled: false")
+        for role in ("judge", "calibrator"):
+            if role in self.roles and self.roles[role] not in self.models_registry:
+                raise ConfigError(f"config key roles.{role}: endpoint '{self.roles[role]}' is not in the registry")
+        check_task_types(self.h, self.config["envs"])  # the type lists first: the split sizes count with them
+        check_history_envs(self.h, self.config["envs"])
+        check_named_tasks(self.h, self.config["envs"])
+
+    def prompt_files(self) -> list[str]:
+        from memtrials.agent.prompts import PROMPT_FILES
+
+        return [f"{self.prompts_dir}/{f}" for f in PROMPT_FILES]
+
+    @staticmethod
+    def code(part: str) -> list[str]:
+        """Source files that determine a part's outputs (inputs of its rule: an edit reruns it;
+        the model cache makes that rerun replay every unchanged call): the part's module and
+        every package module it imports (:func:`memtrials.pipeline.codesets.source_files`), less the
+        plumbing in :data:`NOT_CODE`."""
+        from memtrials.pipeline.codesets import source_files
+
+        if part not in PARTS:
+            raise ValueError(f"history: unknown part {part!r}; known: {', '.join(PARTS)}")
+        study = "memtrials.studies.history"
+        if part == "report":
+            return source_files([f"{study}.report"], exclude=NOT_CODE)
+        # the rule's entry point itself, not what it imports (it imports every part)
+        entry = "src/memtrials/studies/history/entry.py"
+        return sorted({entry, *source_files([f"{study}.{part}", f"{study}.design"], exclude=NOT_CODE)})
+
+    def api(self, model: str) -> int:
+        return max(1, min(int(self.h["in_flight"]), int(self.models_registry[model].max_concurrency)))
+
+    def cell(self, model: str, env: str, part: str | None = None) -> dict[str, Any]:
+        """Everything of the config that determines one cell's output."""
+        cell: dict[str, Any] = {
+            "seed": self.h["seed"], "tasks_per_cell": self.h["tasks_per_cell"],
+            "chat_tasks_per_cell": self.h["chat_tasks_per_cell"],
+            "split": self.h["splits"][env],
+            "task_types": (self.h["task_types"] or {}).get(env),  # null / absent: every type
+        }
+        named = (self.h["tasks"] or {}).get(env)
+        if named is not None:  # history.tasks: the cell plays these (null: the seeded draw above)
+            cell["tasks"] = list(named)
+        cell.update({
+            "env_options": self.h["env_options"].get(env) or {},  # per environment, optional
+            "actor": self.h["actor"], "in_flight": self.h["in_flight"],
+            "endpoint": self.endpoint(model),
+        })
+        if part is None:  # rollouts: how Shuffle-All / Shuffle-Old draw their permutations
+            cell["shuffle"] = self.h["shuffle"]
+        if part == "continuation":
+            cell["continuation"] = {k: self.cont[k] for k in ("sources_per_cell", "min_source_steps")}
+            if "calibrator" in self.roles:
+                cell["calibrator"] = {"name": self.roles["calibrator"], **self.endpoint(self.roles["calibrator"])}
+        if part == "probe":
+            cell["probe"] = {"conditions": list(self.probe["conditions"])}
+            judge = self.roles.get("judge")
+            cell["judge"] = {"name": judge, **(self.endpoint(judge) if judge else {})}
+        return cell
+
+    def final_targets(self) -> list[str]:
+        """What the target rule ``all`` asks of this study (none when disabled or empty)."""
+        if not (self.enabled and self.models and self.envs):
+            return []
+        return ["results/history/tables/index.md"]
+
+    def report_inputs(self) -> dict[str, list[str]]:
+        out = {"rollouts": [f"results/history/rollouts/{m}/{e}/{c}.parquet"
+                            for m in self.models for e in self.envs for c in self.conditions]}
+        if self.cont_enabled:
+            out["continuation"] = [f"results/history/continuation/{m}/{e}/{c}.parquet"
+                                   for m in self.models for e in self.envs for c in self.cont_conditions]
+        if self.probe_enabled:
+            out["probe"] = [f"results/history/probe/{m}/{e}.parquet" for m in self.models for e in self.envs]
+        return out
+
+    @staticmethod
+    def alternatives(values: list[str]) -> str:
+        """A wildcard constraint matching exactly ``values``."""
+        return "|".join(v.replace("-", r"\-") for v in values) or "NONE"

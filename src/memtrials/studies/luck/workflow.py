@@ -1,0 +1,122 @@
+"""What ``workflow/rules/luck.smk`` asks of the config: the study's panel, the config slice
+that the freeze registers (never a key), the code each rule depends on, the final targets,
+and the checks that fail before any job.  Same shape as
+:class:`memtrials.studies.history.workflow.HistoryWorkflow`.
+
+Every value comes from the ``luck:`` section of the config (``config/config.yaml``, whose
+schema marks each key required): this module holds no second default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from memtrials.config import ConfigError
+
+RESULTS = "results/luck"
+REGISTERED = f"{RESULTS}/freeze/registered.json"
+TABLE_FORMATS = ("md", "csv", "tex", "html")
+FIGURE_FORMATS = ("png", "svg")
+
+
+class LuckWorkflow:
+    """The ``luck`` section of one config, resolved (``endpoint`` maps a name to its params)."""
+
+    def __init__(self, config: Mapping[str, Any], models: Mapping[str, Any],
+                 endpoint: Callable[[str], Mapping[str, Any]]) -> None:
+        if "luck" not in config:
+            raise ConfigError("config key luck: missing; copy the luck section of config/config.yaml "
+                              "(every key is required)")
+        self.config = config
+        self.luck = dict(config["luck"])
+        self.models_registry = models
+        self.endpoint = endpoint
+        self.enabled = bool(self.luck["enabled"])
+        self.panel = list(self.luck["panel"] or config["panel"])
+        self.prompts_dir = str(self.luck["prompts_dir"])
+        self.registered = REGISTERED
+        if self.enabled:
+            self.check()
+
+    def check(self) -> None:
+        src = self.config["models_file"]
+        for m in self.panel:
+            if m not in self.models_registry:
+                raise ConfigError(f"config key luck.panel (or panel): endpoint '{m}' is not in {src}; "
+                                  "add an entry there or remove the name")
+
+    # -- what the rules read ---------------------------------------------------------------
+    def worlds(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`memtrials.studies.luck.entry.make_worlds`."""
+        w = self.luck["worlds"]
+        return {"seed": int(self.luck["seed"]), "domains": int(w["domains"]),
+                "per_domain": int(w["per_domain"]), "margin": float(w["margin"])}
+
+    def max_tokens(self, role: str) -> int | None:
+        """The output cap a writer or reader request overrides (None: the endpoint's own)."""
+        return self.luck[role]["max_tokens"]
+
+    def analysis_rules(self) -> dict[str, Any]:
+        return dict(self.luck["analysis"])
+
+    def prompt_files(self) -> list[str]:
+        from memtrials.studies.luck.prompts import PROMPT_FILES
+
+        return [f"{self.prompts_dir}/{f}" for f in PROMPT_FILES]
+
+    def slice(self) -> dict[str, Any]:
+        """Everything of the config that determines the study's outputs (never a key): the
+        ``luck`` section, the resolved panel, and per endpoint its identity, provider pin
+        (``extra_body``), declared parameters and the request parameters each role sends."""
+        from memtrials.studies.luck.freeze import sent_params
+
+        endpoints = {}
+        for m in self.panel:
+            ep = self.models_registry[m]
+            endpoints[m] = {
+                **self.endpoint(m), "provider": ep.provider, "extra_body": dict(ep.extra_body),
+                "grammar": bool(ep.grammar),
+                "sent": {role: sent_params(ep, self.max_tokens(role)) for role in ("writer", "reader")},
+            }
+        return {"luck": self.luck, "panel": self.panel, "endpoints": endpoints}
+
+    @staticmethod
+    def code(part: str) -> list[str]:
+        """Source files that determine a part's outputs (inputs of its rule; the freeze
+        hashes the same list, see :data:`memtrials.studies.luck.freeze.CODE_FILES`)."""
+        from memtrials.studies.luck.freeze import code_files
+
+        return code_files(part)
+
+    def api(self, model: str) -> int:
+        return max(1, int(self.models_registry[model].max_concurrency))
+
+    # -- outputs ---------------------------------------------------------------------------
+    @staticmethod
+    def tables() -> list[str]:
+        from memtrials.studies.luck.outputs import REPORT_TABLES
+
+        return list(REPORT_TABLES)
+
+    @staticmethod
+    def analysis_tables() -> list[str]:
+        from memtrials.studies.luck.outputs import ANALYSIS_TABLES
+
+        return list(ANALYSIS_TABLES)
+
+    def table_paths(self) -> list[str]:
+        return ([f"{RESULTS}/tables/{t}.{ext}" for t in self.tables() for ext in TABLE_FORMATS]
+                + [f"{RESULTS}/tables/registered_supplement.md"])
+
+    def figure_paths(self) -> list[str]:
+        return [f"{RESULTS}/figures/figure1_p2_p3m.{ext}" for ext in FIGURE_FORMATS]
+
+    def per_model(self, name: str) -> list[str]:
+        return [f"{RESULTS}/{m}/{name}" for m in self.panel]
+
+    def final_targets(self) -> list[str]:
+        if not self.enabled:
+            return []
+        return ([f"{RESULTS}/freeze/manifest.json", f"{RESULTS}/analysis/registered.json",
+                 f"{RESULTS}/analysis/REIMPL_COMPARISON.json"] + self.table_paths() + self.figure_paths())
+
