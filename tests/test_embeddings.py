@@ -231,7 +231,7 @@ def test_commented_embedding_examples_of_the_registry_are_valid():
                                        and not line.startswith("  # An ")))
     eps = parse_models({"endpoints": entries})
     assert {n: e.task for n, e in eps.items()} == {"text-embedding-3-small": "embed", "qwen3-embedding-8b": "embed"}
-    for preset, name in (("playbook-paper", "all-mpnet-base-v2"), ("antipersistence-paper", "qwen3-embedding-8b")):
+    for preset, name in (("playbook-paper", "all-mpnet-base-v2"), ("antipersist-paper", "qwen3-embedding-8b")):
         assert load_models(REPO / f"config/presets/{preset}.models.yaml")[name].task == "embed"
 
 

@@ -235,8 +235,8 @@ def test_ablation_policies_and_settings():
     assert bandit.settings() == {"policy": "bandit", "arms": list(ARMS), "lam": 0.2, "seed": 0, "gamma": 0.99,
                                  "neighbours": 10, "bonus": 0.5, "min_cosine": 0.7, "rotate_rounds": 3,
                                  "epsilon": 0.1}
-    with pytest.raises(ValueError, match=r"antipersistence.selector: unknown key\(s\) \['gama'\]"):
-        make_selector({"gama": 0.9}, ARMS, where="antipersistence.selector")
+    with pytest.raises(ValueError, match=r"antipersist.selector: unknown key\(s\) \['gama'\]"):
+        make_selector({"gama": 0.9}, ARMS, where="antipersist.selector")
     with pytest.raises(ValueError, match="selector.policy: unknown policy 'ucb'"):
         make_selector({"policy": "ucb"}, ARMS)
     with pytest.raises(ValueError, match="selector.arm: the fixed policy needs"):

@@ -56,7 +56,7 @@ def merge(base: dict, over: dict) -> dict:
     return base
 
 
-@pytest.mark.parametrize("preset", ["history-paper", "playbook-paper", "antipersistence-paper"])
+@pytest.mark.parametrize("preset", ["history-paper", "playbook-paper", "antipersist-paper"])
 def test_the_paper_presets_list_every_action(preset):
     doc = yaml.safe_load((REPO / "config/presets" / f"{preset}.yaml").read_text())
     merged = merge(copy.deepcopy(base_config()), doc)

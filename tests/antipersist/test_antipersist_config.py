@@ -79,7 +79,7 @@ def test_training_order_visits_the_pool_in_seeded_passes():
 
 
 def test_the_paper_preset_dry_run(workflow_copy):
-    r = run_snakemake(workflow_copy, "-n", "--configfile", "config/presets/antipersistence-paper.yaml", "--",
+    r = run_snakemake(workflow_copy, "-n", "--configfile", "config/presets/antipersist-paper.yaml", "--",
                       "results/antipersist/tables/index.md", timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     # 3 backbones x 2 benchmarks x (14 designs + 8 sweep designs) x 3 seeds streams, as many evaluations

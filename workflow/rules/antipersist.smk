@@ -1,4 +1,4 @@
-# Anti-persistence (issue 11; docs/antipersistence.md): one training stream per
+# Anti-persistence (issue 11; docs/antipersist.md): one training stream per
 # (model, benchmark, design, seed) -> one frozen held-out evaluation of its final memory
 # -> tables and figures. Logic lives in src/memtrials/memory/ and
 # src/memtrials/studies/antipersist/ (the config slice of each job, code lists and

@@ -11,7 +11,7 @@ nothing.  Successes write nothing.
 Where the project departs: Reflexion retries one task up to a trial cap before moving on;
 here retries happen when the training stream meets the task again (rounds revisit
 tasks), and a held-out evaluation (memory frozen, tasks unseen in training) is therefore
-served nothing (docs/antipersistence.md).  An empty reply is recorded in ``rejected`` (its
+served nothing (docs/antipersist.md).  An empty reply is recorded in ``rejected`` (its
 call id and the reason), never stored as an empty reflection.  The prompts are the
 project's own (``config/prompts/antipersist/reflexion_*.md``).
 

@@ -26,7 +26,7 @@ brackets, the paper's defaults):
    retried when the neighbourhood's arms are not clearly better).  An arm never tried
    anywhere scores ``+inf`` (tried first).  The highest score wins.
 
-Choices the paper leaves open, made here (docs/antipersistence.md, "Selector"):
+Choices the paper leaves open, made here (docs/antipersist.md, "Selector"):
 
 - **Age counts log entries (episodes), not rounds**: the newest entry has age 0, the one
   before it age 1, and so on (``gamma = 0.998`` then halves a weight in about 350
