@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence, TypeVar
 
-from memtrials.config import REPO_ROOT, ConfigError, Sources, key_source
+from memtrials.config.errors import REPO_ROOT, ConfigError
+from memtrials.config.sources import Sources, key_source
 
 __all__ = ["MissingPromptFiles", "PROMPTS_ALLOW_ENV", "PromptFiles", "PromptOutside", "check_prompts", "prompt_dirs",
            "sha256_text"]
