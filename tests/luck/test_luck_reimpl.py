@@ -19,7 +19,7 @@ from scipy import stats
 
 from memtrials.io import write_parquet
 from memtrials.studies.luck import entry as run
-from memtrials.studies.luck import reimpl
+from memtrials.studies.luck import reimpl, reimpl_compare, reimpl_stats
 from memtrials.studies.luck.analysis import TABLES, analyse
 from memtrials.studies.luck.inference import Rules
 from memtrials.studies.luck.design import DECISIONS, INSTRUCTIONS, OUTCOMES
@@ -100,7 +100,7 @@ def _disagreeing(result):
 def test_comparison_agrees_on_a_simulated_run_and_is_written(study):
     tmp, kw = study
     out = tmp / "analysis/REIMPL_COMPARISON.json"
-    res = reimpl.write_comparison(worlds=kw["worlds"], answers=kw["answers"], analysis_dir=kw["outdir"],
+    res = reimpl_compare.write_comparison(worlds=kw["worlds"], answers=kw["answers"], analysis_dir=kw["outdir"],
                                   rules=RULES, out=str(out))
     assert res["all_agree"], res["disagreeing"][:5]
     on_disk = json.loads(out.read_text())
@@ -116,19 +116,19 @@ def test_comparison_agrees_on_a_simulated_run_and_is_written(study):
     assert "descriptive only" not in words  # 16 complete worlds >= min_complete 8
     e = next(e for e in on_disk["entries"] if e["table"] == "quantities" and e["field"] == "estimate")
     assert set(e) >= {"registered", "reimplementation", "abs_diff", "tolerance", "agree"}
-    assert e["tolerance"] == reimpl.TOL_VALUE
+    assert e["tolerance"] == reimpl_compare.TOL_VALUE
 
 
 def test_a_flipped_answer_only_in_the_reimplementation_is_named(study):
     tmp, kw = study
     worlds, answers = _inputs(kw)
-    reg = reimpl.registered_outputs(kw["outdir"], answers, worlds)
+    reg = reimpl_compare.registered_outputs(kw["outdir"], answers, worlds)
     i = answers.index[(answers.model == "loop") & (answers.decision == "good") & (answers.outcome == "failure")
                       & (answers.arm == "RB") & answers.y.notna()][0]
     w = worlds.set_index("world_id").loc[answers.world_id[i]]
     flipped = answers.copy()
     flipped.loc[i, "first_tool"] = w.better_tool if answers.y[i] == 1 else w.worse_tool
-    res = reimpl.compare(reg, reimpl.reimplement(flipped, worlds, RULES))
+    res = reimpl_compare.compare(reg, reimpl.reimplement(flipped, worlds, RULES))
     assert not res["all_agree"]
     bad = _disagreeing(res)
     for q in ("P2", "A2", "L2"):
@@ -149,14 +149,14 @@ def test_a_flipped_answer_only_in_the_reimplementation_is_named(study):
 def test_a_perturbed_registered_estimate_and_word_are_named(study):
     tmp, kw = study
     worlds, answers = _inputs(kw)
-    reg = reimpl.registered_outputs(kw["outdir"], answers, worlds)
+    reg = reimpl_compare.registered_outputs(kw["outdir"], answers, worlds)
     new = reimpl.reimplement(answers, worlds, RULES)
     q = reg["quantities"].copy()
     q.loc[(q.unit == "loop2") & (q.quantity == "L3"), "estimate"] += 2e-9
     q.loc[(q.unit == "loop2") & (q.quantity == "A3"), "p_bet_pos"] += 5e-7  # within the p-value tolerance
     r = reg["readings"].copy()
     r.loc[(r.unit == "panel") & (r.contrast == "P3m"), "word"] = "luck-carrying"
-    res = reimpl.compare({**reg, "quantities": q, "readings": r}, new)
+    res = reimpl_compare.compare({**reg, "quantities": q, "readings": r}, new)
     assert _disagreeing(res) == {("quantities", "loop2", "L3", "estimate"), ("readings", "panel", "P3m", "word")}
     e = next(e for e in res["disagreeing"] if e["field"] == "estimate")
     assert 1e-9 < e["abs_diff"] < 3e-9 and e["tolerance"] == 1e-9
@@ -174,7 +174,7 @@ def test_missing_cells_and_worlds_are_excluded_as_registered(study, tmp_path):
         & (a.outcome == "success") & (a.arm == "NEUTRAL")
     a.loc[hole, ["status", "first_tool", "y"]] = ["invalid", None, np.nan]
     d = _registered_dir(a, worlds, RULES, tmp_path)
-    res = reimpl.compare(reimpl.registered_outputs(d, a, worlds), reimpl.reimplement(a, worlds, RULES))
+    res = reimpl_compare.compare(reimpl_compare.registered_outputs(d, a, worlds), reimpl.reimplement(a, worlds, RULES))
     assert res["all_agree"], res["disagreeing"][:5]
     new = reimpl.reimplement(a, worlds, RULES)
     q = new["quantities"].set_index(["unit", "quantity"])
@@ -210,22 +210,22 @@ def test_a_primary_without_complete_world_stays_in_the_holm_family(study):
 
 def test_statistics_by_hand():
     # Holm's step-down: sorted p times (m - rank), made monotone, capped at 1
-    assert reimpl.holm_adjusted([0.04, 0.01, 0.03]) == pytest.approx([0.06, 0.03, 0.06])
-    assert reimpl.holm_adjusted([0.3, float("nan")]) == [0.6, 1.0]
+    assert reimpl_stats.holm_adjusted([0.04, 0.01, 0.03]) == pytest.approx([0.06, 0.03, 0.06])
+    assert reimpl_stats.holm_adjusted([0.3, float("nan")]) == [0.6, 1.0]
     # betting p-value: values on [-2, 2] rescaled, lambda = 0.75 / m'
     v = np.array([1.0, 0.0, 2.0, -1.0])
     y, m = (v + 2) / 4, 0.5
     k = np.prod(1 + 1.5 * (y - m))
-    assert reimpl.betting_p(v, (-2, 2), 0.0, True, 0.75) == pytest.approx(min(1, 1 / k), rel=1e-12)
+    assert reimpl_stats.betting_p(v, (-2, 2), 0.0, True, 0.75) == pytest.approx(min(1, 1 / k), rel=1e-12)
     y2, m2 = (2 - v) / 4, (2 - 0.1) / 4
     k2 = np.prod(1 + 0.75 / m2 * (y2 - m2))
-    assert reimpl.betting_p(v, (-2, 2), 0.1, False, 0.75) == pytest.approx(min(1, 1 / k2), rel=1e-12)
+    assert reimpl_stats.betting_p(v, (-2, 2), 0.1, False, 0.75) == pytest.approx(min(1, 1 / k2), rel=1e-12)
     # the t interval and the degenerate rule on the support
-    s = reimpl.infer(v, (-2, 2), RULES)
+    s = reimpl_stats.infer(v, (-2, 2), RULES)
     half = stats.t.ppf(0.975, 3) * v.std(ddof=1) / 2
     assert (s["lo"], s["hi"]) == pytest.approx((0.5 - half, 0.5 + half))
     assert s["p_t"] == pytest.approx(stats.ttest_1samp(v, 0).pvalue, rel=1e-9)
-    z = reimpl.infer(np.zeros(10), (-1, 1), RULES)
+    z = reimpl_stats.infer(np.zeros(10), (-1, 1), RULES)
     q = 1 - 0.025 ** (1 / 10)
     assert z["degenerate"] and z["p_t"] == 1.0 and (z["lo"], z["hi"]) == pytest.approx((-q, q))
 
@@ -252,8 +252,8 @@ def test_planted_effect_and_null_are_read_alike_over_128_worlds(tmp_path):
     rd = planted["readings"].set_index(["unit", "contrast"])
     assert rd.word[("m2", "P2")] == "luck-carrying" and rd.word[("panel", "P2")] == "luck-carrying"
     assert rd.bound_check[("m2", "P2")] == "passed" and not rd.detected[("m2", "P3m")]
-    reg = reimpl.registered_outputs(_registered_dir(ans, wf, rules, tmp_path / "planted"), ans, wf)
-    res = reimpl.compare(reg, planted)
+    reg = reimpl_compare.registered_outputs(_registered_dir(ans, wf, rules, tmp_path / "planted"), ans, wf)
+    res = reimpl_compare.compare(reg, planted)
     assert res["all_agree"], res["disagreeing"][:5]
     null_ans = _answers(wl, "m1", 2, discordance=0.02)
     null = reimpl.reimplement(null_ans, wf, rules)
@@ -261,15 +261,19 @@ def test_planted_effect_and_null_are_read_alike_over_128_worlds(tmp_path):
 
 
 def test_reimplementation_is_independent_and_frozen():
-    """No computing function of reimpl.py imports the registered analysis or the shared
-    statistics; only registered_outputs reads the registered side.  The module is in the
-    freeze (it determines a registered output)."""
-    tree = ast.parse((REPO / "src/memtrials/studies/luck/reimpl.py").read_text())
+    """No computing function of the re-implementation (reimpl*.py) imports the registered
+    analysis or the shared statistics; only reimpl_compare.registered_outputs reads the
+    registered side.  Its modules are in the freeze (they determine a registered output)."""
     registered = ("memtrials.studies.luck.contrasts", "memtrials.studies.luck.inference",
                   "memtrials.studies.luck.analysis", "memtrials.stats")
-    for fn in [n for n in tree.body if isinstance(n, ast.FunctionDef)] + [tree]:
-        nodes = ast.walk(fn) if fn is not tree else tree.body
-        mods = {n.module for n in nodes if isinstance(n, ast.ImportFrom) and n.module}
-        hit = {m for m in mods if m.startswith(registered)}
-        assert not hit or (fn is not tree and fn.name == "registered_outputs"), (getattr(fn, "name", "module"), hit)
-    assert "src/memtrials/studies/luck/reimpl.py" in CODE_FILES
+    paths = sorted((REPO / "src/memtrials/studies/luck").glob("reimpl*.py"))
+    assert [p.name for p in paths] == ["reimpl.py", "reimpl_compare.py", "reimpl_stats.py"]
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        for fn in [n for n in tree.body if isinstance(n, ast.FunctionDef)] + [tree]:
+            nodes = ast.walk(fn) if fn is not tree else tree.body
+            mods = {n.module for n in nodes if isinstance(n, ast.ImportFrom) and n.module}
+            hit = {m for m in mods if m.startswith(registered)}
+            allowed = path.name == "reimpl_compare.py" and fn is not tree and fn.name == "registered_outputs"
+            assert not hit or allowed, (path.name, getattr(fn, "name", "module"), hit)
+        assert f"src/memtrials/studies/luck/{path.name}" in CODE_FILES

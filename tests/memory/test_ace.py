@@ -12,9 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memtrials.memory.ace import (
-    ACEPlaybook, feedback_text, greedy_groups, grew_by, growth_stops, served_ids, unit_tests,
-)
+from memtrials.memory.ace import ACEPlaybook, greedy_groups, grew_by, growth_stops
+from memtrials.memory.ace_feedback import feedback_text, served_ids, unit_tests
 from memtrials.memory.snapshot import read_snapshot, restore, write_snapshot
 from memtrials.testing.policies import first_admissible
 
@@ -351,8 +350,9 @@ def test_a_structured_endpoint_decodes_bounded_schemas_and_answers_are_judged_by
     judged by the plain schemas, so the decoding bounds change no answer's validity."""
     import jsonschema
 
-    from memtrials.memory.ace import (
-        CURATION_SCHEMA, REFLECTION_SCHEMA, SECTIONS, curation_decoding, reflection_decoding,
+    from memtrials.memory.ace import SECTIONS
+    from memtrials.memory.ace_schemas import (
+        CURATION_SCHEMA, REFLECTION_SCHEMA, curation_decoding, reflection_decoding,
     )
 
     r = reflection_decoding(["str-00001", "api-00002"], 128)

@@ -10,10 +10,10 @@ After each batch (:meth:`ACEPlaybook.update`):
 1. **Reflect.** One ``reflector`` call per episode (concurrently, answers in episode
    order) reads the task, the trajectory, the feedback (``feedback="pass_fail"``: whether
    the task was completed; ``"unit_tests"``: every unit test's result, see
-   :func:`unit_tests`) and the lessons the episode was served (its steps' ``memory_ids``).
-   It answers JSON: an ``analysis`` and ``tags: [{id, tag}]``.  A tag naming an id that
-   the episode was not served, or repeating an id already tagged in the same answer, is
-   ignored and counted.
+   :func:`.ace_feedback.unit_tests`) and the lessons the episode was served (its steps'
+   ``memory_ids``).  It answers JSON: an ``analysis`` and ``tags: [{id, tag}]``.  A tag
+   naming an id that the episode was not served, or repeating an id already tagged in the
+   same answer, is ignored and counted.
 2. **Tag.** All valid reflections' tags are applied once, after every reflection of the
    batch (batched mode): each tag adds 1 to the lesson's ``helpful``, ``harmful`` or
    ``neutral`` count.
@@ -32,12 +32,13 @@ After each batch (:meth:`ACEPlaybook.update`):
    absorbed ids are recorded in the batch's history and never served again.  No other
    step removes a lesson.
 
-A structured-output endpoint decodes narrower schemas (:func:`reflection_decoding`,
-:func:`curation_decoding`: shown ids, listed sections, lengths that fit the role's cap);
-answers are judged by the plain ones.  An answer that fails its schema
-(``Client.complete_json`` returns it as invalid) changes nothing; its call id and the reason are appended to ``rejected`` in the state.  The
-actor is served the whole playbook without counts (:meth:`ACEPlaybook.frozen`).  The
-prompts are the project's own (``config/prompts/memory/ace_*``).
+A structured-output endpoint decodes narrower schemas (:mod:`.ace_schemas`:
+:func:`.reflection_decoding`, :func:`.curation_decoding`: shown ids, listed sections,
+lengths that fit the role's cap); answers are judged by the plain ones.  An answer that
+fails its schema (``Client.complete_json`` returns it as invalid) changes nothing; its
+call id and the reason are appended to ``rejected`` in the state.  The actor is served the
+whole playbook without counts (:meth:`ACEPlaybook.frozen`).  The prompts are the
+project's own (``config/prompts/memory/ace_*``).
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from memtrials.memory.ace_feedback import feedback_text, served_ids
+from memtrials.memory.ace_schemas import (
+    CURATION_SCHEMA, REFLECTION_SCHEMA, TAGS, curation_decoding, reflection_decoding,
+)
 from memtrials.memory.base import FixedView, Lesson, MemoryBlock
 from memtrials.memory.lessons import trajectory_text
 from memtrials.memory.retrieval import normalise
@@ -58,7 +63,6 @@ from memtrials.config.prompts import PromptFiles
 PROMPT_FILES = ("ace_reflector_system.txt", "ace_reflector_user.txt", "ace_curator_system.txt",
                 "ace_curator_user.txt")
 FEEDBACK = ("pass_fail", "unit_tests")
-TAGS = ("helpful", "harmful", "neutral")
 SECTIONS: dict[str, str] = {  # slug -> section (the AppWorld sections of ACE's code)
     "str": "strategies and hard rules",
     "api": "apis to use",
@@ -71,74 +75,6 @@ SECTIONS: dict[str, str] = {  # slug -> section (the AppWorld sections of ACE's 
 }
 OTHER = "oth"
 
-REFLECTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "analysis": {"type": "string"},
-        "tags": {"type": "array", "items": {
-            "type": "object",
-            "properties": {"id": {"type": "string"}, "tag": {"type": "string", "enum": list(TAGS)}},
-            "required": ["id", "tag"], "additionalProperties": False}},
-    },
-    "required": ["analysis", "tags"],
-    "additionalProperties": False,
-}
-CURATION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "reasoning": {"type": "string"},
-        "operations": {"type": "array", "items": {
-            "type": "object",
-            "properties": {"type": {"type": "string", "enum": ["ADD"]}, "section": {"type": "string"},
-                           "content": {"type": "string"}},
-            "required": ["type", "section", "content"], "additionalProperties": False}},
-    },
-    "required": ["reasoning", "operations"],
-    "additionalProperties": False,
-}
-
-def reflection_decoding(ids: Sequence[str], max_tokens: int | None) -> dict[str, Any]:
-    """The Reflector's schema as a structured-output endpoint decodes it: tags only for the
-    lesson ids the episode was shown, at most one each; with a cap, the analysis at most
-    ``max_tokens // 2`` characters and no more tags than fit the rest of the cap (about
-    :data:`TAG_TOKENS` each).  Answers are judged by :data:`REFLECTION_SCHEMA`: the bounds
-    only keep a small model from looping inside its analysis or its tag list until the cap
-    cuts the JSON off (the embedded SmolLM2 did).  The bounds are the project's own."""
-    out = json.loads(json.dumps(REFLECTION_SCHEMA))
-    shown = list(dict.fromkeys(ids))
-    tags, n = out["properties"]["tags"], len(shown)
-    if shown:
-        tags["items"]["properties"]["id"] = {"type": "string", "enum": shown}
-    if max_tokens is not None:
-        out["properties"]["analysis"]["maxLength"] = max(1, int(max_tokens) // 2)
-        n = min(n, max(0, (int(max_tokens) - int(max_tokens) // 8) // TAG_TOKENS))
-    tags["maxItems"] = n
-    return out
-
-
-def curation_decoding(sections: Sequence[str], max_tokens: int | None) -> dict[str, Any]:
-    """The Curator's schema as a structured-output endpoint decodes it: sections from the
-    listed slugs; with a cap, the reasoning at most ``max_tokens // 2`` characters, each
-    lesson at most ``max_tokens`` characters and at most ``max(1, max_tokens //``
-    :data:`OPERATION_TOKENS` ``)`` of them, so the answer fits the cap at about four
-    characters a token.  Answers are judged by :data:`CURATION_SCHEMA` (see
-    :func:`reflection_decoding`)."""
-    out = json.loads(json.dumps(CURATION_SCHEMA))
-    ops = out["properties"]["operations"]
-    ops["items"]["properties"]["section"] = {"type": "string", "enum": list(sections)}
-    if max_tokens is not None:
-        out["properties"]["reasoning"]["maxLength"] = max(1, int(max_tokens) // 2)
-        ops["items"]["properties"]["content"]["maxLength"] = int(max_tokens)
-        ops["maxItems"] = max(1, int(max_tokens) // OPERATION_TOKENS)
-    return out
-
-
-TAG_TOKENS = 15
-"""Tokens one Reflector tag (``{"id": "str-00001", "tag": "helpful"}``) takes, about."""
-OPERATION_TOKENS = 80
-"""Tokens one Curator ADD operation takes at its longest, about (its content at most
-``max_tokens`` characters, some four a token, and the JSON around it)."""
-
 
 _PIECE = re.compile(r"\w+|[^\w\s]")
 
@@ -147,58 +83,6 @@ def piece_tokens(text: str) -> int:
     """Word-and-punctuation pieces: the default token count (the same rule as
     ``memtrials.agent.render.approx_tokens``; pass the endpoint's tokenizer instead)."""
     return len(_PIECE.findall(text))
-
-
-def served_ids(episode: Any) -> list[str]:
-    """The lesson ids an episode was shown, in order of first appearance over its steps."""
-    out: list[str] = []
-    for st in episode.steps:
-        raw = st.get("memory_ids")
-        for i in (json.loads(raw) if isinstance(raw, str) else raw or []):
-            if i not in out:
-                out.append(i)
-    return out
-
-
-def unit_tests(episode: Any) -> list[dict[str, Any]] | None:
-    """AppWorld's per-test results of an episode, or None when it carries none.
-
-    AppWorld reports them in the final observation's ``info["tests"]`` (a list of
-    ``{requirement, passed, trace}``, :mod:`memtrials.envs.appworld.env`); an episode carries
-    them as ``final_info["tests"]`` (the runner keeps the last observation's info), or as
-    ``tests`` (a list or its JSON) in its summary or in its last step row.
-    """
-    places = [(getattr(episode, "final_info", None) or {}).get("tests"), episode.summary.get("tests")] + (
-        [episode.steps[-1].get("tests")] if episode.steps else [])
-    for value in places:
-        if isinstance(value, str):
-            value = json.loads(value)
-        if isinstance(value, list):
-            return [dict(t) for t in value]
-    return None
-
-
-def feedback_text(episode: Any, mode: str, trace_chars: int = 300) -> str:
-    """What the Reflector is told about the outcome (``pass_fail`` or ``unit_tests``)."""
-    s = episode.summary
-    outcome = "The task was completed successfully." if s["won"] else "The task was not completed."
-    if mode == "pass_fail":
-        return outcome
-    tests = unit_tests(episode)
-    if tests is None:
-        raise ValueError(
-            f"ACE feedback 'unit_tests': episode {s.get('episode_id')!r} carries no unit-test results "
-            "(looked for 'tests' in its summary and its last step row). Fix: record AppWorld's final "
-            "obs.info['tests'] with the episode, or use feedback 'pass_fail'.")
-    passed = sum(bool(t["passed"]) for t in tests)
-    lines = [f"{outcome} Unit tests: {passed} of {len(tests)} passed."]
-    for t in tests:
-        line = f"- {'PASS' if t['passed'] else 'FAIL'}: {t['requirement']}"
-        trace = " ".join(str(t.get("trace") or "").split())
-        if not t["passed"] and trace:
-            line += f" ({trace[:trace_chars]})"
-        lines.append(line)
-    return "\n".join(lines)
 
 
 def cosines(vectors: Any) -> np.ndarray:

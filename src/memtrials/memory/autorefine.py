@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from memtrials.memory.ace import served_ids
+from memtrials.memory.ace_feedback import served_ids
 from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode, TaskContext
 from memtrials.memory.lessons import trajectory_text
 from memtrials.memory.reflexion import load_prompts, prompt_body

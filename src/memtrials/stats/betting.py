@@ -16,7 +16,7 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from memtrials.stats.intervals import Support, _as_values, _check_support
+from memtrials.stats.intervals import Support, as_values, check_support
 
 Alternative = Literal["greater", "less"]
 
@@ -32,8 +32,8 @@ def betting_wealth(
 
     ``alternative="greater"`` tests H0: mean <= ``null``; ``"less"`` tests H0: mean >= ``null``.
     """
-    arr = _as_values(values)
-    _check_support(arr, support)
+    arr = as_values(values)
+    check_support(arr, support)
     a, b = support
     if alternative == "greater":
         y = (arr - a) / (b - a)
@@ -64,7 +64,7 @@ def betting_pvalue(
     bet: float = 0.75,
 ) -> float:
     """One-sided betting p-value ``min(1, 1/K)``; NaN for an empty sample."""
-    arr = _as_values(values)
+    arr = as_values(values)
     if arr.size == 0:
         return math.nan
     k = betting_wealth(arr, support, null, alternative, bet)

@@ -34,14 +34,16 @@ class Interval:
         return self.lo <= value <= self.hi
 
 
-def _as_values(values: Sequence[float] | np.ndarray, name: str = "values") -> np.ndarray:
+def as_values(values: Sequence[float] | np.ndarray, name: str = "values") -> np.ndarray:
+    """``values`` as a flat float array; refused if any is NaN (complete cases only)."""
     arr = np.asarray(values, dtype=float).ravel()
     if np.isnan(arr).any():
         raise ValueError(f"{name}: contains NaN; pass complete cases only (drop missing worlds first)")
     return arr
 
 
-def _check_support(arr: np.ndarray, support: Support) -> None:
+def check_support(arr: np.ndarray, support: Support) -> None:
+    """Refuse a support ``[a, b]`` with ``a >= b`` or values outside it (1e-12 slack)."""
     a, b = support
     if not a < b:
         raise ValueError(f"support {support!r}: lower end must be below upper end")
@@ -68,8 +70,8 @@ def t_interval(values: Sequence[float] | np.ndarray, support: Support, level: fl
     quantity's support ``[a, b]`` (needed by the degenerate rule and checked).  An empty
     sample gives NaN bounds with ``n = 0``.
     """
-    arr = _as_values(values)
-    _check_support(arr, support)
+    arr = as_values(values)
+    check_support(arr, support)
     n = arr.size
     if n == 0:
         return Interval(math.nan, math.nan, math.nan, 0)
@@ -87,7 +89,7 @@ def t_test_pvalue(values: Sequence[float] | np.ndarray, null: float = 0.0) -> fl
     For a constant sample (no variance) the test is decided exactly: p = 1 when the
     constant equals ``null`` and p = 0 otherwise.  Fewer than one value gives NaN.
     """
-    arr = _as_values(values)
+    arr = as_values(values)
     n = arr.size
     if n == 0:
         return math.nan

@@ -64,10 +64,11 @@ def by_setting(paths: Iterable[str]) -> dict[tuple[str, str, str, str], list[str
     out: dict[tuple[str, str, str, str], list[str]] = {}
     for p in paths:
         out.setdefault(setting_of(p), []).append(p)
-    return {k: sorted(v, key=_run_number) for k, v in out.items()}
+    return {k: sorted(v, key=run_number) for k, v in out.items()}
 
 
-def _run_number(path: str) -> int:
+def run_number(path: str) -> int:
+    """The growth run ``k`` a path's file name carries (``run<k>``), 0 when it has none."""
     m = re.search(r"run(\d+)", Path(path).name)
     return int(m.group(1)) if m else 0
 
@@ -95,7 +96,7 @@ def methods(choices: Mapping[tuple, Mapping[str, Any]], cands: pd.DataFrame) -> 
 def growth_runs(growth: Sequence[str], practice: Sequence[str], cands: pd.DataFrame) -> pd.DataFrame:
     """Table 5: every growth run's passes, lessons, tokens, Whole and curated vs No playbook."""
     score = {(r.growth, r.model, r.env, r.variant, r.candidate): r.score for r in cands.itertuples(index=False)}
-    prac = {(*setting_of(p), _run_number(p)): read_json(p) for p in practice}
+    prac = {(*setting_of(p), run_number(p)): read_json(p) for p in practice}
     rows = []
     for p in growth:
         rec, key = read_json(p), setting_of(p)

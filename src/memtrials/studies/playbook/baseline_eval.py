@@ -39,7 +39,7 @@ from memtrials.studies.playbook import baselines as bl
 from memtrials.studies.playbook import play
 from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks
 from memtrials.studies.playbook.evaluate import eval_plan
-from memtrials.studies.playbook.practice import _plain, practice_run
+from memtrials.studies.playbook.practice import json_ready, practice_run
 from memtrials.studies.playbook.records import PLAYBOOK_SCHEMA, final_playbook
 
 log = logging.getLogger(__name__)
@@ -203,7 +203,7 @@ async def baseline_run(config: Mapping[str, Any], *, model: str, env: str, varia
     result = bl.method_result(method, table)
     record = {"model": model, "env": env, "variant": variant, "growth": growth, "method": method,
               "eval_tasks": tasks, "episodes": len(specs), "result": result, **notes}
-    atomic_write_json(out_record, _plain(json.loads(json.dumps(record, default=str))))
+    atomic_write_json(out_record, json_ready(json.loads(json.dumps(record, default=str))))
     log.info("%s: %s scores %.1f", cell_id, result["label"], result["score"])
     return record
 
@@ -234,5 +234,5 @@ async def pooled_run(config: Mapping[str, Any], *, model: str, env: str, variant
                              out_steps=out_steps, out_calls=out_calls, out_record=out_record, make_env=make_env)
     rec["pooled"] = {"runs": k, "lessons_in": len(texts), "lessons": int(len(pooled)),
                      "merged": {str(r.lesson_id): list(r.merged) for r in pooled.itertuples() if len(r.merged)}}
-    atomic_write_json(out_record, _plain(rec))
+    atomic_write_json(out_record, json_ready(rec))
     return rec

@@ -226,7 +226,7 @@ def write_diagnostics(*, playbooks: Sequence[str], practice: Sequence[str], choi
     tdir, fdir = Path(tables_dir), Path(figures_dir)
     cands = an.candidate_scores(evals)
     score = {(r.growth, r.model, r.env, r.variant, r.candidate): r.score for r in cands.itertuples(index=False)}
-    books = {(*an.setting_of(p), int(an._run_number(p))): p for p in playbooks}
+    books = {(*an.setting_of(p), int(an.run_number(p))): p for p in playbooks}
     played = {an.setting_of(p): pd.read_parquet(p, columns=["candidate", "task_id", "won"]) for p in subsampled_evals}
     blocks, subs = [], []
     for p in practice:

@@ -116,18 +116,18 @@ async def practice_run(config: Mapping[str, Any], *, model: str, env: str, varia
     record["curated"] = {"blocks": list(cur.blocks), "lesson_ids": curated_ids, "served_tokens": cur.served_tokens,
                          "whole_tokens": cur.whole_tokens, "cap_tokens": cur.cap_tokens,
                          "skipped": list(cur.skipped), "rule": cur.rule, "budget": float(meas["budget"])}
-    atomic_write_json(out_record, _plain(record))
+    atomic_write_json(out_record, json_ready(record))
     log.info("%s: %d blocks, curated %s (%d of %d tokens)", cell_id, blocks.m, list(cur.blocks),
              cur.served_tokens, cur.whole_tokens)
     return record
 
 
-def _plain(obj: Any) -> Any:
+def json_ready(obj: Any) -> Any:
     """JSON-ready data: numpy scalars as Python numbers, NaN as null."""
     if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
+        return {str(k): json_ready(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
+        return [json_ready(v) for v in obj]
     if isinstance(obj, (np.integer,)):
         return int(obj)
     if isinstance(obj, (float, np.floating)):
