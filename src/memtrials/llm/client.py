@@ -24,7 +24,8 @@ import os
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 from memtrials.config import Endpoint
-from memtrials.llm.cache.sqlite import Cache, cache_key, canonical_json
+from memtrials.llm.cache.keys import cache_key, canonical_json
+from memtrials.llm.cache.sqlite import Cache
 from memtrials.llm.local.embedded import EmbeddedServer
 from memtrials.llm.local.embedder import server_for
 from memtrials.llm.limits import EndpointLimits

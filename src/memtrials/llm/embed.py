@@ -1,7 +1,7 @@
 """Embeddings through the model layer: ``Client.embed`` over ``/v1/embeddings``.
 
 An embedding *call* is one text: it has its own cache entry (key: endpoint identity +
-text + dimension/normalisation options, :func:`memtrials.llm.cache.sqlite.embed_key`), its own
+text + dimension/normalisation options, :func:`memtrials.llm.cache.keys.embed_key`), its own
 record (``purpose`` as given, default ``embed``; ``constraint`` ``embedding``;
 ``messages`` the JSON list ``[text]``; ``params`` the options; ``response_text`` the
 vector as a JSON list; prompt tokens the text's share of the request's usage) and its
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from memtrials.config import Endpoint
-from memtrials.llm.cache.sqlite import canonical_json, embed_key
+from memtrials.llm.cache.keys import canonical_json, embed_key
 from memtrials.llm.serving import mismatch, reported
 from memtrials.llm.results import CallFailed, EmbedResult, Usage
 

@@ -19,7 +19,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Sequence
 
-from memtrials.llm.cache.sqlite import canonical_json
+from memtrials.llm.cache.keys import canonical_json
 from memtrials.llm.results import CallFailed
 
 if TYPE_CHECKING:
