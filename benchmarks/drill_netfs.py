@@ -193,8 +193,7 @@ def main() -> int:
         print(f"netfs: ran=no missing={len(missing)} ok=no")
         return 2
 
-    from memtrials.llm.cache.sqlite import filesystem_type, open_cache
-    from memtrials.llm.cache.compact import compact
+    from memtrials.llm.cache import filesystem_type, open_cache
     from memtrials.llm.cache.shards import ShardCache
     import pyarrow.parquet as pq
 
@@ -296,7 +295,7 @@ def main() -> int:
 
         # 5. compaction on a third host, then every entry readable there
         cache = ShardCache(mounts["c"] / "results" / "cache" / "llm.sqlite")
-        counts_c = compact(cache)
+        counts_c = cache.compact()
         cache.close()
         cache = ShardCache(mounts["c"] / "results" / "cache" / "llm.sqlite")
         entries, dups = len(cache.records()), cache.duplicates()

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from memtrials.config import load_models
-from memtrials.llm.cache.sqlite import cache_key, embed_key
+from memtrials.llm.cache import cache_key, embed_key
 from memtrials.llm.client import Client
 from memtrials.llm.records import Recorder
 

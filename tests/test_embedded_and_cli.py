@@ -28,7 +28,7 @@ def test_embedded_model_answers_a_real_prompt(tmp_path):
             free = await client.complete("smollm2", [{"role": "user", "content": "What is the capital of France? Answer with one word."}], max_tokens=16)
             choice = await client.complete("smollm2", [{"role": "user", "content": "Capital of France?"}], choices=["Paris", "Rome"])
             js = await client.complete_json("smollm2", [{"role": "user", "content": "Which city is the capital of France?"}], schema, max_tokens=20)
-            server = client._servers["smollm2"]
+            server = client.server("smollm2")
             assert server.healthy()
             return free, choice, js, server
 

@@ -321,7 +321,7 @@ def test_embedded_embedder_answers_offline_through_the_client(tmp_path):
     async def run():
         async with open_client(cfg, "cell/minilm", tmp_path / "calls.parquet") as client:
             result = await client.embed(cfg["roles"]["embedder"], texts)
-            server = client._servers["minilm"]
+            server = client.server("minilm")
             assert server.healthy()
             return result, server
     r, server = asyncio.run(run())

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from memtrials.__main__ import main as cli
-from memtrials.llm.cache.sqlite import open_cache
+from memtrials.llm.cache import open_cache
 from memtrials.llm.cache.claims import digest
 from memtrials.llm.cache.shards import ShardCache
 from tests.conftest import dead_pid
@@ -208,26 +208,26 @@ def test_a_pointer_this_host_cannot_read_yet_is_waited_for_not_replaced(tmp_path
     assert writer.claim("k", "w", 60) is True
     writer.store("k", _record("k", "first"), "run")
     reader = ShardCache(path, lost_after_s=0.5, refresh_s=1e9)
-    real_line = reader._line
+    real_line = reader.index.line
 
     def stale_line(file, offset):  # as a client whose cached size ends before the pointed line
         return json.loads(b"")
 
-    monkeypatch.setattr(reader, "_line", stale_line)
-    monkeypatch.setattr(reader, "_refresh", lambda force=False: None)
+    monkeypatch.setattr(reader.index, "line", stale_line)
+    monkeypatch.setattr(reader.index, "refresh", lambda force=False: None)
     assert reader.claim("k", "r", 60) is False        # stored but not visible here: wait, do not call
     # storing a reply of its own meanwhile waits too, and goes on with the stored one once visible
-    threading.Timer(0.2, setattr, (reader, "_line", real_line)).start()
+    threading.Timer(0.2, setattr, (reader.index, "line", real_line)).start()
     assert reader.store("k", _record("k", "second"), "run")["response_text"] == "first"
     assert reader.claim("k", "r", 60)["response_text"] == "first"
     assert not reader._unseen  # a pointer read at last is no longer waited for (nothing kept per key)
-    monkeypatch.setattr(reader, "_line", real_line)
+    monkeypatch.setattr(reader.index, "line", real_line)
 
     # a pointer at bytes that never appear is replaced, but only after lost_after_s
     assert writer.claim("g", "w", 60) is True
     writer.store("g", _record("g", "lost"), "run")
     (path.parent / "shards" / writer.name).write_bytes(b"")  # the shard emptied by hand
-    monkeypatch.setattr(reader, "_line", stale_line)
+    monkeypatch.setattr(reader.index, "line", stale_line)
     t0 = time.monotonic()
     assert reader.claim("g", "r", 60) is False
     while (got := reader.claim("g", "r", 60)) is False:
@@ -353,7 +353,7 @@ def test_torn_lines_are_never_read_and_compaction_keeps_every_reply(tmp_path, ca
     after = ShardCache(path)
     everything = {**before, "k5".ljust(24, "0"): "live"}
     assert {r["call_id"]: r["response_text"] for r in after.records()} == everything
-    assert after.spent() == 2.0 and after.duplicates() == 0 and after._known.keys() == {live.name}
+    assert after.spent() == 2.0 and after.duplicates() == 0 and after.index.shards().keys() == {live.name}
     assert reader.get("k2")["response_text"] == "b2"  # an open reader follows the compaction
     assert after.totals() == [("e", 4, 4, 4, 2.0)]
     assert cli(["spend", *_overlay(tmp_path, path)]) == 0

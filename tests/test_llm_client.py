@@ -93,7 +93,7 @@ def test_rpm_bucket_spaces_requests(loopback, make_config, tmp_path):
     async def run():
         async with open_client(cfg, "t", tmp_path / "c.parquet") as client:
             await client.complete("loop", msgs(0))
-            bucket = client._limits["loop"].requests
+            bucket = client.limits("loop").requests
             bucket.level = 0.0  # drain the burst
             t0 = time.monotonic()
             await asyncio.gather(*(client.complete("loop", msgs(i)) for i in range(1, 4)))

@@ -21,7 +21,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from memtrials.llm.cache.sqlite import Cache, open_cache
+from memtrials.llm.cache import open_cache
+from memtrials.llm.cache.sqlite import Cache
 from memtrials.testing import Faults
 
 N = 24

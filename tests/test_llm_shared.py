@@ -31,7 +31,7 @@ def held():
 async def main():
     async with open_client(cfg, "test/" + sys.argv[2], None) as client:
         r = await client.complete("smollm2", [{"role": "user", "content": "Say " + sys.argv[2]}], max_tokens=4)
-        srv = client._servers["smollm2"]
+        srv = client.server("smollm2")
         info = json.loads(srv.info.read_text())
         print(json.dumps({"pid": info["pid"], "started": srv.started, "text": r.text}), flush=True)
         deadline = time.monotonic() + 300

@@ -177,7 +177,7 @@ def test_a_command_line_config_that_drops_the_profiles_cache_backend_stops_befor
 
 
 def test_the_backend_check_allows_local_runs_and_shards_anywhere():
-    from memtrials.llm.cache.sqlite import check_backend_for_executor
+    from memtrials.llm.cache import check_backend_for_executor
 
     check_backend_for_executor("sqlite", "local", False)
     check_backend_for_executor("sqlite", None, False)

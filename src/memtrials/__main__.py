@@ -81,7 +81,7 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _spend(args: argparse.Namespace) -> int:
-    from memtrials.llm.cache.sqlite import open_cache
+    from memtrials.llm.cache.backends import open_cache
 
     try:
         config = load_config(args.config, args.configfile)
@@ -104,7 +104,7 @@ def _spend(args: argparse.Namespace) -> int:
 
 
 def _cache(args: argparse.Namespace) -> int:
-    from memtrials.llm.cache.sqlite import open_cache
+    from memtrials.llm.cache.backends import open_cache
 
     try:
         config = load_config(args.config, args.configfile)

@@ -26,7 +26,7 @@ PathLike = str | os.PathLike[str]
 
 
 @contextmanager
-def _temporary_beside(path: PathLike, suffix: str = ".tmp") -> Iterator[tuple[Path, Path]]:
+def temporary_beside(path: PathLike, suffix: str = ".tmp") -> Iterator[tuple[Path, Path]]:
     """Yield ``(final, tmp)``: a fresh temporary path in the final path's folder.
 
     On a clean exit the temporary file is moved onto the final path; on any exception
@@ -47,7 +47,7 @@ def _temporary_beside(path: PathLike, suffix: str = ".tmp") -> Iterator[tuple[Pa
 
 def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically; return the path."""
-    with _temporary_beside(path) as (final, tmp):
+    with temporary_beside(path) as (final, tmp):
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -83,7 +83,7 @@ def write_parquet(table_or_dataframe: Any, path: PathLike, schema: pa.Schema | N
             table = table.cast(schema)
     else:
         table = pa.Table.from_pandas(table_or_dataframe, schema=schema, preserve_index=False)
-    with _temporary_beside(path, suffix=".parquet.tmp") as (final, tmp):
+    with temporary_beside(path, suffix=".parquet.tmp") as (final, tmp):
         pq.write_table(table, tmp, compression="zstd")
     return final
 
@@ -100,7 +100,7 @@ def save_figure(fig: Any, paths: Iterable[PathLike], dpi: int = 150) -> list[Pat
     for path in paths:
         fmt = Path(path).suffix.lstrip(".")
         meta = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(fmt)
-        with _temporary_beside(path, suffix=Path(path).suffix) as (final, tmp):
+        with temporary_beside(path, suffix=Path(path).suffix) as (final, tmp):
             with matplotlib.rc_context({"svg.hashsalt": "memtrials"}):
                 fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=fmt, metadata=meta)
         out.append(final)

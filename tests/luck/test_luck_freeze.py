@@ -78,7 +78,7 @@ def test_code_covers_every_study_module_and_the_request_layer():
     assert luck <= set(CODE_FILES)
     for f in ("tables.py", "examples.py", "entry.py", "figure.py", "analysis.py"):
         assert f"src/memtrials/studies/luck/{f}" in CODE_FILES
-    for f in ("llm/client.py", "llm/structured.py", "llm/cache/sqlite.py", "stats/intervals.py", "stats/betting.py",
+    for f in ("llm/client.py", "llm/structured.py", "llm/cache/keys.py", "stats/intervals.py", "stats/betting.py",
               "stats/multiplicity.py", "report/tables.py", "config/prompts.py"):
         assert f"src/memtrials/{f}" in CODE_FILES
     # followed through the package's re-exports (memtrials.stats: its lazy _WHERE map) to the defining modules only

@@ -100,7 +100,7 @@ def get_report_items(paths, study, category):
 
 def preflight_check():
     """Fail fast on endpoints the run could not use (unset keys, unreachable URLs)."""
-    from memtrials.llm.cache.sqlite import check_backend_for_executor
+    from memtrials.llm.cache import check_backend_for_executor
     from memtrials.llm.check import preflight
 
     plugin = workflow.executor_plugin

@@ -18,7 +18,7 @@ import importlib
 from typing import Any
 
 _WHERE = {
-    "Cache": "cache.sqlite", "cache_key": "cache.sqlite", "Client": "client", "RECORD_SCHEMA": "records",
+    "Cache": "cache.sqlite", "cache_key": "cache.keys", "Client": "client", "RECORD_SCHEMA": "records",
     "read_records": "records", "open_client": "session", "run_id": "runs",
     "BudgetExceeded": "results", "CallFailed": "results", "ChatResult": "results", "EmbedResult": "results",
     "JSONResult": "results", "LLMError": "results", "Usage": "results",

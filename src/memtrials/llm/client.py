@@ -2,45 +2,33 @@
 
 One :class:`Client` serves one cell.  For each request it builds the full parameter set
 (endpoint defaults + the caller's overrides), derives the cache key, replays a cached
-response or makes the call (bounded in-flight requests per endpoint, rpm/tpm buckets,
-retries with exponential backoff and full jitter honouring ``Retry-After``), records
-the call, charges the ledger and enforces the cost caps.  A request already in flight in
-this client is awaited, not sent twice; one that another process stored first while this
-call was out is replaced by that stored reply (:mod:`memtrials.llm.cache.sqlite`: the first
-stored reply wins), so concurrent cells that send the same request record the same reply.
+response or makes the call (through :class:`memtrials.llm.calls.Calls`: bounded in-flight
+requests per endpoint, rpm/tpm buckets, retries with exponential backoff and full jitter
+honouring ``Retry-After``), records the call, charges the ledger and enforces the cost
+caps.  A request already in flight in this client is awaited, not sent twice; one that
+another process stored first while this call was out is replaced by that stored reply
+(:mod:`memtrials.llm.cache.sqlite`: the first stored reply wins), so concurrent cells that
+send the same request record the same reply.
 
 Chat completions go out over :mod:`memtrials.llm.transport` (a bare aiohttp session
 sending the SDK's request bytes and raising the SDK's exceptions, at a quarter of the
-SDK's CPU per call); embeddings go through the OpenAI SDK.  Keys are read from the
-environment when an endpoint's HTTP client is first needed and live only inside those
-client objects: never in records, logs, cache or messages.
+SDK's CPU per call); embeddings go through the OpenAI SDK (:mod:`memtrials.llm.embed`).
+Keys are read from the environment when an endpoint's HTTP client is first needed and
+live only inside those client objects: never in records, logs, cache or messages.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Mapping, Sequence
 
 from memtrials.config import Endpoint
-from memtrials.llm.cache.sqlite import Cache, cache_key, canonical_json
-from memtrials.llm.local.embedded import EmbeddedServer
-from memtrials.llm.local.embedder import server_for
-from memtrials.llm.limits import EndpointLimits
-from memtrials.llm.progress import Progress
-from memtrials.llm.records import Recorder
-from memtrials.llm.serving import MismatchWarnings, mismatch, reported
-from memtrials.llm.local.shared import SharedServer
+from memtrials.llm.cache.keys import cache_key, canonical_json
+from memtrials.llm.calls import Calls
+from memtrials.llm.serving import mismatch, reported
 from memtrials.llm.structured import choice_schema, gbnf_choice, json_instruction, parse_json_reply, response_format
-from memtrials.llm.results import BudgetExceeded, CallFailed, ChatResult, EmbedResult, JSONResult, Usage
-
-if TYPE_CHECKING:  # the SDK, aiohttp and the retry loop load on a cell's first fresh call only:
-    import openai  # a fully cached cell never imports them (about 1.5 CPU-s a job)
-
-    from memtrials.llm.transport import ChatTransport
-
-T = TypeVar("T")
+from memtrials.llm.results import ChatResult, EmbedResult, JSONResult, Usage
 
 
 def _reply(data: Any) -> dict[str, Any]:
@@ -65,132 +53,9 @@ def _reply(data: Any) -> dict[str, Any]:
     }
 
 
-class Client:
-    """Async model client for one cell (see module docstring)."""
-
-    def __init__(
-        self,
-        endpoints: Mapping[str, Endpoint],
-        cache: Cache,
-        recorder: Recorder,
-        *,
-        cell_id: str,
-        run_id: str,
-        request: Mapping[str, Any] | None = None,
-        budget: Mapping[str, Any] | None = None,
-        server_log: str | None = None,
-        servers: Mapping[str, Any] | None = None,
-    ) -> None:
-        """``servers``: ``{"shared": bool, "idle_s": float, "dir": folder}`` (config key
-        ``servers`` plus :func:`memtrials.llm.local.shared.server_dir`); shared: embedded
-        endpoints use the machine's shared server (:mod:`memtrials.llm.local.shared`), else
-        each client starts its own."""
-        self.servers = dict(servers or {})
-        self.endpoints = dict(endpoints)
-        self.cache = cache
-        self.recorder = recorder
-        self.cell_id = cell_id
-        self.run_id = run_id
-        req = dict(request or {})
-        self.timeout_s = float(req.get("timeout_s", 300))
-        self.max_retries = int(req.get("max_retries", 8))
-        self.backoff_base_s = float(req.get("backoff_base_s", 0.5))
-        self.backoff_max_s = float(req.get("backoff_max_s", 60.0))
-        bud = dict(budget or {})
-        self.max_usd_per_run = bud.get("max_usd_per_run")
-        self.max_usd_per_endpoint: dict[str, float] = dict(bud.get("max_usd_per_endpoint") or {})
-        self.server_log = server_log
-        self.progress = Progress(cell_id)
-        self._limits: dict[str, EndpointLimits] = {}
-        self._oai: dict[str, openai.AsyncOpenAI] = {}
-        self._chat: dict[str, ChatTransport] = {}
-        self._servers: dict[str, EmbeddedServer | SharedServer] = {}
-        self._start_locks: dict[str, asyncio.Lock] = {}
-        self._inflight: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self.fresh_calls = 0
-        # a claim on a key (Cache.claim) names this client; another cell waits for it, or
-        # takes it over after the longest a call with all its retries may take
-        self.owner = f"{run_id}/{cell_id}/{os.getpid()}/{id(self):x}"
-        self.claim_stale_s = self.timeout_s * (self.max_retries + 1) + self.backoff_max_s * self.max_retries
-        self.serving_warnings = MismatchWarnings()
-        self.cache_hits = 0
-
-    # -- endpoints -----------------------------------------------------------
-    def endpoint(self, model: str) -> Endpoint:
-        try:
-            return self.endpoints[model]
-        except KeyError:
-            raise KeyError(f"unknown model '{model}' (known: {', '.join(sorted(self.endpoints))})") from None
-
-    def supports_grammar(self, model: str) -> bool:
-        """Whether chat endpoint ``model`` takes a GBNF grammar (``grammar: true``, llama.cpp)."""
-        return bool(self.chat_endpoint(model).grammar)
-
-    def chat_endpoint(self, model: str) -> Endpoint:
-        """The entry of ``model``, refusing an embedding-only one (``task: embed``)."""
-        ep = self.endpoint(model)
-        if ep.task != "chat":
-            raise CallFailed(
-                f"{ep.name} ({ep.source}): a chat call to an embedding endpoint (task: embed serves only "
-                f"/v1/embeddings). Fix: call client.embed('{ep.name}', texts) for vectors, or name a chat "
-                f"endpoint (the panel, roles.judge, roles.calibrator) for completions."
-            )
-        return ep
-
-    def supports_structured(self, model: str) -> bool:
-        return self.endpoint(model).structured_output
-
-    def expect(self, n: int) -> None:
-        """Announce ``n`` more requests, so progress lines show done of total."""
-        self.progress.expect(n)
-
-    async def _openai(self, ep: Endpoint) -> openai.AsyncOpenAI:
-        if ep.name in self._oai:
-            return self._oai[ep.name]
-        import openai
-
-        from memtrials.llm.transport import ChatTransport
-
-        lock = self._start_locks.setdefault(ep.name, asyncio.Lock())
-        async with lock:
-            if ep.name not in self._oai:
-                if ep.provider == "embedded":
-                    server: Any = (SharedServer(ep, self.servers["dir"], self.servers["idle_s"])
-                                   if self.servers.get("shared") else server_for(ep, self.server_log))
-                    base_url = await asyncio.to_thread(server.start)
-                    self._servers[ep.name] = server
-                    key = "EMPTY"
-                else:
-                    base_url, key = ep.base_url, ep.api_key()
-                self._oai[ep.name] = openai.AsyncOpenAI(
-                    base_url=base_url, api_key=key, max_retries=0, timeout=self.timeout_s
-                )
-                self._chat[ep.name] = ChatTransport(self._oai[ep.name], base_url, key, self.timeout_s)
-                self._limits[ep.name] = EndpointLimits(ep.max_concurrency, ep.rpm, ep.tpm)
-        return self._oai[ep.name]
-
-    # -- budget --------------------------------------------------------------
-    def _check_budget(self, ep: Endpoint) -> None:
-        if ep.price.input_per_mtok == 0 and ep.price.output_per_mtok == 0:
-            return
-        if self.max_usd_per_run is not None:
-            spent = self.cache.spent(run_id=self.run_id)
-            if spent >= float(self.max_usd_per_run):
-                raise BudgetExceeded(
-                    f"cost cap reached: this run ({self.run_id}) has spent ${spent:.4f} of its "
-                    f"budget.max_usd_per_run = ${float(self.max_usd_per_run):.4f}; no new calls are made. "
-                    f"Records so far are kept (cache and {self.recorder.journal_path}). "
-                    f"Fix: raise budget.max_usd_per_run and rerun; completed calls replay from the cache."
-                )
-        cap = self.max_usd_per_endpoint.get(ep.name)
-        if cap is not None:
-            spent = self.cache.spent(endpoint=ep.name)
-            if spent >= float(cap):
-                raise BudgetExceeded(
-                    f"cost cap reached: endpoint '{ep.name}' has spent ${spent:.4f} of its "
-                    f"budget.max_usd_per_endpoint = ${float(cap):.4f}; no new calls are made. "
-                    f"Fix: raise the cap and rerun; completed calls replay from the cache."
-                )
+class Client(Calls):
+    """Async model client for one cell (see module docstring); its endpoints, connections,
+    limits and counts are :class:`~memtrials.llm.calls.Calls`'s."""
 
     # -- calls ---------------------------------------------------------------
     def _params(
@@ -316,13 +181,13 @@ class Client:
         cached = True
         record = self.cache.get(key)
         if record is None:
-            pending = self._inflight.get(key)
+            pending = self.inflight.get(key)
             if pending is not None:
                 record = dict(await asyncio.shield(pending))
             else:
                 cached = False
                 fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-                self._inflight[key] = fut
+                self.inflight[key] = fut
                 try:
                     claimed = await self._claim(key)
                     if isinstance(claimed, dict):  # another cell made this call meanwhile
@@ -339,7 +204,7 @@ class Client:
                     fut.exception()  # mark retrieved
                     raise
                 finally:
-                    self._inflight.pop(key, None)
+                    self.inflight.pop(key, None)
         record = {**record, "cell_id": self.cell_id}
         self.recorder.add(record)
         self.serving_warnings.note(ep.name, record.get("serving_mismatch") or "", ep.source)
@@ -364,15 +229,6 @@ class Client:
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 1.0)
 
-    async def _send(
-        self, ep: Endpoint, est_tokens: int, send: Callable[[], Awaitable[T]],
-        refuse: Callable[[openai.APIStatusError], Exception | None] | None = None,
-    ) -> tuple[T, float, int, list[str], str]:
-        """One request with limits, cost caps and retries (:func:`memtrials.llm.retry.send_with_retries`)."""
-        from memtrials.llm.retry import send_with_retries
-
-        return await send_with_retries(self, ep, est_tokens, send, refuse)
-
     async def _fresh(
         self, ep: Endpoint, key: str, messages: list[dict[str, Any]], params: dict[str, Any],
         sample: int, purpose: str, constraint: str,
@@ -380,8 +236,8 @@ class Client:
         from memtrials.llm.retry import now
         from memtrials.llm.transport import request_body
 
-        await self._openai(ep)
-        transport = self._chat[ep.name]
+        await self.connect(ep)
+        transport = self.transport(ep.name)
         body: dict[str, Any] = {k: v for k, v in params.items() if k not in ("grammar", "extra_body")}
         extra = dict(params.get("extra_body") or {})
         if "grammar" in params:
@@ -396,7 +252,7 @@ class Client:
             # malformed body is retried
             return _reply(json.loads(await transport.post(payload)))
 
-        reply, latency, attempt, errors, started_at = await self._send(ep, est_tokens, send)
+        reply, latency, attempt, errors, started_at = await self.send(ep, est_tokens, send)
         prompt_tokens, completion_tokens, cached_tokens = reply["usage"]
         record = {
             "call_id": key[:24],
@@ -434,14 +290,3 @@ class Client:
         stored = self.cache.store(key, record, self.run_id)
         self.fresh_calls += 1
         return stored
-
-    async def aclose(self) -> None:
-        for transport in self._chat.values():
-            await transport.close()
-        self._chat.clear()
-        for oai in self._oai.values():
-            await oai.close()
-        self._oai.clear()
-        for server in self._servers.values():
-            await asyncio.to_thread(server.stop)
-        self._servers.clear()

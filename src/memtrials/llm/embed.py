@@ -1,7 +1,7 @@
 """Embeddings through the model layer: ``Client.embed`` over ``/v1/embeddings``.
 
 An embedding *call* is one text: it has its own cache entry (key: endpoint identity +
-text + dimension/normalisation options, :func:`memtrials.llm.cache.sqlite.embed_key`), its own
+text + dimension/normalisation options, :func:`memtrials.llm.cache.keys.embed_key`), its own
 record (``purpose`` as given, default ``embed``; ``constraint`` ``embedding``;
 ``messages`` the JSON list ``[text]``; ``params`` the options; ``response_text`` the
 vector as a JSON list; prompt tokens the text's share of the request's usage) and its
@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from memtrials.config import Endpoint
-from memtrials.llm.cache.sqlite import canonical_json, embed_key
+from memtrials.llm.cache.keys import canonical_json, embed_key
 from memtrials.llm.serving import mismatch, reported
 from memtrials.llm.results import CallFailed, EmbedResult, Usage
 
 if TYPE_CHECKING:
-    from memtrials.llm.client import Client
+    from memtrials.llm.calls import Calls
 
 NO_EMBEDDINGS_STATUS = (404, 405, 501)
 
@@ -96,14 +96,14 @@ def token_shares(texts: Sequence[str], total: int) -> list[int]:
     return shares
 
 
-async def _request(client: "Client", ep: Endpoint, batch: list[tuple[str, str]], options: Mapping[str, Any],
+async def _request(client: "Calls", ep: Endpoint, batch: list[tuple[str, str]], options: Mapping[str, Any],
                    purpose: str) -> list[tuple[str, dict[str, Any]]]:
     """One ``/v1/embeddings`` request for ``batch`` (key, text); its records, cached."""
     import openai  # here, not at import: a fully cached cell never needs the SDK (about 1.3 CPU-s)
 
     from memtrials.llm.retry import now
 
-    oai = await client._openai(ep)
+    oai = await client.connect(ep)
     texts = [t for _, t in batch]
     body: dict[str, Any] = {"model": ep.model, "input": texts, "encoding_format": "float"}
     if "dimensions" in options:
@@ -120,7 +120,7 @@ async def _request(client: "Client", ep: Endpoint, batch: list[tuple[str, str]],
 
     est = sum(len(t) for t in texts) // 4 + 1
     (vectors, tokens, fingerprint, serving), latency, attempts, errors, started_at = \
-        await client._send(ep, est, send, refuse)
+        await client.send(ep, est, send, refuse)
     off = mismatch(ep, serving["reported_model"], serving["reported_provider"])
     billed = serving["billed_cost"]
     if "dimensions" in options and len(vectors[0]) != options["dimensions"]:
@@ -152,7 +152,7 @@ async def _request(client: "Client", ep: Endpoint, batch: list[tuple[str, str]],
     return [(key, stored[key]) for key, _ in records]
 
 
-async def embed_texts(client: "Client", model: str, texts: Sequence[str], *, dimensions: int | None = None,
+async def embed_texts(client: "Calls", model: str, texts: Sequence[str], *, dimensions: int | None = None,
                       purpose: str = "") -> EmbedResult:
     """See :meth:`memtrials.llm.client.Client.embed`."""
     ep = client.endpoint(model)
@@ -174,10 +174,10 @@ async def embed_texts(client: "Client", model: str, texts: Sequence[str], *, dim
     for key, text in distinct.items():
         if key in records:
             continue
-        if key in client._inflight:
-            waiting[key] = client._inflight[key]
+        if key in client.inflight:
+            waiting[key] = client.inflight[key]
         else:
-            client._inflight[key] = loop.create_future()
+            client.inflight[key] = loop.create_future()
             missing.append((key, text))
     batches = [missing[i:i + ep.batch_size] for i in range(0, len(missing), ep.batch_size)]
     failure: BaseException | None = None
@@ -188,16 +188,16 @@ async def embed_texts(client: "Client", model: str, texts: Sequence[str], *, dim
             if isinstance(outcome, BaseException):
                 failure = failure or outcome
                 for key, _ in batch:
-                    fut = client._inflight.pop(key)
+                    fut = client.inflight.pop(key)
                     fut.set_exception(outcome)
                     fut.exception()  # mark retrieved: a waiter may not exist
                 continue
             for key, record in outcome:
                 records[key], cached[key] = record, False
-                client._inflight.pop(key).set_result(record)
+                client.inflight.pop(key).set_result(record)
     finally:  # cancelled: release what this call had claimed
         for key, _ in missing:
-            fut = client._inflight.pop(key, None)
+            fut = client.inflight.pop(key, None)
             if fut is not None and not fut.done():
                 fut.cancel()
     if failure is not None:
@@ -208,7 +208,7 @@ async def embed_texts(client: "Client", model: str, texts: Sequence[str], *, dim
     return _result(client, ep, keys, records, cached)
 
 
-def _result(client: "Client", ep: Endpoint, keys: list[str], records: dict[str, dict[str, Any]],
+def _result(client: "Calls", ep: Endpoint, keys: list[str], records: dict[str, dict[str, Any]],
             cached: dict[str, bool]) -> EmbedResult:
     prompt_tokens, cost = 0, 0.0
     for key in dict.fromkeys(keys):

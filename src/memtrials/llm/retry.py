@@ -14,15 +14,13 @@ import json
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
+from typing import Awaitable, Callable, TypeVar
 
 import openai
 
 from memtrials.config import Endpoint
+from memtrials.llm.limits import EndpointLimits
 from memtrials.llm.results import CallFailed
-
-if TYPE_CHECKING:
-    from memtrials.llm.client import Client
 
 log = logging.getLogger("memtrials.llm")
 T = TypeVar("T")
@@ -58,25 +56,27 @@ class Malformed(Exception):
 
 
 async def send_with_retries(
-    client: "Client", ep: Endpoint, est_tokens: int, send: Callable[[], Awaitable[T]],
+    ep: Endpoint, est_tokens: int, send: Callable[[], Awaitable[T]], *, limits: EndpointLimits,
+    check_budget: Callable[[Endpoint], None], max_retries: int, backoff_base_s: float, backoff_max_s: float,
     refuse: Callable[[openai.APIStatusError], Exception | None] | None = None,
 ) -> tuple[T, float, int, list[str], str]:
-    """One request under the endpoint's limits and the cost caps, with retries.
+    """One request under the endpoint's ``limits`` and the cost caps (``check_budget``,
+    raising once a cap is reached), with up to ``max_retries`` retries.
 
     ``send()`` makes the HTTP request and parses its body (raise :class:`Malformed`
     for a body worth retrying).  429, 5xx, timeouts, dropped connections and
-    malformed bodies are retried with exponential backoff and full jitter, honouring
-    ``Retry-After``; ``refuse`` may turn an HTTP error into a specific, final error.
-    Returns the parsed reply, latency, attempts, the errors met and the start time.
+    malformed bodies are retried with exponential backoff (``backoff_base_s`` doubling,
+    at most ``backoff_max_s``) and full jitter, honouring ``Retry-After``; ``refuse`` may
+    turn an HTTP error into a specific, final error.  Returns the parsed reply, latency,
+    attempts, the errors met and the start time.
     """
-    limits = client._limits[ep.name]
     errors: list[str] = []
     started_at = now()
-    for attempt in range(1, client.max_retries + 2):
+    for attempt in range(1, max_retries + 2):
         try:
             async with limits.semaphore:
                 # checked once a slot is free, so at most max_concurrency calls overshoot
-                client._check_budget(ep)
+                check_budget(ep)
                 await limits.admit(est_tokens)
                 t0 = time.monotonic()
                 reply = await send()
@@ -89,7 +89,7 @@ async def send_with_retries(
                     raise final from None
             if isinstance(exc, (*RETRYABLE, Malformed)):
                 errors.append(f"attempt {attempt}: {type(exc).__name__}: {str(exc)[:200]}")
-                if attempt > client.max_retries:
+                if attempt > max_retries:
                     raise CallFailed(
                         f"{ep.name} ({ep.source}): call failed after {attempt} attempts; last error: "
                         f"{type(exc).__name__}: {str(exc)[:300]}. Check that the endpoint is up "
@@ -97,7 +97,7 @@ async def send_with_retries(
                     ) from None
                 delay = retry_after(exc)
                 if delay is None:
-                    delay = random.uniform(0, min(client.backoff_max_s, client.backoff_base_s * 2 ** (attempt - 1)))
+                    delay = random.uniform(0, min(backoff_max_s, backoff_base_s * 2 ** (attempt - 1)))
                 log.debug("%s: retry %d in %.2f s after %s", ep.name, attempt, delay, type(exc).__name__)
                 await asyncio.sleep(delay)
                 continue

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Mapping
 
 from memtrials.config import check_config
-from memtrials.llm.cache.sqlite import open_cache
+from memtrials.llm.cache.backends import open_cache
 from memtrials.llm.client import Client
 from memtrials.llm.records import Recorder
 from memtrials.llm.runs import RUN_ID_ENV, run_id  # noqa: F401  (re-exported)

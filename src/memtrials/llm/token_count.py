@@ -19,13 +19,13 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Sequence
 
-from memtrials.llm.cache.sqlite import canonical_json
+from memtrials.llm.cache.keys import canonical_json
 from memtrials.llm.results import CallFailed
 
 if TYPE_CHECKING:
     import aiohttp
 
-    from memtrials.llm.client import Client
+    from memtrials.llm.calls import Calls
 
 NO_TOKENIZER_STATUS = (404, 405, 501)
 ATTEMPTS = 4
@@ -67,7 +67,7 @@ async def _post(session: aiohttp.ClientSession, url: str, body: dict[str, Any], 
                      "word-and-punctuation tokenizer (playbook.tokenizer: pieces).")
 
 
-async def count_tokens(client: "Client", model: str, texts: Sequence[str], *,
+async def count_tokens(client: "Calls", model: str, texts: Sequence[str], *,
                        purpose: str = "tokenize") -> list[int] | None:
     """Each text's token count by ``model``'s own tokenizer, or ``None`` if it exposes none."""
     ep = client.endpoint(model)
@@ -82,7 +82,7 @@ async def count_tokens(client: "Client", model: str, texts: Sequence[str], *,
 
         from memtrials.llm.retry import now
 
-        oai = await client._openai(ep)  # starts an embedded server
+        oai = await client.connect(ep)  # starts an embedded server
         root = str(oai.base_url).rstrip("/").removesuffix("/v1")
         headers = {"Authorization": f"Bearer {oai.api_key}"} if oai.api_key else {}
         fresh = []

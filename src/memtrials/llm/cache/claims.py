@@ -172,7 +172,7 @@ class ClaimBook:
                     continue
                 if got[0].get("token") != token:
                     return {**got[0], "mtime": got[1]}
-            self._hold(key, token)
+            self.hold(key, token)
             return True
 
     def take_over(self, key: str, old_token: str, owner: str) -> bool:
@@ -187,10 +187,11 @@ class ClaimBook:
         got = self.read(key)
         if got is None or got[0].get("token") != token:
             return False
-        self._hold(key, token)
+        self.hold(key, token)
         return True
 
-    def _hold(self, key: str, token: str) -> None:
+    def hold(self, key: str, token: str) -> None:
+        """Hold ``key``'s claim under ``token`` as this process's own (the heartbeat keeps it alive)."""
         with self._lock:
             self._held[key] = token
             if self._thread is None:

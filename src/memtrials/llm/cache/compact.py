@@ -27,7 +27,8 @@ from memtrials.llm.cache.entries import winner_group
 from memtrials.machine import alive
 
 if TYPE_CHECKING:
-    from memtrials.llm.cache.shards import ShardCache
+    from memtrials.llm.cache.claims import ClaimBook
+    from memtrials.llm.cache.index import ShardIndex
 
 
 def finished(name: str, closed: bool) -> bool:
@@ -63,35 +64,37 @@ def _lock(folder: Path) -> Path | None:
     return None
 
 
-def compact(cache: "ShardCache") -> dict[str, int]:
-    """Merge ``cache``'s finished shards and its current base into a new base (module
-    docstring); returns counts: ``sources``, ``entries`` (replies moved from shards),
-    ``dropped`` (superseded, duplicate or unreadable lines), ``ledger`` rows moved and
-    ``claims`` swept."""
-    lock = _lock(cache.shards)
+def compact(index: "ShardIndex", claims: "ClaimBook") -> dict[str, int]:
+    """Merge the finished shards and the current base of ``index`` (a shards cache's,
+    :attr:`memtrials.llm.cache.shards.ShardCache.index`) into a new base (module docstring),
+    then sweep ``claims``; returns counts: ``sources``, ``entries`` (replies moved from
+    shards), ``dropped`` (superseded, duplicate or unreadable lines), ``ledger`` rows moved
+    and ``claims`` swept."""
+    lock = _lock(index.folder)
     if lock is None:
-        raise RuntimeError(f"{cache.shards}: another compaction is running (.compacting); try again later")
+        raise RuntimeError(f"{index.folder}: another compaction is running (.compacting); try again later")
     try:
-        return _compact(cache)
+        return _compact(index, claims)
     finally:
         lock.unlink(missing_ok=True)
 
 
-def _compact(cache: "ShardCache") -> dict[str, int]:
-    cache._refresh(force=True)
-    with cache._lock:
-        shards = sorted(n for n, s in cache._known.items() if n != cache.name and finished(n, s.closed))
-        bases = sorted(cache._bases)
+def _compact(index: "ShardIndex", claims: "ClaimBook") -> dict[str, int]:
+    folder = index.folder
+    index.refresh(force=True)
+    with index.lock:
+        shards = sorted(n for n, closed in index.shards().items() if n != index.own and finished(n, closed))
+        bases = index.base_names()
         if not shards and len(bases) <= 1:
-            return {"sources": 0, "entries": 0, "dropped": 0, "ledger": 0, "claims": cache.claims.sweep()}
-        keys = sorted({k for n in shards for k in cache._known[n].keys})
+            return {"sources": 0, "entries": 0, "dropped": 0, "ledger": 0, "claims": claims.sweep()}
+        keys = sorted({k for n in shards for k in index.shard_keys(n)})
         winners = {}
         for key in keys:
-            entries = cache._entries(key)
+            entries = index.entries(key)
             winners[key] = winner_group(entries)[0]
     replies, ledger, moved, dropped = [], [], 0, 0
     for name in shards:
-        with open(cache.shards / name, "rb") as fh:
+        with open(folder / name, "rb") as fh:
             data = fh.read()
         offset = 0
         for raw in data[:data.rfind(b"\n") + 1].split(b"\n")[:-1]:
@@ -115,10 +118,10 @@ def _compact(cache: "ShardCache") -> dict[str, int]:
                                line["at"]))
             offset += len(raw) + 1
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    final = cache.shards / f"compacted-{stamp}-{uuid.uuid4().hex[:8]}.sqlite"
-    write_base(final, [cache.shards / b for b in bases], replies, ledger, shards + bases)
+    final = folder / f"compacted-{stamp}-{uuid.uuid4().hex[:8]}.sqlite"
+    write_base(final, [folder / b for b in bases], replies, ledger, shards + bases)
     for name in shards + bases:
-        (cache.shards / name).unlink(missing_ok=True)
-    cache._refresh(force=True)
+        (folder / name).unlink(missing_ok=True)
+    index.refresh(force=True)
     return {"sources": len(shards) + len(bases), "entries": moved, "dropped": dropped, "ledger": len(ledger),
-            "claims": cache.claims.sweep()}
+            "claims": claims.sweep()}

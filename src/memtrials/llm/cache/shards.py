@@ -9,10 +9,10 @@ cluster profiles; README, "Scale-out") takes no lock at all:
   before the caller sees it; nobody modifies another's shard.  JSON lines, not an SQLite
   file per shard: another host reads a growing file by byte offset without a lock, taking
   complete lines only (a killed writer's torn last line is never read).
-* **Reading.**  Shards are indexed incrementally (at most every ``refresh_s``): per key,
-  where its entries lie (not the replies), and the ledger as totals per shard.  Duplicates
-  resolve alike everywhere (:mod:`memtrials.llm.cache.entries`); :meth:`ShardCache.duplicates`
-  counts them.
+* **Reading** (:mod:`memtrials.llm.cache.index`).  Shards are indexed incrementally (at most
+  every ``refresh_s``): per key, where its entries lie (not the replies), and the ledger as
+  totals per shard.  Duplicates resolve alike everywhere (:mod:`memtrials.llm.cache.entries`);
+  :meth:`ShardCache.duplicates` counts them.
 * **Claims** (:mod:`memtrials.llm.cache.claims`): one call per key across hosts, and
   storing needs the key's claim too (taken at store time for embeddings and in mode
   ``refresh``), so one process appends each key's reply and the first stored reply wins;
@@ -29,26 +29,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from memtrials.llm.cache.base import Base
 from memtrials.llm.cache.claims import ClaimBook
-from memtrials.llm.cache.entries import Entry, winner_group
-
-
-class _Shard:
-    """What the index knows of one shard file."""
-
-    def __init__(self) -> None:
-        self.offset = 0
-        self.keys: set[str] = set()
-        self.ledger: dict[tuple[str, str], list[float]] = {}
-        self.closed = False
+from memtrials.llm.cache.index import ShardIndex
 
 
 class ShardCache:
@@ -71,138 +58,26 @@ class ShardCache:
         extra = {k: v for k, v in (("grace_s", grace_s), ("lost_after_s", lost_after_s),
                                    ("heartbeat_s", heartbeat_s)) if v is not None}
         self.claims = ClaimBook(self.root / "claims", self.name, **extra)
-        self.refresh_s = refresh_s
-        self._lock = threading.RLock()
-        self._index: dict[str, list[Entry]] = {}
-        self._known: dict[str, _Shard] = {}
-        self._superseded: set[str] = set()
-        self._bases: dict[str, Base] = {}
+        self.index = ShardIndex(self.shards, self.name, refresh_s)
+        self._lock = self.index.lock
         self._fh: Any = None
         self._n = 0
-        self._refreshed = -1e9
-        self.unreadable = 0           # lines of other shards that did not parse
         self._closed = False
         self._owner = self.name       # the claim owner when storing without a prior claim
         self._stale_s = 3600.0        # the client's claim_stale_s, once it has claimed
         self._unseen: dict[tuple[str, str], float] = {}  # (key, pointer token) -> first found unreadable
         self.claims.sweep()
 
-    # -- the index -------------------------------------------------------------
-    def _refresh(self, force: bool = False) -> None:
-        with self._lock:
-            if not force and time.monotonic() - self._refreshed < self.refresh_s:
-                return
-            self._refreshed = time.monotonic()
-            listed = set(os.listdir(self.shards))
-            bases = sorted(n for n in listed if n.startswith("compacted-") and n.endswith(".sqlite"))
-            for name in reversed(bases):  # the newest first: it names the ones it replaces
-                if name not in self._bases and name not in self._superseded:
-                    try:
-                        base = Base(self.shards / name)
-                    except sqlite3.Error:  # removed meanwhile
-                        continue
-                    self._bases[name] = base
-                    for source in base.sources:
-                        self._supersede(source)
-            for name in [n for n in self._bases if n not in listed]:
-                self._bases.pop(name).close()
-            names = {n for n in listed if n.endswith(".jsonl")}
-            for name in sorted(names):
-                if name in self._superseded or name == self.name:
-                    continue
-                try:
-                    size = os.stat(self.shards / name).st_size
-                except FileNotFoundError:
-                    continue
-                known = self._known.get(name)
-                if known is None or size > known.offset:
-                    self._read(name)
-            for name in [n for n in self._known if n not in names and n != self.name]:
-                self._drop(name)
-
-    def _read(self, name: str) -> None:
-        shard = self._known.setdefault(name, _Shard())
-        try:
-            with open(self.shards / name, "rb") as fh:
-                fh.seek(shard.offset)
-                data = fh.read()
-        except FileNotFoundError:
-            self._drop(name)
-            return
-        end = data.rfind(b"\n") + 1  # complete lines only: a torn last line is never read
-        pos = 0
-        for line in data[:end].split(b"\n")[:-1]:
-            try:
-                parsed = json.loads(line)
-            except json.JSONDecodeError:  # never written so by a shard's owner; counted, not fatal
-                self.unreadable += 1
-            else:
-                self._take(name, shard, parsed, shard.offset + pos)
-            pos += len(line) + 1
-        shard.offset += end
-
-    def _take(self, name: str, shard: _Shard, line: dict[str, Any], offset: int) -> None:
-        kind = line["t"]
-        if kind == "r":
-            entry = Entry(float(line["at"]), line.get("o", name), int(line["n"]), line["run"], bool(line["ref"]),
-                          name, offset)
-            self._index.setdefault(line["k"], []).append(entry)
-            shard.keys.add(line["k"])
-        elif kind == "l":
-            tally = shard.ledger.setdefault((line["run_id"], line["endpoint"]), [0, 0, 0, 0.0])
-            for i, field in enumerate(("calls", "prompt_tokens", "completion_tokens", "cost")):
-                tally[i] += line.get(field, 1)
-        elif kind == "end":
-            shard.closed = True
-
-    def _supersede(self, name: str) -> None:
-        """A base replaced shard or base ``name``: forget it and never read it again."""
-        self._superseded.add(name)
-        if name in self._bases:
-            self._bases.pop(name).close()
-        self._drop(name)
-
-    def _entries(self, key: str) -> list[Entry]:
-        """Every entry of ``key``: in the shards read so far and in the base."""
-        return list(self._index.get(key, [])) + [e for b in self._bases.values() for e in b.entries(key)]
-
-    def _drop(self, name: str) -> None:
-        shard = self._known.pop(name, None)
-        if shard is None:
-            return
-        for key in shard.keys:
-            kept = [e for e in self._index.get(key, []) if e.file != name]
-            if kept:
-                self._index[key] = kept
-            else:
-                self._index.pop(key, None)
-
-    def _line(self, file: str, offset: int) -> dict[str, Any]:
-        with open(self.shards / file, "rb") as fh:
-            fh.seek(offset)
-            return json.loads(fh.readline())
-
-    def _lookup(self, key: str, run_id: str | None = None) -> dict[str, Any] | None:
-        """The stored record of ``key`` (of run ``run_id`` only, if given), reading the index."""
-        for attempt in range(2):
-            with self._lock:
-                try:
-                    entries = [e for e in self._entries(key) if run_id is None or e.run == run_id]
-                    if not entries:
-                        return None
-                    first = winner_group(entries)[0]
-                    if first.offset < 0:
-                        return self._bases[first.file].record(key)
-                    return self._line(first.file, first.offset)["rec"]
-                except (FileNotFoundError, KeyError, sqlite3.Error):  # compacted meanwhile
-                    self._refresh(force=True)
-        return None
+    @property
+    def unreadable(self) -> int:
+        """Lines of other shards that did not parse."""
+        return self.index.unreadable
 
     def _get(self, key: str, run_id: str | None = None) -> dict[str, Any] | None:
-        got = self._lookup(key, run_id)
+        got = self.index.lookup(key, run_id)
         if got is None:
-            self._refresh()
-            got = self._lookup(key, run_id)
+            self.index.refresh()
+            got = self.index.lookup(key, run_id)
         return got
 
     # -- writing ---------------------------------------------------------------
@@ -212,13 +87,12 @@ class ShardCache:
         if self._fh is None:
             self._fh = open(self.shards / self.name, "ab")
             os.fsync(self._fh.fileno())
-            self._known[self.name] = _Shard()
+            self.index.open_own()
 
     def _append(self, lines: list[dict[str, Any]]) -> list[int]:
         """Append lines to this process's shard (one write, one fsync); their offsets."""
         self._open_shard()
-        shard = self._known[self.name]
-        chunks, offsets, pos = [], [], shard.offset
+        chunks, offsets, pos = [], [], self.index.own_end()
         for line in lines:
             if line["t"] == "r":
                 line["n"] = self._n
@@ -230,9 +104,7 @@ class ShardCache:
         self._fh.write(b"".join(chunks))
         self._fh.flush()
         os.fdatasync(self._fh.fileno())  # on the server before any claim points at it
-        for line, offset in zip(lines, offsets):
-            self._take(self.name, shard, line, offset)
-        shard.offset = pos
+        self.index.add_own(lines, offsets, pos)
         return offsets
 
     def _hold(self, key: str, run_id: str) -> str | dict[str, Any]:
@@ -266,12 +138,12 @@ class ShardCache:
     def _pointed(self, key: str, claim: Mapping[str, Any]) -> dict[str, Any] | None:
         """The record a stored claim points at (None if that shard was compacted away)."""
         try:
-            line = self._line(str(claim["file"]), int(claim["offset"]))
+            line = self.index.line(str(claim["file"]), int(claim["offset"]))
         except (FileNotFoundError, json.JSONDecodeError):
-            self._refresh(force=True)
-            record = self._lookup(key)
+            self.index.refresh(force=True)
+            record = self.index.lookup(key)
         else:
-            record = line["rec"] if line.get("k") == key else self._lookup(key)
+            record = line["rec"] if line.get("k") == key else self.index.lookup(key)
         if record is not None:  # readable now: no longer waited for
             with self._lock:
                 self._unseen.pop((key, str(claim.get("token", "?"))), None)
@@ -308,13 +180,13 @@ class ShardCache:
             if self.mode != "off":
                 holds = {key: self._hold(key, run_id) for key in sorted({k for k, _ in items})}
                 if "taken" in holds.values():  # not claimed before the call: look once more
-                    self._refresh(force=True)
+                    self.index.refresh(force=True)
                 for key, got in holds.items():
                     if isinstance(got, dict):
                         kept: dict[str, Any] | None = got
                     else:
                         held.append(key)
-                        kept = self._lookup(key, run_id if self.mode == "refresh" else None)
+                        kept = self.index.lookup(key, run_id if self.mode == "refresh" else None)
                     if kept is not None and first_wins:
                         stored[key] = kept
                     else:
@@ -351,8 +223,8 @@ class ShardCache:
                 return found
             got = self.claims.try_claim(key, owner)
             if got is True:
-                self._refresh(force=True)  # stored and pointer expired before we looked
-                found = self._lookup(key)
+                self.index.refresh(force=True)  # stored and pointer expired before we looked
+                found = self.index.lookup(key)
                 if found is not None:
                     self.claims.release(key)
                     return found
@@ -366,7 +238,7 @@ class ShardCache:
                     return False
                 return self.claims.take_over(key, got.get("token", "?"), owner)
             if got.get("owner") == owner and got.get("pid") == os.getpid():
-                self.claims._hold(key, got["token"])  # its own claim again (a retry)
+                self.claims.hold(key, got["token"])  # its own claim again (a retry)
                 return True
             if self.claims.gone(got, got["mtime"], stale_s):
                 return self.claims.take_over(key, got.get("token", "?"), owner)
@@ -384,37 +256,29 @@ class ShardCache:
     def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         if self.mode != "use" or not keys:
             return {}
-        self._refresh()
-        return {k: r for k in dict.fromkeys(keys) if (r := self._lookup(k)) is not None}
-
-    def _tallies(self) -> list[tuple[tuple[str, str], list[float]]]:
-        self._refresh()
-        with self._lock:
-            return [(k, v) for s in [*self._known.values(), *self._bases.values()] for k, v in s.ledger.items()]
+        self.index.refresh()
+        return {k: r for k in dict.fromkeys(keys) if (r := self.index.lookup(k)) is not None}
 
     def spent(self, *, run_id: str | None = None, endpoint: str | None = None) -> float:
-        return float(sum(t[3] for (run, ep), t in self._tallies()
+        return float(sum(t[3] for (run, ep), t in self.index.tallies()
                          if (run_id is None or run == run_id) and (endpoint is None or ep == endpoint)))
 
     def totals(self) -> list[tuple[str, int, int, int, float]]:
         per: dict[str, list[float]] = {}
-        for (_, ep), t in self._tallies():
+        for (_, ep), t in self.index.tallies():
             acc = per.setdefault(ep, [0, 0, 0, 0.0])
             for i in range(4):
                 acc[i] += t[i]
         return [(ep, int(a[0]), int(a[1]), int(a[2]), float(a[3])) for ep, a in sorted(per.items())]
 
     def records(self) -> list[dict[str, Any]]:
-        self._refresh(force=True)
-        with self._lock:
-            keys = sorted(set(self._index).union(*(b.keys() for b in self._bases.values())))
-        return [r for k in keys if (r := self._lookup(k)) is not None]
+        self.index.refresh(force=True)
+        return [r for k in self.index.keys() if (r := self.index.lookup(k)) is not None]
 
     def duplicates(self) -> int:
         """Keys with more than one candidate reply (should be 0 with claims)."""
-        self._refresh(force=True)
-        with self._lock:
-            return sum(len(winner_group(self._entries(k))) > 1 for k in self._index)
+        self.index.refresh(force=True)
+        return self.index.duplicates()
 
     def close(self) -> None:
         with self._lock:
@@ -425,8 +289,7 @@ class ShardCache:
             self._closed = True  # its shard may now be compacted away: never append to it again
             self.claims.expire(everything=False)
             self.claims.close()
-            for base in self._bases.values():
-                base.close()
+            self.index.close()
 
     # -- compaction --------------------------------------------------------------
     def compact(self) -> dict[str, int]:
@@ -434,4 +297,4 @@ class ShardCache:
         (only the stored reply of each key, every ledger row); returns counts."""
         from memtrials.llm.cache.compact import compact
 
-        return compact(self)
+        return compact(self.index, self.claims)

@@ -1,12 +1,8 @@
 """Response cache and spending ledger in one SQLite file (WAL mode).
 
-The cache key is the SHA-256 of a canonical JSON of everything that determines a
-response: the endpoint identity (base URL + model, or the embedded weights' digest),
-the messages, every sampling parameter (seed, temperature, top_p, max_tokens, response
-format, grammar, extra body) and the caller's explicit ``sample`` index.  Transport
-settings (timeouts, retries) are not part of it.  An embedding is cached per text
-(:func:`embed_key`).  Entries never expire: a registered
-rerun must replay.
+Replies are stored under their cache key (:mod:`memtrials.llm.cache.keys`: the SHA-256 of
+everything that determines a response).  Entries never expire: a registered rerun must
+replay.
 
 Each completed call is committed before the caller sees it, so a process killed with
 SIGKILL loses at most its in-flight calls.  Many processes may share the file: SQLite in
@@ -35,14 +31,14 @@ In mode ``refresh`` the entry a *previous* run stored is replaced, but within on
 first writer still wins (each entry remembers the run that stored it), so the cells of a
 refresh run agree with each other and with the cache.
 
-**Backends** (``cache.backend``, :func:`open_cache`): ``sqlite`` (this class) for jobs on one
-machine; ``shards`` (:class:`memtrials.llm.cache.shards.ShardCache`, same methods) when jobs
-run on different hosts over a network filesystem, where SQLite's WAL is not safe.
+**Backends** (``cache.backend``, :func:`memtrials.llm.cache.backends.open_cache`): ``sqlite``
+(this class) for jobs on one machine; ``shards`` (:class:`memtrials.llm.cache.shards.ShardCache`,
+same methods) when jobs run on different hosts over a network filesystem, where SQLite's WAL
+is not safe.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -52,6 +48,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from memtrials.llm.cache.keys import canonical_json
 from memtrials.machine import alive
 
 _SCHEMA = """
@@ -91,25 +88,6 @@ def _claim_gone(host: str, pid: int, claimed_at: float, stale_s: float, here: st
         return True
     return now - claimed_at > stale_s
 
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def cache_key(identity: Mapping[str, Any], messages: Any, params: Mapping[str, Any], sample: int) -> str:
-    """SHA-256 over everything that determines a response."""
-    payload = {"endpoint": dict(identity), "messages": messages, "params": dict(params), "sample": int(sample)}
-    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
-
-
-def embed_key(identity: Mapping[str, Any], text: str, options: Mapping[str, Any]) -> str:
-    """SHA-256 of one text's embedding: endpoint identity + the text + dimension/normalisation
-    options.  One entry per text, so calls that share some texts reuse those."""
-    payload = {"endpoint": dict(identity), "task": "embed", "input": text, "options": dict(options)}
-    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
-
-
-BACKENDS = ("sqlite", "shards")
 
 # filesystems whose files other hosts share: SQLite's WAL (shared memory beside the file)
 # is not safe on them (https://www.sqlite.org/wal.html, "WAL does not work over a network
@@ -169,37 +147,6 @@ def _refuse_network_filesystem(path: Path) -> None:
             f"with cache: {{backend: shards}}, or --config 'cache={{backend: shards}}'; the slurm and "
             f"kubernetes profiles set it), or move cache.path to a local disk."
         )
-
-
-def check_backend_for_executor(backend: str, executor: str | None, non_local: bool) -> None:
-    """Refuse the ``sqlite`` backend when Snakemake sends jobs to other hosts.
-
-    The cluster profiles select ``shards`` through their ``config:`` entry, but a
-    ``--config`` on the command line replaces that entry whole, so a run can reach a
-    cluster executor with ``cache.backend: sqlite``; this check (run at the workflow's
-    start, before any job) stops it with the fix instead of letting jobs on several hosts
-    share one SQLite file.
-    """
-    if backend == "sqlite" and non_local:
-        raise ValueError(
-            f"cache.backend = sqlite, but the executor {executor!r} runs jobs on other hosts, where one SQLite "
-            f"file is not safe. Fix: add cache={{backend: shards}} to your --config (a --config on the command "
-            f"line replaces the profile's config: entry, which sets it), or put cache: {{backend: shards}} in "
-            f"a --configfile overlay."
-        )
-
-
-def open_cache(path: str | os.PathLike[str], mode: str = "use", backend: str = "sqlite") -> Any:
-    """The response cache at ``path`` (``cache.path``) with the configured backend: a
-    :class:`Cache` (``sqlite``) or a :class:`~memtrials.llm.cache.shards.ShardCache`
-    (``shards``: ``shards/`` and ``claims/`` beside ``path``)."""
-    if backend == "sqlite":
-        return Cache(path, mode)
-    if backend == "shards":
-        from memtrials.llm.cache.shards import ShardCache
-
-        return ShardCache(path, mode)
-    raise ValueError(f"cache.backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
 
 
 class Cache:

@@ -75,7 +75,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _healthy(base: str, timeout: float = 2.0) -> bool:
+def server_healthy(base: str, timeout: float = 2.0) -> bool:
+    """Whether the server at ``base`` answers ``/health`` with status ok (within ``timeout`` seconds)."""
     try:
         with urllib.request.urlopen(f"{base}/health", timeout=timeout) as resp:
             return resp.status == 200 and json.load(resp).get("status") == "ok"
@@ -143,7 +144,7 @@ class EmbeddedServer:
                     f"embedded server for '{self.endpoint.name}' exited with code {self.proc.returncode} "
                     f"before answering /health (see {self.log_path or 'its output'})."
                 )
-            if _healthy(base):
+            if server_healthy(base):
                 self.base_url = f"{base}/v1"
                 return self.base_url
             time.sleep(0.1)
@@ -151,7 +152,7 @@ class EmbeddedServer:
         raise RuntimeError(f"embedded server for '{self.endpoint.name}' did not become healthy in {timeout:.0f} s")
 
     def healthy(self) -> bool:
-        return self.base_url is not None and _healthy(self.base_url[: -len("/v1")])
+        return self.base_url is not None and server_healthy(self.base_url[: -len("/v1")])
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from memtrials.config import Endpoint
 from memtrials.io import atomic_write_text
 from memtrials.machine import server_dir  # noqa: F401  (re-exported: the workflow and the client use it from here)
-from memtrials.llm.local.embedded import _healthy
+from memtrials.llm.local.embedded import server_healthy
 from memtrials.llm.local.embedder import server_for
 from memtrials.machine import alive, locked, read_info
 
@@ -71,7 +71,7 @@ class SharedServer:
         self.leases.mkdir(parents=True, exist_ok=True)
         with locked(self.lock):
             info = read_info(self.info)
-            if not (info and alive(int(info["pid"])) and _healthy(info["base_url"][: -len("/v1")])):
+            if not (info and alive(int(info["pid"])) and server_healthy(info["base_url"][: -len("/v1")])):
                 srv = server_for(self.endpoint, self.log_path)
                 srv.watch_args = ["--leases", str(self.leases), "--lock", str(self.lock), "--info", str(self.info),
                                   "--idle", str(self.idle_s)]
@@ -88,7 +88,7 @@ class SharedServer:
         return self.base_url
 
     def healthy(self) -> bool:
-        return self.base_url is not None and _healthy(self.base_url[: -len("/v1")])
+        return self.base_url is not None and server_healthy(self.base_url[: -len("/v1")])
 
     def stop(self) -> None:
         if self.lease is not None:

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from memtrials.config import ConfigError, EmbeddedWeights
-from memtrials.io import _temporary_beside
+from memtrials.io import temporary_beside
 from memtrials.machine import locked
 
 _CHUNK = 1 << 22
@@ -81,7 +81,7 @@ def _join(parts: list[Path], target: Path, weights: EmbeddedWeights) -> None:
     """Copy ``parts`` in order to a temporary file beside ``target`` and hash on the way;
     move it into place only if the digest is the registry's."""
     h = hashlib.sha256()
-    with _temporary_beside(target) as (final, tmp):
+    with temporary_beside(target) as (final, tmp):
         with open(tmp, "wb") as out:
             for part in parts:
                 with open(part, "rb") as fh:

@@ -23,7 +23,7 @@ REPO = SRC.parent
 
 # the model layer that turns the study's messages into requests: parameters, the schema
 # text appended for endpoints without structured output, the cache key
-REQUEST_FILES = ("memtrials/llm/client.py", "memtrials/llm/structured.py", "memtrials/llm/cache/sqlite.py")
+REQUEST_FILES = ("memtrials/llm/client.py", "memtrials/llm/structured.py", "memtrials/llm/cache/keys.py")
 # imported by the study, but not protocol: rule plumbing, config parsing (its values are
 # frozen in the slice), the client's session/recording/limits (A's model layer beyond
 # request building)
