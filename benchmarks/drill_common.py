@@ -20,11 +20,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 PY = sys.executable
-WORKFLOW_ITEMS = ("Snakefile", "workflow", "config", "envs")
+WORKFLOW_ITEMS = ("Snakefile", "profiles", "workflow", "config", "envs")
+"""What a copy holds: ``profiles/`` too, since Snakemake loads ``profiles/default`` beside the
+Snakefile into every run (``rerun-incomplete`` among its settings)."""
 
 
 def workflow_copy(dest: Path | None = None, prefix: str = "memtrials-drill-") -> Path:
-    """The workflow (Snakefile, workflow/, config/, envs/; ``src`` linked) in a fresh folder."""
+    """The workflow (Snakefile, profiles/, workflow/, config/, envs/; ``src`` linked) in a fresh folder."""
     dest = Path(dest) if dest else Path(tempfile.mkdtemp(prefix=prefix)) / "wf"
     dest.mkdir(parents=True, exist_ok=True)
     for item in WORKFLOW_ITEMS:

@@ -13,8 +13,9 @@ which on a shared 2-core machine makes one run take most of an hour.
    ``--kills`` seeded random moments, measured by progress: when the server has answered
    a number of requests drawn uniformly between 5 % and 95 % of the uninterrupted run's
    (sorted; a cached rerun moves fast through what was done, so a wall-clock delay would
-   often outlast it).  After each kill ``snakemake --unlock`` and a rerun follow (the
-   default profile has ``rerun-incomplete``); the last rerun goes to the end.
+   often outlast it).  After each kill ``snakemake --unlock`` and a rerun with no other flag
+   follow (the copy's ``profiles/default`` has ``rerun-incomplete``); the last rerun goes to
+   the end.
 
 Counted at the loopback server (every answered request, by its body): **paid calls
 repeated** is the number of requests answered again after a kill although their reply

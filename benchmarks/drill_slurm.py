@@ -1,12 +1,12 @@
-"""Drill: the Slurm profile (``workflow/profiles/slurm``) submitting real jobs.
+"""Drill: the Slurm profile (``--workflow-profile profiles/slurm``) submitting real jobs.
 
 The profile's test (``tests/test_profiles.py``) dry-runs it; this drill runs it on a Slurm
 cluster: the default Lessons-from-Luck study (worlds, freeze, writers, readers, analysis,
 report) against the loopback endpoint, every job through ``sbatch`` with the profile's
 resources and its ``shards`` response cache.  Then:
 
-* the same targets without the profile (local jobs, the ``sqlite`` cache) in another
-  workflow copy, on the same endpoint (same port, so the same cache keys): every table
+* the same targets without it (local jobs under ``profiles/default``, the ``sqlite`` cache)
+  in another workflow copy, on the same endpoint (same port, so the same cache keys): every table
   identical byte for byte, every Parquet output except the calls' timing columns, every JSON
   manifest except its times of writing and the digests of the (timed) call records;
 * a forced rerun of every job through Slurm: no request reaches the endpoint (the shards
@@ -174,7 +174,7 @@ def main() -> int:
     wf_local = workflow_copy(prefix="memtrials-drill-slurm-local-")
     check = Checks()
     fig = check.fig
-    profile = ["--profile", "workflow/profiles/slurm", "--slurm-status-command", args.status_command]
+    profile = ["--workflow-profile", "profiles/slurm", "--slurm-status-command", args.status_command]
     with LoopbackServer() as srv:
         for wf in (wf_slurm, wf_local):
             loopback_overlay(srv, wf)

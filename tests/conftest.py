@@ -79,16 +79,25 @@ def failure_text(proc: subprocess.CompletedProcess, tail: int = 3000) -> str:
     return (f"{found}\n=== the output's last {tail} characters ===\n" if found else "") + text[-tail:]
 
 
-@pytest.fixture
-def workflow_copy(tmp_path: Path) -> Path:
-    """The workflow in a temporary directory (results and logs land there)."""
-    dest = tmp_path / "wf"
-    dest.mkdir()
-    for item in ("Snakefile", "workflow", "config", "envs"):
+WORKFLOW_ITEMS = ("Snakefile", "profiles", "workflow", "config", "envs")
+"""What a workflow copy holds: ``profiles/`` too, since Snakemake loads ``profiles/default``
+beside the Snakefile into every run (without it a copy runs without the workflow profile)."""
+
+
+def copy_workflow(dest: Path) -> Path:
+    """The workflow (:data:`WORKFLOW_ITEMS`; ``src`` linked) copied into the new folder ``dest``."""
+    dest.mkdir(parents=True)
+    for item in WORKFLOW_ITEMS:
         src = REPO / item
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / item)
     (dest / "src").symlink_to(REPO / "src")
     return dest
+
+
+@pytest.fixture
+def workflow_copy(tmp_path: Path) -> Path:
+    """The workflow in a temporary directory (results and logs land there)."""
+    return copy_workflow(tmp_path / "wf")
 
 
 @pytest.fixture

@@ -426,7 +426,7 @@ def test_the_cluster_profiles_select_the_shards_backend(profile, tmp_path):
     (tmp_path / "base.yaml").write_text("cache: {path: results/cache/llm.sqlite, mode: use, backend: sqlite}\n")
     (tmp_path / "Snakefile").write_text('import json\nconfigfile: "base.yaml"\nprint("CACHE", json.dumps(config["cache"]))\n'
                                         'rule all:\n    output: "x"\n    shell: "touch {output}"\n')
-    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", str(REPO / "workflow/profiles" / profile),
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", str(REPO / "profiles" / profile),
                           "--default-storage-prefix", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]

@@ -1,6 +1,7 @@
-"""The scale-out profiles (workflow/profiles/slurm, workflow/profiles/kubernetes): a dry run
-of each on a paper preset through its executor plugin (installed from envs/requirements.txt),
-and the per-rule resources each job would ask for.
+"""The scale-out profiles (profiles/slurm, profiles/kubernetes): a dry run of each on a paper
+preset through its executor plugin (installed from envs/requirements.txt), and the per-rule
+resources each job would ask for.  Each is given as the workflow profile
+(``--workflow-profile profiles/slurm``), which replaces profiles/default.
 
 A dry run never submits: Snakemake plans the DAG with the profile's executor settings and
 resources and prints each job, so neither sbatch nor a Kubernetes API server is needed.
@@ -9,7 +10,6 @@ resources and prints each job, so neither sbatch nor a Kubernetes API server is 
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import REPO, copy_workflow
 
 PROFILES = ("slurm", "kubernetes")
 EXECUTOR = {"slurm": "slurm", "kubernetes": "kubernetes"}
 
 
 def profile(name: str) -> dict[str, Any]:
-    return yaml.safe_load((REPO / "workflow" / "profiles" / name / "config.yaml").read_text())
+    return yaml.safe_load((REPO / "profiles" / name / "config.yaml").read_text())
 
 
 def minutes(value: Any) -> int:
@@ -71,7 +71,7 @@ def test_profile_names_its_executor_and_known_rules(name):
     assert prof["executor"] == EXECUTOR[name]
     assert any(str(r).startswith("api=") for r in prof["resources"]), "the global api cap"
     unknown = sorted((set(prof.get("set-resources", {})) | set(prof.get("set-threads", {}))) - rule_names())
-    assert not unknown, f"workflow/profiles/{name}/config.yaml sets resources of rules that do not exist: {unknown}"
+    assert not unknown, f"profiles/{name}/config.yaml sets resources of rules that do not exist: {unknown}"
     for rule, res in prof.get("set-resources", {}).items():
         assert "api" not in res, f"{rule}: the api resource is declared by the rule (in flight), not the profile"
         if "runtime" in res:  # a bare number would be read as seconds
@@ -82,17 +82,11 @@ def test_profile_names_its_executor_and_known_rules(name):
 def checkout(tmp_path_factory) -> Path:
     """The workflow without results (a dry run in the repository would plan around whatever
     results a developer has built there)."""
-    dest = tmp_path_factory.mktemp("profiles") / "wf"
-    dest.mkdir()
-    for item in ("Snakefile", "workflow", "config", "envs"):
-        src = REPO / item
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / item)
-    (dest / "src").symlink_to(REPO / "src")
-    return dest
+    return copy_workflow(tmp_path_factory.mktemp("profiles") / "wf")
 
 
 def _dry_run(wf: Path, name: str, *configfiles: str) -> dict[str, dict[str, str]]:
-    args = ["-n", "--profile", f"workflow/profiles/{name}"]
+    args = ["-n", "--workflow-profile", f"profiles/{name}"]
     if name == "kubernetes":  # the storage volume holds the checkout: here, the copy
         args += ["--default-storage-prefix", str(wf)]
     if configfiles:
@@ -150,7 +144,7 @@ def test_dry_run_places_the_calibrator_training_rule_on_a_gpu(name, checkout, tm
 def test_readme_documents_each_profile():
     readme = (REPO / "README.md").read_text()
     for name in PROFILES:
-        assert f"--profile workflow/profiles/{name}" in readme, f"README: no example run with workflow/profiles/{name}"
+        assert f"--workflow-profile profiles/{name}" in readme, f"README: no example run with profiles/{name}"
 
 
 def test_executor_plugins_are_pinned():
@@ -165,7 +159,7 @@ def test_a_command_line_config_that_drops_the_profiles_cache_backend_stops_befor
     """``--config`` replaces the profile's ``config:`` entry (cache={backend: shards}) whole, so
     the run would reach Slurm with the default sqlite cache: the workflow's start refuses it,
     naming the fix, before any job is submitted (no sbatch is needed to see it)."""
-    args = ["--profile", "workflow/profiles/slurm", "--config", "cache={mode: use}",
+    args = ["--workflow-profile", "profiles/slurm", "--config", "cache={mode: use}",
             "--", "results/smoke/smollm2.parquet"]
     out = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=checkout, capture_output=True,
                          text=True, timeout=600)

@@ -18,7 +18,6 @@ import html
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ import yaml
 
 from memtrials.testing import LoopbackServer, loopback_endpoint
 from tests.chromium import CHROMIUM_MISSING, Chromium, chromium_path, pixel_spread
-from tests.conftest import REPO, base_config, run_snakemake, failure_text
+from tests.conftest import REPO, base_config, copy_workflow, run_snakemake, failure_text
 from tests.history.helpers import is_judge, is_review, wrap
 from tests.luck.test_luck_e2e import policy as luck_policy
 
@@ -52,12 +51,7 @@ def policy(body: dict[str, Any]) -> str:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     """A workflow copy with both studies built small and ``results/report.html`` made."""
-    wf = tmp_path_factory.mktemp("report") / "wf"
-    wf.mkdir()
-    for item in ("Snakefile", "workflow", "config", "envs"):
-        src = REPO / item
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, wf / item)
-    (wf / "src").symlink_to(REPO / "src")
+    wf = copy_workflow(tmp_path_factory.mktemp("report") / "wf")
     (wf / "results" / "tasks").mkdir(parents=True)
     pd.DataFrame({"task_id": ["find-non-living-thing:0"], "env": "scienceworld", "split": "test",
                   "type": ["find-non-living-thing"], "source": "official", "detail": "{}"}

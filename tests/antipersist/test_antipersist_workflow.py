@@ -4,14 +4,13 @@ streams -> frozen evaluations -> tables and figure (one tiny run)."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pandas as pd
 import pytest
 import yaml
 
 from memtrials.testing import LoopbackServer, loopback_embed_endpoint, loopback_endpoint
-from tests.conftest import REPO, base_config, run_snakemake
+from tests.conftest import REPO, base_config, copy_workflow, run_snakemake
 
 from .helpers import policy, task_table
 
@@ -20,12 +19,7 @@ DESIGNS = ["react", "autorefine"]  # a memoryless baseline and a memory design: 
 
 @pytest.mark.slow
 def test_antipersist_workflow_end_to_end(tmp_path):
-    wf = tmp_path / "wf"
-    wf.mkdir()
-    for item in ("Snakefile", "workflow", "config", "envs"):
-        src = REPO / item
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, wf / item)
-    (wf / "src").symlink_to(REPO / "src")
+    wf = copy_workflow(tmp_path / "wf")
     task_table(wf / "results" / "tasks" / "scienceworld.parquet")
     with LoopbackServer(policy=policy, embed_dim=32) as srv:
         (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": {

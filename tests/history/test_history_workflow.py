@@ -9,7 +9,6 @@ import os
 import signal
 import sqlite3
 import time
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 import yaml
 
 from memtrials.testing import Faults, LoopbackServer, loopback_endpoint
-from tests.conftest import failure_text
+from tests.conftest import copy_workflow, failure_text
 
 from .helpers import is_judge, is_review, wrap
 
@@ -52,12 +51,7 @@ def cached_ids(wf: Path) -> set[str]:
 
 @pytest.mark.slow
 def test_history_workflow_end_to_end(tmp_path):
-    wf = tmp_path / "wf"
-    wf.mkdir()
-    for item in ("Snakefile", "workflow", "config", "envs"):
-        src = REPO / item
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, wf / item)
-    (wf / "src").symlink_to(REPO / "src")
+    wf = copy_workflow(tmp_path / "wf")
     tasks = pd.DataFrame({"task_id": ["find-non-living-thing:0", "lifespan-longest-lived:0", "find-plant:0"],
                           "env": "scienceworld", "split": "test",
                           "type": ["find-non-living-thing", "lifespan-longest-lived", "find-plant"],
