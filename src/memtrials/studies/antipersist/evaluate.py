@@ -21,7 +21,8 @@ from memtrials.io import atomic_write_json, canonical_json
 from memtrials.llm import read_records
 from memtrials.memory.snapshot import digest, restore
 from memtrials.studies.antipersist import play
-from memtrials.studies.antipersist.design import actor_settings, seed_of
+from memtrials.seeds import seed_of
+from memtrials.studies.antipersist.design import actor_settings
 from memtrials.studies.antipersist.memories import make_memory
 from memtrials.studies.antipersist.train import roles, stream_specs, task_pool, train_pool
 

@@ -33,7 +33,8 @@ from memtrials.io import atomic_write_json, canonical_json
 from memtrials.llm import read_records
 from memtrials.memory.snapshot import snapshot, write_snapshot
 from memtrials.studies.antipersist import play
-from memtrials.studies.antipersist.design import actor_settings, pool, seed_of, training_order
+from memtrials.seeds import seed_of
+from memtrials.studies.antipersist.design import actor_settings, pool, training_order
 from memtrials.studies.antipersist.memories import make_memory
 
 log = logging.getLogger(__name__)

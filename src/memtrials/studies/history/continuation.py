@@ -30,7 +30,6 @@ Recovery = terminal success within the budget.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -38,6 +37,7 @@ import pandas as pd
 
 from memtrials.agent.render import Segment
 from memtrials.agent.views import Entry, Item, ViewResult, causal, current_label, experience, raw, reference
+from memtrials.seeds import order_key
 
 @dataclass(frozen=True)
 class Source:
@@ -85,7 +85,7 @@ def select_sources(episodes: pd.DataFrame, steps: pd.DataFrame, n: int, seed: in
     """Up to ``n`` unsuccessful sources (length >= ``min_length``), in a seeded order."""
     ok = episodes[(~episodes["won"]) & (episodes["n_steps"] >= min_length)
                   & (episodes["termination"].isin(["budget", "done"]))]
-    ids = sorted(ok["episode_id"], key=lambda e: hashlib.sha256(f"{seed}:{e}".encode()).hexdigest())[:n]
+    ids = sorted(ok["episode_id"], key=lambda e: order_key(seed, e))[:n]
     out = []
     for eid in ids:
         ep = ok[ok["episode_id"] == eid].iloc[0]

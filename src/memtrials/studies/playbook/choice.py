@@ -26,7 +26,8 @@ from memtrials.agent.runner import EpisodeSpec
 from memtrials.curation import Candidate, best_full_candidates, choice_episodes, choose, rbc_candidates
 from memtrials.io import atomic_write_json, write_parquet
 from memtrials.studies.playbook import play
-from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks, seed_of
+from memtrials.seeds import seed_of
+from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks
 from memtrials.studies.playbook.records import SCORES_SCHEMA, final_playbook
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,8 @@ import pandas as pd
 
 from memtrials.agent.runner import EpisodeSpec
 from memtrials.studies.playbook import play
-from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks, seed_of
+from memtrials.seeds import seed_of
+from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks
 from memtrials.studies.playbook.records import final_playbook
 
 log = logging.getLogger(__name__)

@@ -33,8 +33,9 @@ from memtrials.llm import read_records
 from memtrials.memory.ace import grew_by
 from memtrials.memory.snapshot import snapshot
 from memtrials.studies.playbook import play
+from memtrials.seeds import seed_of
 from memtrials.studies.playbook.design import (
-    actor_settings, env_options, growth_order, lesson_tokens, make_memory, role_tasks, seed_of,
+    actor_settings, env_options, growth_order, lesson_tokens, make_memory, role_tasks,
 )
 from memtrials.studies.playbook.records import PLAYBOOK_SCHEMA, playbook_frame, playbook_rows
 

@@ -29,7 +29,8 @@ from memtrials.curation import (
 from memtrials.curation.blocks import Blocks
 from memtrials.io import atomic_write_json, write_parquet
 from memtrials.studies.playbook import play
-from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks, seed_of
+from memtrials.seeds import seed_of
+from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks
 from memtrials.studies.playbook.records import final_playbook
 
 log = logging.getLogger(__name__)

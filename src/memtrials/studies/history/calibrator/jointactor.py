@@ -33,8 +33,9 @@ from memtrials.agent.runner import EpisodeSpec, Runner, write_episodes
 from memtrials.agent.views import Entry
 from memtrials.envs.pool import EnvPool, env_factory
 from memtrials.llm import open_client
+from memtrials.seeds import seed_of
 from memtrials.studies.history.calibrator.prompts import CalibratorPrompts
-from memtrials.studies.history.design import ACTOR_KEYS, episode_seed, read_tasks
+from memtrials.studies.history.design import ACTOR_KEYS, read_tasks
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ async def joint_rollouts(config: Mapping[str, Any], *, arm: str, model: str, env
     """One arm's cell for endpoint ``model`` on the task list of the history study's (env) cells."""
     tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env,
                        cell.get("task_types"))
-    seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
+    seeds = [seed_of(int(cell["seed"]), env, t) for t in tasks]
     settings = arm_settings(model, arm, cell["actor"], max_output_tokens, cell["reply"],
                             cell["max_experience_chars"])
     prompts = load_prompts(prompts_dir, calibrator_prompts_dir, arm)
