@@ -77,7 +77,8 @@ async def warm(config: dict, model: str) -> None:
 async def run_cell(config: dict, model: str, env: str, typ: str, tasks: list[str], args, out: Path) -> dict:
     import pandas as pd
 
-    from memtrials.studies.history.design import actor_settings, episode_seed
+    from memtrials.seeds import seed_of
+    from memtrials.studies.history.design import actor_settings
     from memtrials.studies.history.rollouts import rollout_cell
 
     h = config["history"]
@@ -92,7 +93,7 @@ async def run_cell(config: dict, model: str, env: str, typ: str, tasks: list[str
     start_load, t0 = load(), time.monotonic()
     episodes = await rollout_cell(
         config, model=model, env=env, condition=args.condition, tasks=tasks,
-        seeds=[episode_seed(int(h["seed"]), env, t) for t in tasks], settings=settings,
+        seeds=[seed_of(int(h["seed"]), env, t) for t in tasks], settings=settings,
         prompts_dir=str(REPO / h["prompts_dir"]), in_flight=args.in_flight,
         out_episodes=f"{stem}.parquet", out_steps=f"{stem}.steps.parquet", out_calls=f"{stem}.calls.parquet",
         env_options=options)

@@ -182,7 +182,7 @@ async def screen(args, model: str, temp: float | None, first: bool, cfg_args, wo
                  rows: list[dict], gold: list[str]) -> None:
     """One pass over the cells for ``model`` at temperature ``temp`` (None: the endpoint's own);
     the gold-listing check runs on the first model's first pass only."""
-    from memtrials.studies.history.design import episode_seed
+    from memtrials.seeds import seed_of
 
     out = work / f"temperature-{'endpoint' if temp is None else temp}"
     out.mkdir(exist_ok=True)
@@ -195,7 +195,7 @@ async def screen(args, model: str, temp: float | None, first: bool, cfg_args, wo
                                     args.offset + args.episodes, seed)[args.offset:]
         if not tasks:
             continue
-        seeds = [episode_seed(seed, env, t) for t in tasks]
+        seeds = [seed_of(seed, env, t) for t in tasks]
         for listed, listing in [(c, m) for c in args.listed for m in args.listing]:
             if args.gold_check and model == args.models[0] and first:
                 hit, total, first_hits = gold_listed_share(env, tasks, seeds, listed, args, listing)

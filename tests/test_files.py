@@ -27,6 +27,36 @@ def test_text_bytes_json(tmp_path: Path) -> None:
     assert sorted(x.name for x in tmp_path.rglob("*")) == ["a", "b.txt", "c.json"]
 
 
+CANONICAL_CASES = [
+    {"b": 1, "a": [1, "é", {"z": None, "y": [True, 2.5]}]},
+    ["ünïcode ✓ 漢字 \u2028", {"nested": {"deeper": {"k": "v", "a": [[], {}]}}}, -0.0, 1e100],
+    {"messages": [{"role": "user", "content": "Héllo\n\t\"quoted\""}], "params": {"temperature": 0.0, "seed": 7}},
+    "plain", 3, None,
+]
+
+
+@pytest.mark.parametrize("obj", CANONICAL_CASES)
+def test_canonical_json_reproduces_each_callers_bytes(obj) -> None:
+    # the model cache's key (memtrials.llm.cache.sqlite.canonical_json) can switch to this
+    assert files.canonical_json(obj, indent=None, newline=False) == json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # the luck freeze's digests, with default=str for what JSON has no type for
+    assert files.canonical_json([obj, Path("p")], indent=None, newline=False, default=str) == json.dumps(
+        [obj, Path("p")], sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    # the actor's JSON columns and prompt digests (Python's spaced separators)
+    assert files.canonical_json(obj, indent=None, compact=False, newline=False) == json.dumps(
+        obj, sort_keys=True, ensure_ascii=False)
+    # files and the compact digests with a newline, as before
+    assert files.canonical_json(obj) == json.dumps(obj, sort_keys=True, ensure_ascii=False, indent=1) + "\n"
+    assert files.canonical_json(obj, indent=None) == json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def test_canonical_json_without_default_raises() -> None:
+    with pytest.raises(TypeError):
+        files.canonical_json({"p": Path("p")}, indent=None, newline=False)
+
+
 def test_parquet_schema_and_zstd(tmp_path: Path) -> None:
     schema = pa.schema([("x", pa.int64()), ("y", pa.string())])
     df = pd.DataFrame({"x": [1, 2], "y": ["a", None]})

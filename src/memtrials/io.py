@@ -12,7 +12,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -60,10 +60,19 @@ def atomic_write_text(path: PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def canonical_json(obj: Any, indent: int | None = 1) -> str:
-    """JSON with sorted keys, UTF-8 kept as is, and a trailing newline: equal data, equal bytes."""
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, indent=indent,
-                      separators=(",", ": ") if indent is not None else (",", ":")) + "\n"
+def canonical_json(obj: Any, indent: int | None = 1, *, compact: bool = True, newline: bool = True,
+                   default: Callable[[Any], Any] | None = None) -> str:
+    """The one canonical JSON: sorted keys, UTF-8 kept as is: equal data, equal bytes.
+
+    ``indent``: pretty, that many spaces a level; ``None``: one line, ``compact`` (``,``
+    and ``:``) or with Python's spaced separators (``, `` and ``: ``).  ``newline``: end
+    with one (files) or not (digest inputs: the model cache's key is
+    ``canonical_json(obj, indent=None, newline=False)``).  ``default``: how to write what
+    JSON has no type for (``str``: the luck study's freeze digests); None: such data raises.
+    """
+    separators = (",", ": ") if indent is not None else (",", ":") if compact else (", ", ": ")
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, indent=indent, separators=separators,
+                      default=default) + ("\n" if newline else "")
 
 
 def atomic_write_json(path: PathLike, obj: Any, indent: int | None = 1) -> Path:

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from memtrials.llm import read_records
+from memtrials.seeds import seed_of
 from memtrials.studies.history.calibrator.rollouts import calibrator_rollouts, calibrator_settings
-from memtrials.studies.history.design import actor_settings, episode_seed
+from memtrials.studies.history.design import actor_settings
 from memtrials.studies.history.rollouts import rollout_cell
 from tests.conftest import REPO
 
@@ -72,7 +73,7 @@ def test_calibrator_experience_beside_its_transition_persists_and_noupdate_chang
                                     out_steps=out["steps"], out_calls=out["calls"], make_env=lambda: _Kept(engine)))
     raw = {k: str(tmp_path / f"raw{x}.parquet") for k, x in (("ep", ""), ("steps", ".steps"), ("calls", ".calls"))}
     asyncio.run(rollout_cell(cfg, model="loop", env="scienceworld", condition="raw", tasks=[TASK],
-                             seeds=[episode_seed(0, "scienceworld", TASK)], settings=actor_settings("loop", "raw", ACTOR),
+                             seeds=[seed_of(0, "scienceworld", TASK)], settings=actor_settings("loop", "raw", ACTOR),
                              prompts_dir=HP, in_flight=1, out_episodes=raw["ep"], out_steps=raw["steps"],
                              out_calls=raw["calls"], make_env=lambda: _Kept(engine)))
     steps = pd.read_parquet(out["steps"]).sort_values("step")

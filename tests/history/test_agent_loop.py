@@ -12,7 +12,8 @@ import pytest
 from memtrials.agent.actor import ActorSettings, listed_actions
 from memtrials.agent.parse import parse_action
 from memtrials.llm import read_records
-from memtrials.studies.history.design import actor_settings, episode_seed
+from memtrials.seeds import seed_of
+from memtrials.studies.history.design import actor_settings
 from memtrials.studies.history.rollouts import rollout_cell
 from memtrials.testing import Faults
 
@@ -43,7 +44,7 @@ def run(cfg, tmp_path, condition, settings, tasks=SW_TASKS, in_flight=2, tag="a"
     out = tmp_path / tag
     df = asyncio.run(rollout_cell(
         cfg, model="loop", env="scienceworld", condition=condition, tasks=tasks,
-        seeds=[episode_seed(0, "scienceworld", t) for t in tasks], settings=settings, prompts_dir=PROMPTS,
+        seeds=[seed_of(0, "scienceworld", t) for t in tasks], settings=settings, prompts_dir=PROMPTS,
         in_flight=in_flight, out_episodes=str(out / "ep.parquet"), out_steps=str(out / "steps.parquet"),
         out_calls=str(out / "calls.parquet"), make_env=make))
     return df, pd.read_parquet(out / "steps.parquet"), read_records(out / "calls.parquet").to_pandas()
@@ -204,7 +205,7 @@ def test_both_shuffle_modes_through_the_actor_loop(loopback, make_config, tmp_pa
         s = actor_settings("loop", view, {"mode": "choice", "max_actions": 9, "max_output_tokens": 32}, shuffle=mode)
         _, steps, calls = run(cfg, tmp_path, view, s, tasks=SW_TASKS[:1], in_flight=1, tag=mode, make=sw_make())
         steps = steps.sort_values("step")
-        seed = episode_seed(0, "scienceworld", SW_TASKS[0])
+        seed = seed_of(0, "scienceworld", SW_TASKS[0])
         perms = [tuple(json.loads(p)) for p in steps["permutation"]]
         assert perms == [V.draw(len(p), seed, mode) if not fixed else
                          V.draw(max(0, len(p) - fixed), seed, mode) + tuple(range(max(0, len(p) - fixed), len(p)))

@@ -8,8 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from memtrials.seeds import seed_of
 from memtrials.studies.history.continuation import continuation_cell
-from memtrials.studies.history.design import actor_settings, episode_seed
+from memtrials.studies.history.design import actor_settings
 from memtrials.studies.history.rollouts import rollout_cell
 
 from .helpers import gold_policy
@@ -48,7 +49,7 @@ def test_gold_policy_wins_alfworld_and_restore_replays_the_source(loopback, make
     s = actor_settings("loop", "causal", {"mode": "choice", "max_actions": 30, "max_output_tokens": 32})
     eps = asyncio.run(rollout_cell(
         cfg, model="loop", env="alfworld", condition="causal", tasks=tasks,
-        seeds=[episode_seed(0, "alfworld", t) for t in tasks], settings=s, prompts_dir=PROMPTS, in_flight=2,
+        seeds=[seed_of(0, "alfworld", t) for t in tasks], settings=s, prompts_dir=PROMPTS, in_flight=2,
         out_episodes=str(tmp_path / "gold.parquet"), out_steps=str(tmp_path / "gold.steps.parquet"),
         out_calls=str(tmp_path / "gold.calls.parquet"), make_env=make))
     assert eps["won"].all() and (eps["termination"] == "won").all()

@@ -13,8 +13,9 @@ import pytest
 from memtrials.agent.render import render_block
 from memtrials.agent.views import Entry, raw, reference
 from memtrials.llm import read_records
+from memtrials.seeds import seed_of
 from memtrials.studies.history.continuation import continuation_cell, select_sources
-from memtrials.studies.history.design import actor_settings, episode_seed
+from memtrials.studies.history.design import actor_settings
 from memtrials.studies.history.probe import probe_cell, select_pairs
 from memtrials.studies.history.rollouts import rollout_cell
 
@@ -28,7 +29,7 @@ def raw_source(cfg, out: Path, max_actions: int, make, tasks=(TASK,)):
     s = actor_settings("loop", "raw", {"mode": "choice", "max_actions": max_actions, "max_output_tokens": 64})
     asyncio.run(rollout_cell(
         cfg, model="loop", env="scienceworld", condition="raw", tasks=list(tasks),
-        seeds=[episode_seed(0, "scienceworld", t) for t in tasks], settings=s, prompts_dir=PROMPTS, in_flight=1,
+        seeds=[seed_of(0, "scienceworld", t) for t in tasks], settings=s, prompts_dir=PROMPTS, in_flight=1,
         out_episodes=str(out / "raw.parquet"), out_steps=str(out / "raw.steps.parquet"),
         out_calls=str(out / "raw.calls.parquet"), make_env=make))
     return s

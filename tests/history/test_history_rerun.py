@@ -20,13 +20,14 @@ from memtrials.testing import Faults
 SCRIPT = """
 import asyncio, json, sys
 from memtrials.envs.scienceworld.env import ScienceWorldEnv
-from memtrials.studies.history.design import actor_settings, episode_seed
+from memtrials.seeds import seed_of
+from memtrials.studies.history.design import actor_settings
 from memtrials.studies.history.rollouts import rollout_cell
 cfg = json.load(open(sys.argv[1])); out = sys.argv[2]
 tasks = ["find-non-living-thing:0"]
 s = actor_settings("loop", "shuffle_all", {"mode": "choice", "max_actions": 6, "max_output_tokens": 32})
 asyncio.run(rollout_cell(cfg, model="loop", env="scienceworld", condition="shuffle_all", tasks=tasks,
-    seeds=[episode_seed(0, "scienceworld", t) for t in tasks], settings=s, prompts_dir=sys.argv[3],
+    seeds=[seed_of(0, "scienceworld", t) for t in tasks], settings=s, prompts_dir=sys.argv[3],
     in_flight=1, out_episodes=out + "/ep.parquet", out_steps=out + "/steps.parquet",
     out_calls=out + "/calls.parquet", make_env=ScienceWorldEnv))
 """

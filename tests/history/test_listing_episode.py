@@ -7,7 +7,8 @@ import json
 import pytest
 
 from memtrials.agent.listing import list_actions
-from memtrials.studies.history.design import actor_settings, episode_seed
+from memtrials.seeds import seed_of
+from memtrials.studies.history.design import actor_settings
 
 from .helpers import repeat_policy
 from .test_agent_loop import SW_TASKS, run
@@ -25,7 +26,7 @@ def test_each_prompt_lists_the_ranked_actions_of_the_task_and_the_observation_it
     env = sw_engines[0]
     obs = env.reset(task)
     text = env.task_description()
-    seed = episode_seed(0, "scienceworld", task)
+    seed = seed_of(0, "scienceworld", task)
     for row in steps.sort_values("step").itertuples():
         admissible = obs.admissible if obs.admissible is not None else env.admissible_actions()
         want = list_actions(admissible, 10, f"{seed}:{row.step}", "ranked", text, obs.text)

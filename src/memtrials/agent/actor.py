@@ -35,6 +35,7 @@ from memtrials.agent.records import dumps
 from memtrials.agent.review import ReviewHook, StepHook, Transition
 from memtrials.agent.render import Segment, approx_tokens, render_block, render_chat
 from memtrials.agent.views import SHUFFLE_MODES, Entry, apply_view, current_label, raw
+from memtrials.io import canonical_json
 from memtrials.llm import CallFailed
 from memtrials.llm.structured import gbnf_joint
 from memtrials.memory.base import EpisodeMemory, StepContext
@@ -111,7 +112,10 @@ class ViewComposer:
 
 
 def digest_messages(messages: Sequence[dict[str, str]]) -> str:
-    return hashlib.sha256(json.dumps(list(messages), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    """The ``prompt_digest`` column: SHA-256 of the messages' canonical JSON on one line with
+    Python's spaced separators (the bytes it has always hashed)."""
+    text = canonical_json(list(messages), indent=None, compact=False, newline=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def is_context_error(exc: CallFailed) -> bool:

@@ -44,12 +44,13 @@ rule, not the papers'.  Two listings (``ActorSettings.listing``):
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import re
 from collections import Counter
 from typing import Sequence
+
+from memtrials.seeds import seed64
 
 LISTINGS: tuple[str, ...] = ("sample", "ranked", "best-first")
 """``ActorSettings.listing`` values."""
@@ -74,7 +75,7 @@ def content_words(text: str) -> list[str]:
 
 
 def _rng(seed: str) -> random.Random:
-    return random.Random(int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big"))
+    return random.Random(seed64(seed))
 
 
 def sample_order(n: int, cap: int, seed: str) -> list[int]:

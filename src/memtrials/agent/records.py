@@ -8,10 +8,11 @@ recorded latency of the model call (a cache replay carries the original value).
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
+
+from memtrials.io import canonical_json
 
 STEP_SCHEMA = pa.schema([
     ("episode_id", pa.string()),          # <cell>/<task_id>
@@ -74,7 +75,8 @@ EPISODE_SCHEMA = pa.schema([
 
 
 def dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    """A JSON column's text: canonical JSON on one line with Python's spaced separators."""
+    return None if value is None else canonical_json(value, indent=None, compact=False, newline=False)
 
 
 def table(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:

@@ -38,10 +38,11 @@ are numbered and labelled apart from the executed steps.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import dataclass
 from typing import Sequence
+
+from memtrials.seeds import seed64
 
 VIEWS: tuple[str, ...] = (
     "raw", "recent3", "obsonly", "shuffle_all", "shuffle_old", "causal", "experience", "check",
@@ -94,8 +95,9 @@ def permutation(n: int, seed: int | str) -> tuple[int, ...]:
     """A uniform random permutation of ``range(n)``, determined by ``seed`` and ``n``."""
     if n < 0:
         raise ValueError(f"permutation: n must be >= 0, got {n}")
-    digest = hashlib.sha256(f"hindsight-shuffle:{seed}:{n}".encode()).digest()
-    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    # "hindsight-shuffle" (the project's old name) stays: it decides every shuffle, hence
+    # prompts and model-cache keys
+    rng = random.Random(seed64("hindsight-shuffle", seed, n))
     order = list(range(n))
     rng.shuffle(order)
     return tuple(order)
@@ -111,8 +113,7 @@ def growing_permutation(n: int, seed: int | str) -> tuple[int, ...]:
     """
     if n < 0:
         raise ValueError(f"growing_permutation: n must be >= 0, got {n}")
-    digest = hashlib.sha256(f"hindsight-shuffle-episode:{seed}".encode()).digest()
-    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    rng = random.Random(seed64("hindsight-shuffle-episode", seed))  # the old name stays, as in permutation
     order: list[int] = []
     for i in range(n):
         j = rng.randrange(i + 1)

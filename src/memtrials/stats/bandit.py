@@ -46,12 +46,13 @@ no rotation) are the ablations; all three share the outcome log and :meth:`recor
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+
+from memtrials.seeds import seed64
 
 __all__ = ["Choice", "FixedPolicy", "KNNBandit", "OutcomeLog", "UniformPolicy", "make_selector", "reward"]
 
@@ -65,8 +66,7 @@ def reward(success: bool | float, extra_calls: int, lam: float) -> float:
 
 def rng_for(seed: int, key: str) -> np.random.Generator:
     """The generator of one choice: seeded by SHA-256 of ``seed`` and ``key``."""
-    h = hashlib.sha256(f"{int(seed)}\x1f{key}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(h[:8], "big"))
+    return np.random.default_rng(seed64(int(seed), key, sep="\x1f"))
 
 
 def _unit(x: Any) -> np.ndarray:

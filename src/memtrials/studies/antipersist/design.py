@@ -24,7 +24,6 @@ than ``rounds x round_size`` is met again in later rounds.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
@@ -32,6 +31,7 @@ import pandas as pd
 from memtrials.agent.actor import ActorSettings
 from memtrials.envs.tasks import select_tasks
 from memtrials.memory.base import FixedView
+from memtrials.seeds import order_key
 
 MODES = ("none", "imitation", "strategic", "corrective")
 MEMORY_DESIGNS = ("trajectory", "abstraction", "joint", "antipersist", "antipersist-persisted")
@@ -72,12 +72,6 @@ def label(design: str) -> str:
     return LABELS.get(design, design)
 
 
-def seed_of(base: int, *parts: Any) -> int:
-    """A seed derived from ``base`` and ``parts`` (SHA-256), in [0, 2^31 - 1)."""
-    digest = hashlib.sha256(":".join(str(p) for p in (base, *parts)).encode()).digest()
-    return int.from_bytes(digest[:4], "big") % (2**31 - 1)
-
-
 def pool(tasks: pd.DataFrame, split: str, n: int | None, seed: int, source: str, key: str) -> list[str]:
     """``n`` task ids of ``split`` (None: all), type-balanced; errors name the config ``key``."""
     size = int((tasks["split"] == split).sum())
@@ -91,7 +85,7 @@ def training_order(train: Sequence[str], rounds: int, round_size: int, seed: int
     order: list[str] = []
     p = 0
     while len(order) < need:
-        order += sorted(train, key=lambda t: (hashlib.sha256(f"{seed}:pass{p}:{t}".encode()).hexdigest(), t))
+        order += sorted(train, key=lambda t: (order_key(seed, f"pass{p}", t), t))
         p += 1
     return [order[r * round_size:(r + 1) * round_size] for r in range(rounds)]
 

@@ -16,12 +16,14 @@ import logging
 from typing import Any, Callable, Mapping
 
 
+from memtrials.agent.job import open_job
 from memtrials.agent.runner import EpisodeSpec
 from memtrials.io import atomic_write_json, canonical_json
 from memtrials.llm import read_records
 from memtrials.memory.snapshot import digest, restore
+from memtrials.seeds import seed_of
 from memtrials.studies.antipersist import play
-from memtrials.studies.antipersist.design import actor_settings, seed_of
+from memtrials.studies.antipersist.design import actor_settings
 from memtrials.studies.antipersist.memories import make_memory
 from memtrials.studies.antipersist.train import roles, stream_specs, task_pool, train_pool
 
@@ -48,8 +50,8 @@ async def evaluate(config: Mapping[str, Any], *, model: str, env: str, design: s
                          columns={"design": design, "seed_index": seed_index, "phase": "eval", "round": 0,
                                   "position": i}) for i, t in enumerate(tasks)]
     view = memory.frozen()
-    async with play.job(config, cell_id, env, cell["env_options"].get(env) or {}, actor_prompts_dir,
-                        int(cell["in_flight"]), out_calls, make_env) as (runner, client):
+    async with open_job(config, cell_id, out_calls, actor_prompts_dir, env=env, in_flight=int(cell["in_flight"]),
+                        env_options=cell["env_options"].get(env) or {}, make_env=make_env) as (runner, client):
         client.expect(len(specs) * int(cell["actor"]["max_actions"]))
         episodes = await runner.concurrent(specs, view)
     after = digest(memory.kind, _plain(memory.state()))

@@ -1,7 +1,8 @@
-"""Playing a job's episodes and writing them: pool, client, runner, tables, call counts.
+"""The anti-persistence study's episode tables and call counts.
 
-Every job plays through the one runner (:class:`memtrials.agent.runner.Runner`): a
-training stream (``Runner.stream``, batches of ``B`` sharing a snapshot) or an evaluation
+Every job plays through the one runner of :func:`memtrials.agent.job.open_job` (a pool
+of ``in_flight`` environments, the client, the runner): a training stream
+(``Runner.stream``, batches of ``B`` sharing a snapshot) or an evaluation
 (``Runner.concurrent`` against the frozen memory).  Episode tables carry the runner's
 columns, :data:`STUDY_COLUMNS` and the columns the design's memory declares.
 
@@ -15,17 +16,13 @@ memory's declared ``synthesis_calls`` column) plus at learning (a memory's
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 import pyarrow as pa
 
-from memtrials.agent.prompts import HistoryPrompts
 from memtrials.agent.records import STEP_SCHEMA
-from memtrials.agent.runner import Runner, episode_schema, write_episodes
-from memtrials.envs.pool import EnvPool, env_factory
-from memtrials.llm import open_client
+from memtrials.agent.runner import episode_schema, write_episodes
 
 STUDY_COLUMNS: tuple[pa.Field, ...] = (
     pa.field("design", pa.string()),
@@ -37,16 +34,6 @@ STUDY_COLUMNS: tuple[pa.Field, ...] = (
     pa.field("synthesis_calls_total", pa.int64()),
     pa.field("llm_calls", pa.int64()),
 )
-
-
-@asynccontextmanager
-async def job(config: Mapping[str, Any], cell_id: str, env: str, env_options: Mapping[str, Any],
-              actor_prompts_dir: str, in_flight: int, out_calls: str,
-              make_env: Callable[[], Any] | None = None) -> AsyncIterator[tuple[Runner, Any]]:
-    """A runner over an environment pool of ``in_flight`` environments and a recording client."""
-    async with EnvPool(make_env or env_factory(env, env_options), max(1, int(in_flight))) as pool, \
-            open_client(config, cell_id, out_calls) as client:
-        yield Runner(client, pool, HistoryPrompts.load(actor_prompts_dir), in_flight=int(in_flight)), client
 
 
 def count_calls(episodes: Sequence[Any], update_calls: Mapping[str, int]) -> None:

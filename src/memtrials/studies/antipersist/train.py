@@ -28,12 +28,14 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
+from memtrials.agent.job import open_job
 from memtrials.agent.runner import Checkpoints, EpisodeSpec
 from memtrials.io import atomic_write_json, canonical_json
 from memtrials.llm import read_records
 from memtrials.memory.snapshot import snapshot, write_snapshot
+from memtrials.seeds import seed_of
 from memtrials.studies.antipersist import play
-from memtrials.studies.antipersist.design import actor_settings, pool, seed_of, training_order
+from memtrials.studies.antipersist.design import actor_settings, pool, training_order
 from memtrials.studies.antipersist.memories import make_memory
 
 log = logging.getLogger(__name__)
@@ -92,8 +94,8 @@ async def train_stream(config: Mapping[str, Any], *, model: str, env: str, desig
                                             "specs": [[s.identity() for s in r] for r in rounds]},
                                            indent=None).encode()).hexdigest()
     done_rounds = Checkpoints(work / "rounds", digest)
-    async with play.job(config, cell_id, env, cell["env_options"].get(env) or {}, actor_prompts_dir,
-                        int(cell["in_flight"]), out_calls, make_env) as (runner, client):
+    async with open_job(config, cell_id, out_calls, actor_prompts_dir, env=env, in_flight=int(cell["in_flight"]),
+                        env_options=cell["env_options"].get(env) or {}, make_env=make_env) as (runner, client):
         client.expect(sum(len(r) for r in rounds) * int(cell["actor"]["max_actions"]))
         done, episodes = done_rounds.resume(memory, client.recorder)
         snaps = [json.loads(done_rounds.path(r).read_text(encoding="utf-8"))["memory"] for r in range(done)]

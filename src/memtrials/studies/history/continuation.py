@@ -30,7 +30,6 @@ Recovery = terminal success within the budget.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -38,6 +37,7 @@ import pandas as pd
 
 from memtrials.agent.render import Segment
 from memtrials.agent.views import Entry, Item, ViewResult, causal, current_label, experience, raw, reference
+from memtrials.seeds import order_key
 
 @dataclass(frozen=True)
 class Source:
@@ -85,7 +85,7 @@ def select_sources(episodes: pd.DataFrame, steps: pd.DataFrame, n: int, seed: in
     """Up to ``n`` unsuccessful sources (length >= ``min_length``), in a seeded order."""
     ok = episodes[(~episodes["won"]) & (episodes["n_steps"] >= min_length)
                   & (episodes["termination"].isin(["budget", "done"]))]
-    ids = sorted(ok["episode_id"], key=lambda e: hashlib.sha256(f"{seed}:{e}".encode()).hexdigest())[:n]
+    ids = sorted(ok["episode_id"], key=lambda e: order_key(seed, e))[:n]
     out = []
     for eid in ids:
         ep = ok[ok["episode_id"] == eid].iloc[0]
@@ -218,11 +218,10 @@ async def continuation_cell(
     import asyncio
     import dataclasses
 
+    from memtrials.agent.job import open_job
     from memtrials.agent.prompts import HistoryPrompts
     from memtrials.agent.review import review_transition
-    from memtrials.agent.runner import EpisodeSpec, Runner, write_episodes
-    from memtrials.envs.pool import EnvPool, env_factory
-    from memtrials.llm import open_client
+    from memtrials.agent.runner import EpisodeSpec, write_episodes
     from memtrials.studies.history.design import CONTINUATION_CONDITIONS
 
     base_cond, sep, fmt = condition.partition("-")
@@ -238,8 +237,8 @@ async def continuation_cell(
     base = {"raw": "raw", "causal_reference": "causal_reference"}.get(base_cond, "reference")
     settings = dataclasses.replace(settings, review=base_cond == "calibrator", fmt="chat" if chat else "block",
                                    review_model=calibrator if base_cond == "calibrator" else None)
-    async with EnvPool(make_env or env_factory(env, env_options), max(1, min(in_flight, len(sources) or 1))) as pool, \
-            open_client(config, cell, out_calls) as client:
+    async with open_job(config, cell, out_calls, prompts, env=env, in_flight=in_flight, episodes=len(sources),
+                        env_options=env_options, make_env=make_env) as (runner, client):
         resume: dict[str, tuple[str | None, str | None]] = {}
         if base_cond == "experience":
             async def review(src: Source) -> None:
@@ -261,7 +260,7 @@ async def continuation_cell(
                 composer=ContinuationComposer(base, src, exp, chat).bind(prompts),
                 prepare=lambda e, s=src: restore(e, s)))
         client.expect(len(specs) * settings.max_actions * (2 if settings.review else 1))
-        episodes = await Runner(client, pool, prompts, in_flight=in_flight).concurrent(specs)
+        episodes = await runner.concurrent(specs)
     extra = [{"source_episode_id": s.episode_id, "source_length": s.length, "restored_step": s.k,
               "reference_end": s.m, "resume_review_call_id": resume.get(s.episode_id, (None, None))[0],
               "resume_experience": resume.get(s.episode_id, (None, None))[1],

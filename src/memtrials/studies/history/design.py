@@ -1,8 +1,9 @@
-"""Design of the history study: conditions, task lists, seeds, actor settings.
+"""Design of the history study: conditions, task lists, actor settings.
 
 *When History Fails to Become Experience*, sections 3-5 and Appendices A, C, D.1, F:
 models x environments x conditions x tasks, with identical task lists and seeds across
-conditions so that every comparison is paired by task.
+conditions so that every comparison is paired by task (a task's episodes are seeded by
+``memtrials.seeds.seed_of(cell seed, env, task_id)`` in every condition: paired shuffles).
 
 A condition name is a view name of :mod:`memtrials.agent.views` (the single history
 block, the main format), or ``<view>-chat`` for the same view as user/assistant
@@ -11,7 +12,6 @@ messages (Appendix F).
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any, Collection, Mapping, Sequence
 
@@ -85,12 +85,6 @@ def actor_settings(model: str, condition: str, actor: Mapping[str, Any],
     view, fmt = parse_condition(condition)
     return ActorSettings(model=model, view=view, fmt=fmt, review=view == "experience",
                          reminder=view == "check", review_model=review_model, shuffle=shuffle, **dict(actor))
-
-
-def episode_seed(base_seed: int, env: str, task_id: str) -> int:
-    """The seed of one task's episodes: the same in every condition (paired shuffles)."""
-    digest = hashlib.sha256(f"{base_seed}:{env}:{task_id}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") % (2**31 - 1)
 
 
 OFFICIAL_DATA_FIX: dict[str, str] = {

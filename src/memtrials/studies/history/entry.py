@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from memtrials.seeds import seed_of
 from memtrials.studies.history.continuation import continuation_cell
-from memtrials.studies.history.design import actor_settings, episode_seed, read_tasks
+from memtrials.studies.history.design import actor_settings, read_tasks
 from memtrials.studies.history.probe import probe_cell
 from memtrials.studies.history.rollouts import rollout_cell
 
@@ -28,7 +29,7 @@ async def rollouts(config: Mapping[str, Any], model: str, env: str, condition: s
                        cell.get("tasks"))
     if condition.endswith("-chat") and cell["chat_tasks_per_cell"]:  # null: tasks_per_cell
         tasks = tasks[: int(cell["chat_tasks_per_cell"])]  # the first of the same list: still paired
-    seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
+    seeds = [seed_of(int(cell["seed"]), env, t) for t in tasks]
     settings = actor_settings(model, condition, cell["actor"], shuffle=cell["shuffle"])
     await rollout_cell(config, model=model, env=env, condition=condition, tasks=tasks, seeds=seeds,
                        settings=settings, prompts_dir=prompts_dir, in_flight=int(cell["in_flight"]),

@@ -15,11 +15,10 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from memtrials.agent.actor import ActorSettings, Composer
+from memtrials.agent.job import open_job
 from memtrials.agent.prompts import HistoryPrompts
 from memtrials.agent.records import STEP_SCHEMA
-from memtrials.agent.runner import EpisodeSpec, Runner, episode_schema, write_episodes
-from memtrials.envs.pool import EnvPool, env_factory
-from memtrials.llm import open_client
+from memtrials.agent.runner import EpisodeSpec, episode_schema, write_episodes
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +43,10 @@ async def rollout_cell(
     cell = f"history/rollouts/{model}/{env}/{condition}"
     specs = [EpisodeSpec(env, t, f"{cell}/{t}", s, settings, composer=composer(s) if composer else None)
              for t, s in zip(tasks, seeds)]
-    async with EnvPool(make_env or env_factory(env, env_options), max(1, min(in_flight, len(tasks)))) as pool, \
-            open_client(config, cell, out_calls) as client:
+    async with open_job(config, cell, out_calls, prompts, env=env, in_flight=in_flight, episodes=len(tasks),
+                        env_options=env_options, make_env=make_env) as (runner, client):
         client.expect(len(tasks) * settings.max_actions * (2 if settings.review else 1))
-        episodes = await Runner(client, pool, prompts, in_flight=in_flight).concurrent(specs, memory)
+        episodes = await runner.concurrent(specs, memory)
         log.info("%s: %d episodes, %d won; %d fresh calls, %d from cache", cell, len(episodes),
                  sum(e.summary["won"] for e in episodes), client.fresh_calls, client.cache_hits)
     return write_episodes(episodes, {"model": model, "env": env, "condition": condition},

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import hashlib
 import inspect
 import json
@@ -35,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from memtrials.io import atomic_write_text
+from memtrials.io import atomic_write_text, canonical_json
 from memtrials.llm.structured import json_instruction
 from memtrials.studies.luck.codeset import REPO, protocol_files
 from memtrials.studies.luck.design import DECISIONS, INSTRUCTIONS, OUTCOMES
@@ -62,8 +63,9 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return sha256_bytes(Path(path).read_bytes())
 
 
-def canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+canonical: Callable[[Any], str] = functools.partial(canonical_json, indent=None, newline=False, default=str)
+"""What every freeze digest hashes: the canonical JSON, one compact line, no newline, other
+types written with ``str``."""
 
 
 def code_files(part: str = "freeze") -> list[str]:

@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from memtrials.agent.job import open_job
 from memtrials.agent.runner import EpisodeSpec
 from memtrials.curation import curate
 from memtrials.io import atomic_write_json, write_parquet
@@ -195,8 +196,8 @@ async def baseline_run(config: Mapping[str, Any], *, model: str, env: str, varia
                               memory=view, columns=play.columns(round="eval", split="eval", candidate=name,
                                                                 design_episode=j, served_tokens=tokens))
                   for t, j, s in plan]
-    async with play.job(config, cell_id, env, env_options(cell, env), actor_prompts_dir, int(cell["in_flight"]),
-                        len(specs), out_calls, make_env) as (runner, client):
+    async with open_job(config, cell_id, out_calls, actor_prompts_dir, env=env, in_flight=int(cell["in_flight"]),
+                        episodes=len(specs), env_options=env_options(cell, env), make_env=make_env) as (runner, client):
         client.expect(len(specs) * int(cell["actor"]["max_actions"]))
         episodes = await runner.concurrent(specs)
     table = play.write(episodes, model, env, f"{variant}/{growth}/baseline/{method}", out_episodes, out_steps)

@@ -22,11 +22,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
+from memtrials.agent.job import open_job
 from memtrials.agent.runner import EpisodeSpec
 from memtrials.curation import Candidate, best_full_candidates, choice_episodes, choose, rbc_candidates
 from memtrials.io import atomic_write_json, write_parquet
+from memtrials.seeds import seed_of
 from memtrials.studies.playbook import play
-from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks, seed_of
+from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks
 from memtrials.studies.playbook.records import SCORES_SCHEMA, final_playbook
 
 log = logging.getLogger(__name__)
@@ -97,8 +99,8 @@ async def choice_run(config: Mapping[str, Any], *, model: str, env: str, variant
                 actor_settings(model, cell["actor"], s), memory=play.view_of(served),
                 columns=play.columns(round="choice", split="practice", candidate=c.name,
                                      design_episode=int(row.episode), served_tokens=c.tokens)))
-    async with play.job(config, cell_id, env, env_options(cell, env), actor_prompts_dir, int(cell["in_flight"]),
-                        len(specs), out_calls, make_env) as (runner, client):
+    async with open_job(config, cell_id, out_calls, actor_prompts_dir, env=env, in_flight=int(cell["in_flight"]),
+                        episodes=len(specs), env_options=env_options(cell, env), make_env=make_env) as (runner, client):
         client.expect(len(specs) * int(cell["actor"]["max_actions"]))
         episodes = await runner.concurrent(specs)
     play.write(episodes, model, env, f"{variant}/{growth}/choice", out_episodes, out_steps)

@@ -9,7 +9,7 @@ cumulative, which never sees the reward).  Growth recipes: ``std`` (at most
 ``min_growth``) and ``long`` (``long_passes`` passes, no early stop).
 
 Seeds (choices of ours, stated): every draw is a SHA-256 of the study seed and named
-parts (:func:`seed_of`), so a setting's task lists and seeds do not depend on which
+parts (:func:`memtrials.seeds.seed_of`), so a setting's task lists and seeds do not depend on which
 other settings run.  An episode's ``sample`` index (part of the model-cache key, added
 to the endpoint's seed) is its seed modulo 2^30: the estimate round, the candidates'
 episodes and the evaluation episodes never share a model call.
@@ -17,7 +17,6 @@ episodes and the evaluation episodes never share a model call.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -27,6 +26,7 @@ from memtrials.agent.actor import ActorSettings
 from memtrials.envs.tasks import select_tasks
 from memtrials.memory.ace import ACEPlaybook, piece_tokens
 from memtrials.memory.cheatsheet import Cheatsheet
+from memtrials.seeds import seed_of
 
 VARIANTS: dict[str, tuple[str, str | None]] = {  # variant -> (system, ACE feedback)
     "ace-passfail": ("ace", "pass_fail"),
@@ -44,12 +44,6 @@ tokenizer (``POST /tokenize``: llama.cpp's server, vLLM; :mod:`memtrials.llm.tok
 cached), falling back to ``pieces`` where the endpoint exposes none (recorded)."""
 ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions", "listing")
 SAMPLE_MOD = 2**30
-
-
-def seed_of(*parts: Any) -> int:
-    """A 31-bit seed from named parts (study seed first)."""
-    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(digest[:4], "big") % (2**31 - 1)
 
 
 def variants_for(env: str, systems: Sequence[str], appworld_feedback: Sequence[str]) -> list[str]:

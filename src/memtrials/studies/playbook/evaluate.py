@@ -19,9 +19,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
+from memtrials.agent.job import open_job
 from memtrials.agent.runner import EpisodeSpec
+from memtrials.seeds import seed_of
 from memtrials.studies.playbook import play
-from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks, seed_of
+from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks
 from memtrials.studies.playbook.records import final_playbook
 
 log = logging.getLogger(__name__)
@@ -62,8 +64,8 @@ async def eval_run(config: Mapping[str, Any], *, model: str, env: str, variant: 
                          columns=play.columns(round="eval", split="eval", candidate=name, design_episode=j,
                                               served_tokens=tokens))
              for t, j, s in eval_plan(tasks, int(ev["seeds"]), seed, env)]
-    async with play.job(config, cell_id, env, env_options(cell, env), actor_prompts_dir, int(cell["in_flight"]),
-                        len(specs), out_calls, make_env) as (runner, client):
+    async with open_job(config, cell_id, out_calls, actor_prompts_dir, env=env, in_flight=int(cell["in_flight"]),
+                        episodes=len(specs), env_options=env_options(cell, env), make_env=make_env) as (runner, client):
         client.expect(len(specs) * int(cell["actor"]["max_actions"]))
         episodes = await runner.concurrent(specs)
     log.info("%s: %d episodes, %d won", cell_id, len(episodes), sum(bool(e.summary["won"]) for e in episodes))

@@ -27,14 +27,16 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
+from memtrials.agent.job import open_job
 from memtrials.agent.runner import Checkpoints, EpisodeSpec
 from memtrials.io import atomic_write_json, canonical_json, write_parquet
 from memtrials.llm import read_records
 from memtrials.memory.ace import grew_by
 from memtrials.memory.snapshot import snapshot
+from memtrials.seeds import seed_of
 from memtrials.studies.playbook import play
 from memtrials.studies.playbook.design import (
-    actor_settings, env_options, growth_order, lesson_tokens, make_memory, role_tasks, seed_of,
+    actor_settings, env_options, growth_order, lesson_tokens, make_memory, role_tasks,
 )
 from memtrials.studies.playbook.records import PLAYBOOK_SCHEMA, playbook_frame, playbook_rows
 
@@ -75,8 +77,8 @@ async def growth_run(config: Mapping[str, Any], *, model: str, env: str, variant
     rows: list[dict[str, Any]] = []
     stats: list[dict[str, Any]] = []
     counted_by = cell["tokenizer"]
-    async with play.job(config, cell_id, env, env_options(cell, env), actor_prompts_dir, int(cell["in_flight"]),
-                        int(g["batch_size"]), out_calls, make_env) as (runner, client):
+    async with open_job(config, cell_id, out_calls, actor_prompts_dir, env=env, in_flight=int(cell["in_flight"]),
+                        episodes=int(g["batch_size"]), env_options=env_options(cell, env), make_env=make_env) as (runner, client):
         client.expect(max_passes * len(train) * int(cell["actor"]["max_actions"]))
         done, episodes = passes.resume(memory, client.recorder)
         if done:

@@ -1,24 +1,21 @@
-"""Playing a job's episodes: the environment pool, the client, the runner, the tables.
+"""The playbook study's episode tables and served lessons: columns, lesson views, scores.
 
-Every job of the study plays its episodes through the one runner
-(:class:`memtrials.agent.runner.Runner`): concurrently up to ``in_flight`` (practice
-rounds, candidate scoring, evaluation: each episode against its own served lessons) or as
-a stream of batches (growth).  Episode tables carry :data:`.records.EPISODE_COLUMNS`.
+Every job of the study plays its episodes through the one runner of
+:func:`memtrials.agent.job.open_job` (pool, client, runner; the pool sized to
+``min(in_flight, episodes)``): concurrently up to ``in_flight`` (practice rounds,
+candidate scoring, evaluation: each episode against its own served lessons) or as a
+stream of batches (growth).  Episode tables carry :data:`.records.EPISODE_COLUMNS`.
 """
 
 from __future__ import annotations
 
 import json
-from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from memtrials.agent.prompts import HistoryPrompts
 from memtrials.agent.records import STEP_SCHEMA
-from memtrials.agent.runner import Runner, episode_schema, write_episodes
-from memtrials.envs.pool import EnvPool, env_factory
-from memtrials.llm import open_client
+from memtrials.agent.runner import episode_schema, write_episodes
 from memtrials.memory.base import FixedView, Lesson, MemoryBlock
 from memtrials.studies.playbook.records import EPISODE_COLUMNS
 
@@ -39,17 +36,6 @@ def view_of(lessons: pd.DataFrame | Sequence[Mapping[str, Any]]) -> FixedView:
     if not rows:
         return FixedView(None)
     return FixedView(MemoryBlock(tuple(Lesson(str(r["lesson_id"]), str(r["text"])) for r in rows), TITLE))
-
-
-@asynccontextmanager
-async def job(config: Mapping[str, Any], cell_id: str, env: str, env_options: Mapping[str, Any],
-              actor_prompts_dir: str, in_flight: int, n_episodes: int, out_calls: str,
-              make_env: Callable[[], Any] | None = None) -> AsyncIterator[tuple[Runner, Any]]:
-    """A runner over an environment pool of ``min(in_flight, n_episodes)`` and a recording client."""
-    size = max(1, min(int(in_flight), max(1, n_episodes)))
-    async with EnvPool(make_env or env_factory(env, env_options), size) as pool, \
-            open_client(config, cell_id, out_calls) as client:
-        yield Runner(client, pool, HistoryPrompts.load(actor_prompts_dir), in_flight=int(in_flight)), client
 
 
 def write(episodes: Sequence[Any], model: str, env: str, condition: str, out_episodes: str,

@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from memtrials.agent.job import open_job
 from memtrials.agent.runner import EpisodeSpec
 from memtrials.curation import (
     BLOCKS_SCHEMA, ESTIMATES_SCHEMA, block_estimates, cluster_blocks, curate, practice_round, served_lessons,
@@ -28,8 +29,9 @@ from memtrials.curation import (
 )
 from memtrials.curation.blocks import Blocks
 from memtrials.io import atomic_write_json, write_parquet
+from memtrials.seeds import seed_of
 from memtrials.studies.playbook import play
-from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks, seed_of
+from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks
 from memtrials.studies.playbook.records import final_playbook
 
 log = logging.getLogger(__name__)
@@ -67,8 +69,8 @@ async def practice_run(config: Mapping[str, Any], *, model: str, env: str, varia
     lessons = final_playbook(playbooks_path)
     cell_id = f"playbook/{growth}/{model}/{env}/{variant}/practice/run{run}"
     n = int(meas["episodes"])
-    async with play.job(config, cell_id, env, env_options(cell, env), actor_prompts_dir, int(cell["in_flight"]),
-                        n, out_calls, make_env) as (runner, client):
+    async with open_job(config, cell_id, out_calls, actor_prompts_dir, env=env, in_flight=int(cell["in_flight"]),
+                        episodes=n, env_options=env_options(cell, env), make_env=make_env) as (runner, client):
         blocks = await embed_blocks(client, cell["roles"]["embedder"], lessons, int(meas["blocks"]))
         design = practice_round(practice, n, blocks.m, seed=seed_of(seed, "practice", env, variant, growth, run),
                                 p=float(meas["p"]), task_order=meas["task_order"])

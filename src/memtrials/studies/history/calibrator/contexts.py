@@ -11,7 +11,6 @@ shortfall is logged.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import pandas as pd
 
 from memtrials.agent.render import Segment
 from memtrials.agent.views import Entry, experience
+from memtrials.seeds import order_key
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +67,6 @@ class Context:
         return [Segment.of(experience(entries))]
 
 
-def _key(seed: int, *parts: Any) -> str:
-    return hashlib.sha256(":".join(str(p) for p in (seed, *parts)).encode()).hexdigest()
-
-
 def eligible(model: str, env: str, episodes: pd.DataFrame, steps: pd.DataFrame) -> list[Context]:
     """Every transition ``A_t -> O_{t+1}`` of the source cell that a recorded step ``t+1`` follows."""
     tasks = dict(zip(episodes["episode_id"], episodes["task"]))
@@ -96,12 +92,12 @@ def sample_contexts(groups: Mapping[tuple[str, str], Sequence[Context]], count: 
         raise ValueError(f"config key calibrator.contexts.count must be >= 1, got {count}")
     if not groups:
         raise ValueError("calibrator contexts: no source cells (calibrator.sources.models x envs is empty)")
-    order = sorted(groups, key=lambda g: (_key(seed, *g), g))
+    order = sorted(groups, key=lambda g: (order_key(seed, *g), g))
     base, extra = divmod(count, len(order))
     picked: list[Context] = []
     for k, g in enumerate(order):
         want = base + (1 if k < extra else 0)
-        pool = sorted(groups[g], key=lambda c: (_key(seed, c.context_id), c.context_id))
+        pool = sorted(groups[g], key=lambda c: (order_key(seed, c.context_id), c.context_id))
         if len(pool) < want:
             log.warning("calibrator contexts: source %s/%s has %d eligible transitions, %d asked; taking all",
                         g[0], g[1], len(pool), want)

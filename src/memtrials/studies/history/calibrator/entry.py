@@ -10,11 +10,12 @@ import pandas as pd
 
 from memtrials.agent.records import table
 from memtrials.io import write_parquet
+from memtrials.seeds import seed_of
 from memtrials.studies.history.calibrator import compare, dataset, generate, screen
 from memtrials.studies.history.calibrator.contexts import eligible, sample_contexts
 from memtrials.studies.history.calibrator.schemas import CONTEXT_SCHEMA
 from memtrials.studies.history.calibrator.rollouts import training_tasks
-from memtrials.studies.history.design import actor_settings, episode_seed
+from memtrials.studies.history.design import actor_settings
 from memtrials.studies.history.rollouts import rollout_cell
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ async def sources(config: Mapping[str, Any], *, model: str, env: str, cell: Mapp
     """Raw rollouts of one source actor on the calibrator's training split, after checking that
     none of its tasks is an evaluation task of the history study (section 6.1)."""
     tasks = training_tasks(tasks_path, {**cell, "tasks_per_cell": cell["sources"]["tasks_per_cell"]}, env)
-    seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
+    seeds = [seed_of(int(cell["seed"]), env, t) for t in tasks]
     settings = actor_settings(model, "raw", cell["actor"])
     await rollout_cell(config, model=model, env=env, condition="calibrator-source", tasks=tasks, seeds=seeds,
                        settings=settings, prompts_dir=prompts_dir, in_flight=int(cell["in_flight"]),

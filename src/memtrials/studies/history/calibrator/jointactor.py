@@ -26,15 +26,15 @@ import logging
 from typing import Any, Mapping, Sequence
 
 from memtrials.agent.actor import ActorSettings, ViewComposer
+from memtrials.agent.job import open_job, pool_size
 from memtrials.agent.prompts import HistoryPrompts
 from memtrials.agent.records import STEP_SCHEMA
 from memtrials.agent.render import Message
-from memtrials.agent.runner import EpisodeSpec, Runner, write_episodes
+from memtrials.agent.runner import EpisodeSpec, write_episodes
 from memtrials.agent.views import Entry
-from memtrials.envs.pool import EnvPool, env_factory
-from memtrials.llm import open_client
+from memtrials.seeds import seed_of
 from memtrials.studies.history.calibrator.prompts import CalibratorPrompts
-from memtrials.studies.history.design import ACTOR_KEYS, episode_seed, read_tasks
+from memtrials.studies.history.design import ACTOR_KEYS, read_tasks
 
 log = logging.getLogger(__name__)
 
@@ -107,17 +107,17 @@ async def joint_rollouts(config: Mapping[str, Any], *, arm: str, model: str, env
     """One arm's cell for endpoint ``model`` on the task list of the history study's (env) cells."""
     tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env,
                        cell.get("task_types"))
-    seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
+    seeds = [seed_of(int(cell["seed"]), env, t) for t in tasks]
     settings = arm_settings(model, arm, cell["actor"], max_output_tokens, cell["reply"],
                             cell["max_experience_chars"])
     prompts = load_prompts(prompts_dir, calibrator_prompts_dir, arm)
     name = f"calibrator/joint/{arm}/{model}/{env}"
     specs = [EpisodeSpec(env, t, f"{name}/{t}", s, settings) for t, s in zip(tasks, seeds)]
-    in_flight = max(1, min(int(cell["in_flight"]), len(tasks)))
-    async with EnvPool(make_env or env_factory(env, cell["env_options"]), in_flight) as pool, \
-            open_client(config, name, out_calls) as client:
+    in_flight = pool_size(int(cell["in_flight"]), len(tasks))
+    async with open_job(config, name, out_calls, prompts, env=env, in_flight=in_flight, episodes=len(tasks),
+                        env_options=cell["env_options"], make_env=make_env) as (runner, client):
         client.expect(len(tasks) * settings.max_actions)
-        episodes = await Runner(client, pool, prompts, in_flight=in_flight).concurrent(specs)
+        episodes = await runner.concurrent(specs)
         log.info("%s: %d episodes, %d won; %d fresh calls, %d from cache", name, len(episodes),
                  sum(e.summary["won"] for e in episodes), client.fresh_calls, client.cache_hits)
     write_episodes(episodes, {"model": model, "env": env, "condition": arm}, {t: i for i, t in enumerate(tasks)},

@@ -19,7 +19,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from memtrials.studies.history.design import actor_settings, episode_seed, read_tasks
+from memtrials.seeds import seed_of
+from memtrials.studies.history.design import actor_settings, read_tasks
 from memtrials.studies.history.rollouts import rollout_cell
 
 MANIFEST = "memtrials-sft.json"
@@ -46,7 +47,7 @@ async def _play(config: Mapping[str, Any], *, model: str, env: str, cell: Mappin
                 tasks: list[str], condition: str, prompts_dir: str, outs: tuple[str, str, str],
                 make_env: Any) -> None:
     """A Calibrator cell of ``model`` on ``tasks`` (their seeds from the cell's seed)."""
-    seeds = [episode_seed(int(cell["seed"]), env, t) for t in tasks]
+    seeds = [seed_of(int(cell["seed"]), env, t) for t in tasks]
     settings = calibrator_settings(model, calibrator, cell["actor"], cell["shuffle"])
     await rollout_cell(config, model=model, env=env, condition=condition, tasks=tasks, seeds=seeds,
                        settings=settings, prompts_dir=prompts_dir, in_flight=int(cell["in_flight"]),
