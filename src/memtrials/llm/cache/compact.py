@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memtrials.io import canonical_json
 from memtrials.llm.cache.base import write_base
 from memtrials.llm.cache.entries import winner_group
 from memtrials.machine import alive
@@ -107,8 +108,8 @@ def _compact(index: "ShardIndex", claims: "ClaimBook") -> dict[str, int]:
                 first = winners.get(line["k"])
                 if first is not None and (first.file, first.offset) == (name, offset):
                     replies.append((line["k"], float(line["at"]), line.get("o", name), int(line["n"]), line["run"],
-                                    int(bool(line["ref"])), json.dumps(line["rec"], sort_keys=True,
-                                                                       separators=(",", ":"), ensure_ascii=False)))
+                                    int(bool(line["ref"])), canonical_json(line["rec"], indent=None,
+                                                                            newline=False)))
                     moved += 1
                 else:
                     dropped += 1

@@ -14,12 +14,15 @@ cached call of an earlier run into a fresh, paid one.
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any, Mapping
+
+from memtrials import io
 
 
 def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The key's canonical JSON: :func:`memtrials.io.canonical_json` on one line, compact
+    separators, no trailing newline (the bytes every key so far was made from)."""
+    return io.canonical_json(obj, indent=None, newline=False)
 
 
 def cache_key(identity: Mapping[str, Any], messages: Any, params: Mapping[str, Any], sample: int) -> str:

@@ -34,6 +34,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from memtrials.io import canonical_json
 from memtrials.llm.cache.claims import ClaimBook
 from memtrials.llm.cache.index import ShardIndex
 
@@ -97,7 +98,7 @@ class ShardCache:
             if line["t"] == "r":
                 line["n"] = self._n
                 self._n += 1
-            raw = (json.dumps(line, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+            raw = canonical_json(line, indent=None).encode()  # one line, compact, newline-terminated
             offsets.append(pos)
             chunks.append(raw)
             pos += len(raw)
