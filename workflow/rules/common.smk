@@ -16,6 +16,7 @@ from memtrials.config import ConfigError, check_config, config_sources  # noqa: 
 from memtrials.pipeline.scheduler import speed_up_scheduler  # noqa: E402
 from memtrials.config.prompts import check_prompts  # noqa: E402
 from memtrials.llm.runs import run_id  # noqa: E402
+from memtrials.studies import study_class, study_names  # noqa: E402
 
 # Two costs of Snakemake's scheduler that grow with the job count, removed (memtrials.pipeline.scheduler)
 speed_up_scheduler()
@@ -70,13 +71,26 @@ def get_final_output(wildcards=None):
     return FINAL_TARGETS
 
 
-def enable_study(study):
-    """Add a study's final targets to ``all`` when it is enabled.
+BUILT_STUDIES = {}
 
-    ``study`` is the study's workflow helper (``memtrials.studies.<study>.workflow``:
-    ``enabled``, ``check()``, ``cell``/config slice, ``code(part)``, ``api(model)``,
-    ``final_targets()``); its rule file builds it once and calls this at its end.
-    """
+
+def study(name):
+    """Registered study ``name`` (``memtrials.studies.STUDIES``; a
+    ``memtrials.pipeline.study.Study``) built from this run's config, once: its rules file
+    and any other that reads it (calibrator.smk reads history's) get the same object.  A
+    ``ConfigError`` of its checks stops the parse as a WorkflowError naming the file that
+    set the key."""
+    if name not in BUILT_STUDIES:
+        try:
+            BUILT_STUDIES[name] = study_class(name)(config, MODELS, get_endpoint_params)
+        except ConfigError as exc:
+            raise config_error(exc) from None
+    return BUILT_STUDIES[name]
+
+
+def enable_study(study):
+    """Add a study's final targets to ``all`` when it is enabled (the Snakefile calls it
+    for every registered study once its rules file is included)."""
     if study.enabled:
         FINAL_TARGETS.extend(study.final_targets())
 
