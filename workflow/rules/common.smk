@@ -1,5 +1,6 @@
-# Shared set-up of the workflow: config validation, the run id, helpers, and the
-# list of final targets that the target rule "all" asks for. It lives in the root
+# Shared set-up of the workflow: config validation, the run id, helpers (study(name):
+# each registered study built once), and the list of final targets that the target rule
+# "all" asks for. It lives in the root
 # Snakefile because Snakemake takes the default target only from the main file.
 import os
 import re
@@ -88,11 +89,11 @@ def study(name):
     return BUILT_STUDIES[name]
 
 
-def enable_study(study):
-    """Add a study's final targets to ``all`` when it is enabled (the Snakefile calls it
-    for every registered study once its rules file is included)."""
-    if study.enabled:
-        FINAL_TARGETS.extend(study.final_targets())
+def enable_study(built):
+    """Add a built study's final targets to ``all`` when it is enabled (the Snakefile calls
+    it for every registered study once its rules file is included)."""
+    if built.enabled:
+        FINAL_TARGETS.extend(built.final_targets())
 
 
 def get_report_items(paths, study, category):
