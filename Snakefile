@@ -11,12 +11,15 @@ configfile: "config/config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/smoke.smk"
-include: "workflow/rules/luck.smk"
-include: "workflow/rules/history.smk"
 include: "workflow/rules/envs.smk"
-include: "workflow/rules/antipersist.smk"
-include: "workflow/rules/calibrator.smk"
-include: "workflow/rules/playbook.smk"
+
+
+# every registered study (memtrials.studies.STUDIES): its rules file, then its final targets
+for study_name in study_names():
+
+    include: f"workflow/rules/{study_name}.smk"
+
+    enable_study(study(study_name))
 
 
 onstart:

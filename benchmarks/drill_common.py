@@ -145,7 +145,7 @@ def luck_cells(cfg: Mapping[str, Any], out: Path) -> dict[str, Path]:
     import asyncio
 
     from memtrials.config import check_config
-    from memtrials.studies.luck import entry as run
+    from memtrials.studies.luck import entry
     from memtrials.studies.luck.workflow import LuckWorkflow
 
     models = check_config(cfg)
@@ -154,16 +154,16 @@ def luck_cells(cfg: Mapping[str, Any], out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     prompts = str(REPO / lw.prompts_dir)
     worlds, reg = out / "worlds.parquet", out / "freeze" / "registered.json"
-    run.make_worlds(**lw.worlds(), out=str(worlds))
+    entry.make_worlds(**lw.worlds(), out=str(worlds))
     common = dict(worlds=str(worlds), prompts_dir=prompts, config_slice=lw.slice(), registered=str(reg))
-    run.freeze(**common, out=str(out / "freeze" / "manifest.json"))
+    entry.freeze(**common, out=str(out / "freeze" / "manifest.json"))
     files = {"lessons": out / "lessons.parquet", "lessons.calls": out / "lessons.calls.parquet",
              "answers": out / "answers.parquet", "answers.calls": out / "answers.calls.parquet"}
-    asyncio.run(run.writers(config=cfg, model="loop", max_tokens=lw.max_tokens("writer"), out=str(files["lessons"]),
-                            calls=str(files["lessons.calls"]), **common))
-    asyncio.run(run.readers(config=cfg, model="loop", lessons=str(files["lessons"]),
-                            max_tokens=lw.max_tokens("reader"), out=str(files["answers"]),
-                            calls=str(files["answers.calls"]), **common))
+    asyncio.run(entry.writers(config=cfg, model="loop", max_tokens=lw.max_tokens("writer"), out=str(files["lessons"]),
+                              calls=str(files["lessons.calls"]), **common))
+    asyncio.run(entry.readers(config=cfg, model="loop", lessons=str(files["lessons"]),
+                              max_tokens=lw.max_tokens("reader"), out=str(files["answers"]),
+                              calls=str(files["answers.calls"]), **common))
     return files
 
 
@@ -189,7 +189,7 @@ def history_cells(cfg: Mapping[str, Any], out: Path, conditions: tuple[str, ...]
     for cond in conditions:
         stem = out / f"rollouts.{cond}"
         asyncio.run(entry.rollouts(cfg, "loop", "scienceworld", cond, hw.cell("loop", "scienceworld"), prompts,
-                                   str(tasks), f"{stem}.parquet", f"{stem}.steps.parquet", f"{stem}.calls.parquet"))
+                                     str(tasks), f"{stem}.parquet", f"{stem}.steps.parquet", f"{stem}.calls.parquet"))
         for part in ("", ".steps", ".calls"):
             files[f"{cond}{part}"] = Path(f"{stem}{part}.parquet")
     return files

@@ -1,6 +1,7 @@
-"""The job server (memtrials.pipeline.jobserver, memtrials.pipeline.jobclient): a real Snakemake rule through it and
-in its own process, a failing script's status and stderr, kill -9 of the job's process, a new
-server for edited code, the fallback, off under Slurm.  Real processes throughout."""
+"""The job server (memtrials.pipeline.jobserver, its warm-up memtrials.pipeline.jobwarmup, and
+memtrials.pipeline.jobclient): a real Snakemake rule through it and in its own process, a failing
+script's status and stderr, kill -9 of the job's process, a new server for edited code, the
+fallback, off under Slurm.  Real processes throughout."""
 
 from __future__ import annotations
 
@@ -194,7 +195,7 @@ def test_off_under_slurm_and_when_the_key_is_off(scratch):
 
 
 def test_warm_up_imports_the_scripts_modules_but_no_sdk_or_engine():
-    code = ("import os, sys, threading; from memtrials.pipeline.jobserver import warm_up, denied_loaded, script_modules; "
+    code = ("import os, sys, threading; from memtrials.pipeline.jobwarmup import warm_up, denied_loaded, script_modules; "
             "failed = warm_up('workflow/scripts'); print(failed, denied_loaded(), threading.active_count(), "
             "len(script_modules('workflow/scripts')), 'pandas' in sys.modules, "
             "'scipy.stats' in sys.modules and 'sklearn.linear_model' in sys.modules, "

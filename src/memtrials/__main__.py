@@ -48,20 +48,16 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def check_studies(config: dict, files: list[str]) -> None:
-    """Build every study's workflow helper from ``config``, as the rule files do when
-    Snakemake parses the workflow, so that their checks before any job (sizes, splits,
-    environment options, roles: each study's ``workflow.check``) run here too; a failure is
-    a :class:`ConfigError` naming the file that set its key."""
-    from memtrials.studies.antipersist.workflow import AntipersistWorkflow
-    from memtrials.studies.history.calibrator.workflow import CalibratorWorkflow
-    from memtrials.studies.history.workflow import HistoryWorkflow
-    from memtrials.studies.luck.workflow import LuckWorkflow
-    from memtrials.studies.playbook.workflow import PlaybookWorkflow
+    """Build every registered study (:data:`memtrials.studies.STUDIES`) from ``config``, as
+    the rule files do when Snakemake parses the workflow, so that their checks before any job
+    (sizes, splits, environment options, roles: each study's ``check``) run here too; a
+    failure is a :class:`ConfigError` naming the file that set its key."""
+    from memtrials.studies import study_classes
 
     sources = Sources((f, load_overlay(f)) for f in files)
     models = check_config(config, sources)
 
-    for study in (LuckWorkflow, HistoryWorkflow, CalibratorWorkflow, PlaybookWorkflow, AntipersistWorkflow):
+    for study in study_classes():
         try:
             study(config, models, lambda name: models[name].cell_params())
         except (ConfigError, ValueError) as exc:

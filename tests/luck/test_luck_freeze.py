@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from memtrials.config import parse_models
-from memtrials.studies.luck import entry as run
+from memtrials.studies.luck import entry
 from memtrials.studies.luck.freeze import (
     CODE_FILES, FreezeMismatch, build_manifest, main, manifest_digest, register_or_verify,
 )
@@ -26,12 +26,12 @@ SLICE = {"luck": {"seed": 3}, "panel": ["loop"], "endpoints": {"loop": {"params"
 
 
 def registry(**changes):
-    entry = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "org/model-a",
-             "max_concurrency": 2, "params": {"temperature": 0.0, "max_tokens": 64},
-             "structured_output": True, "price": {"input_per_mtok": 0.0, "output_per_mtok": 0.0},
-             "extra_body": {"provider": {"order": ["A"], "allow_fallbacks": False}}}
-    entry.update(changes)
-    return parse_models({"endpoints": {"loop": entry}}, "test registry")
+    endpoint = {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "org/model-a",
+                "max_concurrency": 2, "params": {"temperature": 0.0, "max_tokens": 64},
+                "structured_output": True, "price": {"input_per_mtok": 0.0, "output_per_mtok": 0.0},
+                "extra_body": {"provider": {"order": ["A"], "allow_fallbacks": False}}}
+    endpoint.update(changes)
+    return parse_models({"endpoints": {"loop": endpoint}}, "test registry")
 
 
 def workflow(models=None, **luck):
@@ -48,17 +48,17 @@ def study(tmp_path: Path):
     prompts = tmp_path / "prompts"
     shutil.copytree(REPO / "config/prompts/luck", prompts)
     worlds = tmp_path / "worlds.parquet"
-    run.make_worlds(seed=3, domains=1, per_domain=4, margin=0.10, out=str(worlds))
+    entry.make_worlds(seed=3, domains=1, per_domain=4, margin=0.10, out=str(worlds))
     return tmp_path, worlds, prompts, tmp_path / "freeze" / "registered.json"
 
 
 def _freeze(worlds, prompts, slice_, reg, out):
-    return run.freeze(worlds=str(worlds), prompts_dir=str(prompts), config_slice=slice_, registered=str(reg),
-                      out=str(out))
+    return entry.freeze(worlds=str(worlds), prompts_dir=str(prompts), config_slice=slice_, registered=str(reg),
+                        out=str(out))
 
 
 def _verify(worlds, prompts, slice_, reg):
-    run.verify_freeze(worlds=str(worlds), prompts_dir=str(prompts), config_slice=slice_, registered=str(reg))
+    entry.verify_freeze(worlds=str(worlds), prompts_dir=str(prompts), config_slice=slice_, registered=str(reg))
 
 
 def test_first_freeze_registers_then_verifies(study):
@@ -145,7 +145,7 @@ def test_drift_is_refused_with_what_changed(study, change, expect):
     elif change == "config":
         slice_ = {**SLICE, "luck": {"seed": 4}}
     else:
-        run.make_worlds(seed=4, domains=1, per_domain=4, margin=0.10, out=str(worlds))
+        entry.make_worlds(seed=4, domains=1, per_domain=4, margin=0.10, out=str(worlds))
     with pytest.raises(FreezeMismatch) as err:
         _verify(worlds, prompts, slice_, reg)
     msg = str(err.value)
@@ -153,14 +153,14 @@ def test_drift_is_refused_with_what_changed(study, change, expect):
     # the writer and reader cells and the analysis refuse before opening any client or reading records
     common = dict(worlds=str(worlds), prompts_dir=str(prompts), config_slice=slice_, registered=str(reg))
     with pytest.raises(FreezeMismatch):
-        asyncio.run(run.writers(config={}, model="loop", max_tokens=8, out=str(tmp / "l.parquet"),
-                                calls=str(tmp / "c.parquet"), **common))
+        asyncio.run(entry.writers(config={}, model="loop", max_tokens=8, out=str(tmp / "l.parquet"),
+                                  calls=str(tmp / "c.parquet"), **common))
     with pytest.raises(FreezeMismatch):
-        asyncio.run(run.readers(config={}, model="loop", lessons=str(tmp / "l.parquet"), max_tokens=8,
-                                out=str(tmp / "a.parquet"), calls=str(tmp / "c.parquet"), **common))
+        asyncio.run(entry.readers(config={}, model="loop", lessons=str(tmp / "l.parquet"), max_tokens=8,
+                                  out=str(tmp / "a.parquet"), calls=str(tmp / "c.parquet"), **common))
     with pytest.raises(FreezeMismatch):
-        run.analysis(answers=[str(tmp / "a.parquet")], lessons=[str(tmp / "l.parquet")], rules={},
-                     outdir=str(tmp / "analysis"), **common)
+        entry.analysis(answers=[str(tmp / "a.parquet")], lessons=[str(tmp / "l.parquet")], rules={},
+                       outdir=str(tmp / "analysis"), **common)
     assert not (tmp / "l.parquet").exists() and not (tmp / "analysis").exists()
     # re-freeze on purpose: the old registration is kept beside, the next freeze registers anew
     assert main(["--refreeze", str(reg)]) == 0

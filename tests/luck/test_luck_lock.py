@@ -14,7 +14,7 @@ import pytest
 
 from memtrials.io import write_parquet
 from memtrials.llm.records import records_table
-from memtrials.studies.luck import entry as run
+from memtrials.studies.luck import entry
 from memtrials.studies.luck.design import DECISIONS, INSTRUCTIONS, OUTCOMES
 from memtrials.studies.luck.freeze import FreezeMismatch
 from memtrials.studies.luck.readers import ANSWER_SCHEMA
@@ -43,11 +43,11 @@ def complete_run(tmp_path: Path):
     prompts = tmp_path / "prompts"
     shutil.copytree(REPO / "config/prompts/luck", prompts)
     worlds_path = tmp_path / "worlds.parquet"
-    run.make_worlds(seed=5, domains=2, per_domain=4, margin=0.10, out=str(worlds_path))
+    entry.make_worlds(seed=5, domains=2, per_domain=4, margin=0.10, out=str(worlds_path))
     reg = tmp_path / "freeze/registered.json"
-    run.freeze(worlds=str(worlds_path), prompts_dir=str(prompts), config_slice=sl, registered=str(reg),
-               out=str(tmp_path / "freeze/manifest.json"))
-    ws = run.load_worlds(str(worlds_path))
+    entry.freeze(worlds=str(worlds_path), prompts_dir=str(prompts), config_slice=sl, registered=str(reg),
+                 out=str(tmp_path / "freeze/manifest.json"))
+    ws = entry.load_worlds(str(worlds_path))
     d = tmp_path / "loop"
     lessons = [lesson_row("loop", w, i, dd, o, "# Memory Item 1\nKeep the tool.", "stop", "c", "p")
                for w in ws for i in INSTRUCTIONS for dd in DECISIONS for o in OUTCOMES]
@@ -72,19 +72,19 @@ def complete_run(tmp_path: Path):
 
 def test_complete_records_are_locked_and_a_later_change_refused(complete_run):
     tmp, kw, reg, d = complete_run
-    run.analysis(**kw)
+    entry.analysis(**kw)
     lock = json.loads(reg.read_text())["lock"]
     assert set(lock["records"]) == {str(d / f) for f in ("lessons.parquet", "lessons.calls.parquet",
                                                           "answers.parquet", "answers.calls.parquet")}
     out = json.loads((tmp / "analysis/registered.json").read_text())
     assert out["records_lock"] == lock
-    run.analysis(**kw)  # unchanged records: verified, the analysis runs again
+    entry.analysis(**kw)  # unchanged records: verified, the analysis runs again
     # a record edited after the lock is refused, with the fix
     ans = pd.read_parquet(d / "answers.parquet")
     ans.loc[0, "y"] = 1.0 - (ans.loc[0, "y"] if ans.loc[0, "y"] == ans.loc[0, "y"] else 0.0)
     write_parquet(pa.Table.from_pandas(ans, schema=ANSWER_SCHEMA, preserve_index=False), d / "answers.parquet")
     with pytest.raises(FreezeMismatch) as err:
-        run.analysis(**kw)
+        entry.analysis(**kw)
     msg = str(err.value)
     assert f"{d / 'answers.parquet'}: changed" in msg and "--refreeze" in msg and "locked" in msg
 
@@ -93,7 +93,7 @@ def test_incomplete_records_are_not_locked(complete_run):
     tmp, kw, reg, d = complete_run
     ans = pd.read_parquet(d / "answers.parquet").iloc[:-1]
     write_parquet(pa.Table.from_pandas(ans, schema=ANSWER_SCHEMA, preserve_index=False), d / "answers.parquet")
-    run.analysis(**kw)
+    entry.analysis(**kw)
     assert "lock" not in json.loads(reg.read_text())
     assert json.loads((tmp / "analysis/registered.json").read_text())["records_lock"] is None
 
@@ -114,18 +114,18 @@ def test_calls_that_sent_other_parameters_are_refused(complete_run, field, value
         write_parquet(_calls(len(calls), "r", sent["params"] | {"extra_body": sent["extra_body"]}, model=value),
                       d / "answers.calls.parquet")
     with pytest.raises(FreezeMismatch, match=expect):
-        run.analysis(**kw)
+        entry.analysis(**kw)
     assert "lock" not in json.loads(reg.read_text())
 
 
 def test_default_thresholds_say_so_in_registered_json_and_every_caption(complete_run):
     tmp, kw, reg, d = complete_run
-    run.analysis(**kw)
+    entry.analysis(**kw)
     out = json.loads((tmp / "analysis/registered.json").read_text())
     assert out["thresholds"]["registered"] is False
     assert set(out["thresholds"]["differs"]) == {"min_complete", "panel_min_endpoints"}
     figs = [str(tmp / "fig.png"), str(tmp / "fig.svg")]
-    run.report(analysis_dir=str(tmp / "analysis"), tables_dir=str(tmp / "tables"), figures=figs)
+    entry.report(analysis_dir=str(tmp / "analysis"), tables_dir=str(tmp / "tables"), figures=figs)
     mds = sorted((tmp / "tables").glob("*.md"))
     assert mds and all("NOT the registered thresholds" in p.read_text() for p in mds)
     supplement = (tmp / "tables/registered_supplement.md").read_text()
@@ -136,10 +136,10 @@ def test_default_thresholds_say_so_in_registered_json_and_every_caption(complete
 
     from memtrials.studies.luck.inference import REGISTERED_RULES
 
-    run.analysis(**{**kw, "rules": asdict(REGISTERED_RULES)})
+    entry.analysis(**{**kw, "rules": asdict(REGISTERED_RULES)})
     out = json.loads((tmp / "analysis/registered.json").read_text())
     assert out["thresholds"] == {"registered": True, "differs": {}, "note": ""}
-    run.report(analysis_dir=str(tmp / "analysis"), tables_dir=str(tmp / "tables2"), figures=figs)
+    entry.report(analysis_dir=str(tmp / "analysis"), tables_dir=str(tmp / "tables2"), figures=figs)
     assert not any("NOT the registered" in p.read_text() for p in (tmp / "tables2").glob("*.md"))
 
 

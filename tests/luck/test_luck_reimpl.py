@@ -18,7 +18,7 @@ import pytest
 from scipy import stats
 
 from memtrials.io import write_parquet
-from memtrials.studies.luck import entry as run
+from memtrials.studies.luck import entry
 from memtrials.studies.luck import reimpl, reimpl_compare, reimpl_stats
 from memtrials.studies.luck.analysis import TABLES, analyse
 from memtrials.studies.luck.inference import Rules
@@ -62,11 +62,11 @@ def study(tmp_path_factory):
     prompts = tmp / "prompts"
     shutil.copytree(REPO / "config/prompts/luck", prompts)
     worlds = tmp / "worlds.parquet"
-    run.make_worlds(seed=5, domains=2, per_domain=8, margin=0.10, out=str(worlds))
+    entry.make_worlds(seed=5, domains=2, per_domain=8, margin=0.10, out=str(worlds))
     reg = tmp / "freeze/registered.json"
-    run.freeze(worlds=str(worlds), prompts_dir=str(prompts), config_slice=sl, registered=str(reg),
-               out=str(tmp / "freeze/manifest.json"))
-    ws = run.load_worlds(str(worlds))
+    entry.freeze(worlds=str(worlds), prompts_dir=str(prompts), config_slice=sl, registered=str(reg),
+                 out=str(tmp / "freeze/manifest.json"))
+    ws = entry.load_worlds(str(worlds))
     paths = []
     for k, model in enumerate(("loop", "loop2")):
         d = tmp / model
@@ -83,7 +83,7 @@ def study(tmp_path_factory):
     kw = dict(worlds=str(worlds), answers=[str(d / "answers.parquet") for d in paths],
               lessons=[str(d / "lessons.parquet") for d in paths], prompts_dir=str(prompts), config_slice=sl,
               registered=str(reg), rules=RULES, outdir=str(tmp / "analysis"))
-    run.analysis(**kw)
+    entry.analysis(**kw)
     return tmp, kw
 
 
@@ -231,7 +231,7 @@ def test_statistics_by_hand():
 
 
 def _registered_dir(answers: pd.DataFrame, worlds: pd.DataFrame, rules: dict, d: Path) -> Path:
-    """The registered analysis's tables and registered.json, as run.analysis writes them."""
+    """The registered analysis's tables and registered.json, as entry.analysis writes them."""
     a = analyse(answers, worlds, Rules.from_config(rules), None)
     for name in TABLES:
         write_parquet(getattr(a, name), d / f"{name}.parquet")

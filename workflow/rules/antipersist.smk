@@ -5,12 +5,8 @@
 # targets: studies/antipersist/workflow.py, ANTIPERSIST below); the scripts only pass
 # snakemake.* on, by keyword.
 
-from memtrials.studies.antipersist.workflow import AntipersistWorkflow  # noqa: E402
-
-try:
-    ANTIPERSIST = AntipersistWorkflow(config, MODELS, get_endpoint_params)
-except ConfigError as exc:
-    raise config_error(exc) from None
+# memtrials.studies.antipersist.workflow.AntipersistWorkflow, built once (common.smk: study)
+ANTIPERSIST = study("antipersist")
 
 
 rule antipersist_train:
@@ -94,6 +90,3 @@ rule antipersist_report:
         ),
     script:
         "../scripts/antipersist_report.py"
-
-
-enable_study(ANTIPERSIST)

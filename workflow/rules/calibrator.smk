@@ -6,14 +6,10 @@
 # One job per stage and model, never per context.  Logic: src/memtrials/studies/history/
 # calibrator/ (config slices, code lists and targets in its workflow.py, CAL below).
 
-from memtrials.studies.history.calibrator.workflow import (
-    CalibratorWorkflow,
-)  # noqa: E402
-
-try:
-    CAL = CalibratorWorkflow(config, MODELS, get_endpoint_params)
-except ConfigError as exc:
-    raise config_error(exc) from None
+# memtrials.studies.history.calibrator.workflow.CalibratorWorkflow, built once (common.smk: study)
+CAL = study("calibrator")
+# the history study, whose cells the calibrator's rollouts extend
+HISTORY = study("history")
 
 
 rule calibrator_sources:
@@ -369,6 +365,3 @@ rule calibrator_report:
         figures_dir="results/calibrator/figures",
     script:
         "../scripts/calibrator_report.py"
-
-
-enable_study(CAL)

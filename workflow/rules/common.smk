@@ -1,5 +1,6 @@
-# Shared set-up of the workflow: config validation, the run id, helpers, and the
-# list of final targets that the target rule "all" asks for. It lives in the root
+# Shared set-up of the workflow: config validation, the run id, helpers (study(name):
+# each registered study built once), and the list of final targets that the target rule
+# "all" asks for. It lives in the root
 # Snakefile because Snakemake takes the default target only from the main file.
 import os
 import re
@@ -16,6 +17,7 @@ from memtrials.config import ConfigError, check_config, config_sources  # noqa: 
 from memtrials.pipeline.scheduler import speed_up_scheduler  # noqa: E402
 from memtrials.config.prompts import check_prompts  # noqa: E402
 from memtrials.llm.runs import run_id  # noqa: E402
+from memtrials.studies import study_class, study_names  # noqa: E402
 
 # Two costs of Snakemake's scheduler that grow with the job count, removed (memtrials.pipeline.scheduler)
 speed_up_scheduler()
@@ -70,15 +72,28 @@ def get_final_output(wildcards=None):
     return FINAL_TARGETS
 
 
-def enable_study(study):
-    """Add a study's final targets to ``all`` when it is enabled.
+BUILT_STUDIES = {}
 
-    ``study`` is the study's workflow helper (``memtrials.studies.<study>.workflow``:
-    ``enabled``, ``check()``, ``cell``/config slice, ``code(part)``, ``api(model)``,
-    ``final_targets()``); its rule file builds it once and calls this at its end.
-    """
-    if study.enabled:
-        FINAL_TARGETS.extend(study.final_targets())
+
+def study(name):
+    """Registered study ``name`` (``memtrials.studies.STUDIES``; a
+    ``memtrials.pipeline.study.Study``) built from this run's config, once: its rules file
+    and any other that reads it (calibrator.smk reads history's) get the same object.  A
+    ``ConfigError`` of its checks stops the parse as a WorkflowError naming the file that
+    set the key."""
+    if name not in BUILT_STUDIES:
+        try:
+            BUILT_STUDIES[name] = study_class(name)(config, MODELS, get_endpoint_params)
+        except ConfigError as exc:
+            raise config_error(exc) from None
+    return BUILT_STUDIES[name]
+
+
+def enable_study(built):
+    """Add a built study's final targets to ``all`` when it is enabled (the Snakefile calls
+    it for every registered study once its rules file is included)."""
+    if built.enabled:
+        FINAL_TARGETS.extend(built.final_targets())
 
 
 def get_report_items(paths, study, category):

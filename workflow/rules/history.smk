@@ -5,12 +5,8 @@
 # slice of each cell, code lists and targets: studies/history/workflow.py, HISTORY below);
 # the scripts only pass snakemake.* on, by keyword.
 
-from memtrials.studies.history.workflow import HistoryWorkflow  # noqa: E402
-
-try:
-    HISTORY = HistoryWorkflow(config, MODELS, get_endpoint_params)
-except ConfigError as exc:
-    raise config_error(exc) from None
+# memtrials.studies.history.workflow.HistoryWorkflow, built once (common.smk: study)
+HISTORY = study("history")
 
 
 rule history_rollouts:
@@ -125,6 +121,3 @@ rule history_report:
         ),
     script:
         "../scripts/history_report.py"
-
-
-enable_study(HISTORY)

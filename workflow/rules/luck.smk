@@ -5,12 +5,8 @@
 # slice, code lists and targets: studies/luck/workflow.py); the scripts only pass snakemake.* on.
 # Re-freeze on purpose:  python -m memtrials.studies.luck.freeze --refreeze
 
-from memtrials.studies.luck.workflow import LuckWorkflow  # noqa: E402
-
-try:
-    LW = LuckWorkflow(config, MODELS, get_endpoint_params)
-except ConfigError as exc:
-    raise config_error(exc) from None
+# memtrials.studies.luck.workflow.LuckWorkflow, built once (common.smk: study)
+LW = study("luck")
 
 
 rule luck_worlds:
@@ -154,6 +150,3 @@ rule luck_report:
         CONDA_ENV
     script:
         "../scripts/luck_report.py"
-
-
-enable_study(LW)

@@ -4,12 +4,8 @@
 # Logic lives in src/memtrials/studies/playbook/ (slices, code lists and targets:
 # studies/playbook/workflow.py, PLAYBOOK below); the scripts only pass snakemake.* on.
 
-from memtrials.studies.playbook.workflow import PlaybookWorkflow  # noqa: E402
-
-try:
-    PLAYBOOK = PlaybookWorkflow(config, MODELS, get_endpoint_params)
-except ConfigError as exc:
-    raise config_error(exc) from None
+# memtrials.studies.playbook.workflow.PlaybookWorkflow, built once (common.smk: study)
+PLAYBOOK = study("playbook")
 
 
 wildcard_constraints:
@@ -248,6 +244,3 @@ rule playbook_diagnostics:
         rule=PLAYBOOK.p["measurement"]["curate_rule"],
     script:
         "../scripts/playbook_diagnostics.py"
-
-
-enable_study(PLAYBOOK)

@@ -4,10 +4,10 @@ from memtrials.pipeline.jobclient import hand_over
 hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
 from memtrials.pipeline.rule_entry import run_rule
-from memtrials.studies.luck import entry as run
+from memtrials.studies.luck import entry
 from memtrials.studies.luck.freeze import refusing
 
 s = snakemake  # noqa: F821
-run_rule(s, refusing(lambda: run.freeze(worlds=s.input.worlds, prompts_dir=s.params.prompts_dir,
+run_rule(s, refusing(lambda: entry.freeze(worlds=s.input.worlds, prompts_dir=s.params.prompts_dir,
                                      config_slice=s.params.slice, registered=s.params.registered,
                                      out=s.output[0])))

@@ -4,11 +4,11 @@ from memtrials.pipeline.jobclient import hand_over
 hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
 
 from memtrials.pipeline.rule_entry import run_rule
-from memtrials.studies.playbook.baseline_eval import baseline_run
+from memtrials.studies.playbook import entry
 
 s = snakemake  # noqa: F821
 w = s.wildcards
-run_rule(s, lambda: baseline_run(
+run_rule(s, lambda: entry.baseline(
     s.config, model=w.model, env=w.env, variant=w.variant, growth=w.growth, method=w.method, cell=s.params.cell,
     actor_prompts_dir=s.params.actor_prompts_dir, prompts_dir=s.params.prompts_dir, tasks_path=s.input.tasks,
     playbooks=list(s.input.playbooks), practice_records=list(s.input.practice), choice_path=s.input.choice,

@@ -1,12 +1,15 @@
-"""The package's own modules and the imports between them, read from the source with
-``ast`` (nothing is executed, so it is cheap enough for Snakemake's parse).
+"""Code sets (the import graph): the package's own modules and the imports between them,
+read from the source with ``ast`` (nothing is executed, so it is cheap enough for
+Snakemake's parse).
 
-Used for two things: the source files a rule depends on (:func:`source_files` of the
-modules its entry point imports, transitively), and the guard against import cycles
-(:func:`find_cycle`; ``tests/test_imports.py``).  Every ``import`` counts, including those
-inside functions: a lazy import hides a cycle from the interpreter, not from the design.
-Imports under ``if TYPE_CHECKING:`` do not count: they name a type for the checker and
-never run.
+Used for three things: the source files a rule depends on (:func:`source_files` of the
+modules its entry point imports, transitively), the guard against import cycles
+(:func:`find_cycle`; ``tests/test_imports.py``), and code sets that follow each imported
+name to the module that defines it (:func:`defining_closure`; the luck study's freeze).
+
+In :func:`imports` every ``import`` counts, including those inside functions: a lazy import
+hides a cycle from the interpreter, not from the design.  Imports under ``if TYPE_CHECKING:``
+do not count there: they name a type for the checker and never run.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import ast
 import graphlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 SRC = Path(__file__).resolve().parents[2]
 """The ``src`` folder that holds the ``memtrials`` package."""
@@ -123,7 +126,86 @@ def closure(modules: Iterable[str], exclude: Iterable[str] = ()) -> list[str]:
     return sorted(seen)
 
 
+def repo_path(module: str) -> str:
+    """The repository-relative path (``src/memtrials/...``) of a module's file."""
+    return str(module_file(module).relative_to(SRC.parent))  # type: ignore[union-attr]
+
+
 def source_files(modules: Iterable[str], exclude: Iterable[str] = ()) -> list[str]:
     """Repository-relative paths (``src/memtrials/...``) of :func:`closure`'s modules."""
-    root = SRC.parent
-    return sorted(str(module_file(m).relative_to(root)) for m in closure(modules, exclude))  # type: ignore[union-attr]
+    return sorted(repo_path(m) for m in closure(modules, exclude))
+
+
+# --- imports resolved to the module that defines each name ------------------------------------
+# A second reading of the same graph, finer than :func:`imports`: ``from P import name`` counts
+# as an import of the module that defines ``name``, followed through the re-exports of a
+# package's ``__init__`` (so importing one function of ``memtrials.stats`` reaches its module,
+# not every module the package re-exports).  A code set that is hashed (the luck study's
+# freeze, :mod:`memtrials.studies.luck.codeset`) reads it.
+
+def defining_modules(module: str, name: str, seen: frozenset[str] = frozenset()) -> list[str]:
+    """The module that defines ``name`` in ``from module import name``: the submodule
+    ``module.name`` if there is one; else, in a package, the module its ``__init__``
+    re-exports ``name`` from (absolute imports, followed transitively) or loads it from on
+    first use (a module-level ``_WHERE = {name: submodule}`` read by its ``__getattr__``,
+    PEP 562); else ``module`` itself (no module when ``module`` has no file)."""
+    sub = f"{module}.{name}"
+    if module_file(sub) is not None:
+        return [sub]
+    f = module_file(module)
+    if f is None or f.name != "__init__.py" or module in seen:
+        return [module] if f is not None else []
+    for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if any((a.asname or a.name) == name for a in node.names) and node.module.startswith("memtrials"):
+                return defining_modules(node.module, name, seen | {module})
+        lazy = _lazy_submodule(node, name)
+        if lazy is not None:
+            return defining_modules(f"{module}.{lazy}", name, seen | {module})
+    return [module]
+
+
+def _lazy_submodule(node: ast.AST, name: str) -> str | None:
+    """The submodule a package's ``_WHERE = {name: submodule, ...}`` (a dict literal at module
+    level, read by its ``__getattr__``; e.g. ``memtrials.stats``) gives for ``name``, or ``None``."""
+    if not (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_WHERE" for t in node.targets)
+            and isinstance(node.value, ast.Dict)):
+        return None
+    for key, value in zip(node.value.keys, node.value.values):
+        if isinstance(key, ast.Constant) and key.value == name and isinstance(value, ast.Constant):
+            return str(value.value)
+    return None
+
+
+def defining_imports(path: Path) -> set[str]:
+    """The ``memtrials`` modules the file at ``path`` imports, each ``from P import name``
+    resolved by :func:`defining_modules`.  Every absolute import statement of the file counts,
+    those under ``if TYPE_CHECKING:`` too; relative imports are not read."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.startswith("memtrials"):
+            for a in node.names:
+                out.update(defining_modules(node.module, a.name))
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("memtrials"))
+    return out
+
+
+def defining_closure(files: Iterable[Path], follow: Callable[[str], bool]) -> set[Path]:
+    """``files`` and the files of every module their :func:`defining_imports` reach,
+    transitively, through the modules ``follow`` accepts (the others are neither listed nor read)."""
+    todo = list(files)
+    seen: set[Path] = set()
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        for m in defining_imports(f):
+            if not follow(m):
+                continue
+            mf = module_file(m)
+            if mf is not None and mf not in seen:
+                todo.append(mf)
+    return seen

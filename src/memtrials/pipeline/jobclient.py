@@ -137,7 +137,10 @@ def process_start() -> float | None:
         return None
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from ``sock`` (the framing both ends of a hand-over read:
+    the request's length, the child's ``P`` and pid, the ``S`` and status); ``EOFError``
+    when the other end closes first."""
     buf = b""
     while len(buf) < n:
         more = sock.recv(n - len(buf))
@@ -175,7 +178,7 @@ def send(sock: socket.socket, req: dict[str, Any]) -> None:
 def wait(sock: socket.socket) -> int:
     """After the child's ``P``, its pid: forward SIGINT/SIGTERM/SIGHUP to it, wait for its status
     (``S``, from the child itself or from the server that reaped it) and return it."""
-    child = struct.unpack(">q", _recv_exact(sock, 8))[0]
+    child = struct.unpack(">q", recv_exact(sock, 8))[0]
 
     def forward(signum: int, _frame: Any) -> None:
         try:
@@ -187,9 +190,9 @@ def wait(sock: socket.socket) -> int:
         signal.signal(sig, forward)
     try:
         while True:
-            tag = _recv_exact(sock, 1)
+            tag = recv_exact(sock, 1)
             if tag == b"S":
-                code = struct.unpack(">i", _recv_exact(sock, 4))[0]
+                code = struct.unpack(">i", recv_exact(sock, 4))[0]
                 return code if code >= 0 else 128 - code  # killed by a signal: the shell's convention
     except (EOFError, OSError):
         print(f"job server: lost the job's child (pid {child}) without its exit status", file=sys.stderr, flush=True)
@@ -205,7 +208,7 @@ def hand_over(smk: Any, script: str) -> None:
         sock = connect(smk.config, os.path.dirname(os.path.abspath(script)))
         try:
             send(sock, request(smk, script))
-            tag = _recv_exact(sock, 1)  # the child's "P"; none when the server refused to fork
+            tag = recv_exact(sock, 1)  # the child's "P"; none when the server refused to fork
             if tag != b"P":
                 raise Unavailable(f"unexpected reply {tag!r}")
         except BaseException:

@@ -1,5 +1,6 @@
 """What ``workflow/rules/antipersist.smk`` asks of the config: jobs, paths, the config slice of
-each job (never a key), the source files of each part, and the checks before any job.
+each job (never a key), the source files of each part, and the checks before any job
+(:class:`AntipersistWorkflow`, a :class:`memtrials.pipeline.study.Study`).
 
 Every value comes from the ``antipersist:`` section of the config (``config/config.yaml``;
 the schema marks every key required): this module holds no second default.
@@ -8,38 +9,35 @@ the schema marks every key required): this module holds no second default.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from memtrials.config import ConfigError
 from memtrials.envs.catalog import check_env_options, check_split, check_task_count
+from memtrials.pipeline.study import Study, alternatives
 from memtrials.studies.antipersist.design import DESIGNS, ENVS, sweep_designs
 from memtrials.studies.antipersist.memories import uses_selector
 
-PARTS = ("train", "eval", "report")
-NOT_CODE = ("memtrials.config", "memtrials.io", "memtrials.llm", "memtrials.pipeline.rule_entry", "memtrials.testing")
 ROOT = "results/antipersist"
 SELECTOR_KEYS = ("lam", "gamma", "neighbours", "bonus", "min_cosine", "rotate_rounds", "epsilon")
 POOL_KEYS = ("train_split", "train_tasks", "eval_split", "eval_tasks")
 
 
-class AntipersistWorkflow:
-    """The antipersist section of one config, resolved (``endpoint`` maps a name to its params)."""
+class AntipersistWorkflow(Study):
+    """The antipersist section of one config (``self.a``), resolved."""
 
-    def __init__(self, config: Mapping[str, Any], models: Mapping[str, Any],
-                 endpoint: Callable[[str], Mapping[str, Any]]) -> None:
-        if "antipersist" not in config:
-            raise ConfigError("config key antipersist: missing; copy the antipersist section of config/config.yaml "
-                              "(every key is required)")
-        self.config, self.models_registry, self.endpoint = config, models, endpoint
-        self.a = dict(config["antipersist"])
-        self.enabled = bool(self.a["enabled"])
+    name = "antipersist"
+    package = "memtrials.studies.antipersist"
+    parts = ("train", "eval", "report")
+    code_modules = {"train": ("train",), "eval": ("evaluate",), "report": ("report",)}
+
+    def resolve(self) -> None:
+        config = self.config
+        self.a = self.section
         self.models = list(self.a["models"] or config["panel"])
         self.envs = list(self.a["envs"])
         self.designs = list(self.a["designs"]) + sweep_designs(self.a["sweeps"]) if self.enabled else []
         self.seeds = list(range(1, int(self.a["seeds"]) + 1)) if self.enabled else []
         self.embedder = config["roles"].get("embedder")
-        if self.enabled:
-            self.check()
 
     # -- checks ----------------------------------------------------------------
     def check(self) -> None:
@@ -179,19 +177,9 @@ class AntipersistWorkflow:
 
         return [f"{self.a['actor_prompts_dir']}/{f}" for f in PROMPT_FILES]
 
-    @staticmethod
-    def code(part: str) -> list[str]:
-        """Source files that determine a part's outputs (an edit reruns it; the cache replays)."""
-        from memtrials.pipeline.codesets import source_files
-
-        if part not in PARTS:
-            raise ValueError(f"antipersist: unknown part {part!r}; known: {', '.join(PARTS)}")
-        module = {"train": "train", "eval": "evaluate", "report": "report"}[part]
-        return source_files([f"memtrials.studies.antipersist.{module}"], exclude=NOT_CODE)
-
-    def api(self, model: str) -> int:
-        return max(1, min(int(self.a["in_flight"]), int(self.models_registry[model].max_concurrency)))
+    def in_flight(self) -> int:
+        return int(self.a["in_flight"])
 
     def alternatives(self, kind: str) -> str:
         values = {"env": self.envs, "design": self.designs, "seed": [str(s) for s in self.seeds]}[kind]
-        return "|".join(v.replace("-", r"\-").replace(".", r"\.") for v in values) or "NONE"
+        return alternatives(values, escape="-.")

@@ -1,5 +1,6 @@
 """What ``workflow/rules/history.smk`` asks of the config: cell lists, the config slice that
-determines each cell's output (never a key), and the checks that fail before any job.
+determines each cell's output (never a key), and the checks that fail before any job
+(:class:`HistoryWorkflow`, a :class:`memtrials.pipeline.study.Study`).
 
 Every value comes from the ``history:`` section of the config (``config/config.yaml``,
 whose schema marks each key required): this module holds no second default.
@@ -7,32 +8,28 @@ whose schema marks each key required): this module holds no second default.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from memtrials.config import ConfigError
+from memtrials.pipeline.study import Study, alternatives
 from memtrials.studies.history.design import rollout_conditions
 from memtrials.studies.history.preflight import check_history_envs, check_named_tasks, check_task_types
 
-PARTS = ("rollouts", "continuation", "probe", "report")
-NOT_CODE = ("memtrials.config", "memtrials.io", "memtrials.llm", "memtrials.pipeline.rule_entry", "memtrials.testing")
-"""Imported by every part but not deciding its outputs: config parsing (its values are in
-the rule's params), atomic writing, the model layer (its cache replays the calls), rule
-plumbing and the loopback server."""
 
+class HistoryWorkflow(Study):
+    """The history section of one config (``self.h``), resolved."""
 
-class HistoryWorkflow:
-    """The history section of one config, resolved (``endpoint`` maps a name to its params)."""
+    name = "history"
+    package = "memtrials.studies.history"
+    parts = ("rollouts", "continuation", "probe", "report")
+    # each cell part: its module and the design; the report: its module
+    code_modules = {"rollouts": ("rollouts", "design"), "continuation": ("continuation", "design"),
+                    "probe": ("probe", "design"), "report": ("report",)}
+    entry_parts = ("rollouts", "continuation", "probe")
 
-    def __init__(self, config: Mapping[str, Any], models: Mapping[str, Any],
-                 endpoint: Callable[[str], Mapping[str, Any]]) -> None:
-        if "history" not in config:
-            raise ConfigError("config key history: missing; copy the history section of "
-                              "config/config.yaml (every key is required)")
-        self.config = config
-        self.h = dict(config["history"])
-        self.models_registry = models
-        self.endpoint = endpoint
-        self.enabled = bool(self.h["enabled"])
+    def resolve(self) -> None:
+        config = self.config
+        self.h = self.section
         self.models = list(self.h["models"] or config["panel"])  # null: the top-level panel
         self.envs = list(self.h["envs"])
         self.conditions = rollout_conditions(self.h)
@@ -43,8 +40,6 @@ class HistoryWorkflow:
         self.probe = dict(self.h["probe"])
         self.probe_enabled = bool(self.probe["enabled"])
         self.roles = dict(config["roles"])
-        if self.enabled:
-            self.check()
 
     def check(self) -> None:
         src = "config key history"
@@ -75,25 +70,8 @@ class HistoryWorkflow:
 
         return [f"{self.prompts_dir}/{f}" for f in PROMPT_FILES]
 
-    @staticmethod
-    def code(part: str) -> list[str]:
-        """Source files that determine a part's outputs (inputs of its rule: an edit reruns it;
-        the model cache makes that rerun replay every unchanged call): the part's module and
-        every package module it imports (:func:`memtrials.pipeline.codesets.source_files`), less the
-        plumbing in :data:`NOT_CODE`."""
-        from memtrials.pipeline.codesets import source_files
-
-        if part not in PARTS:
-            raise ValueError(f"history: unknown part {part!r}; known: {', '.join(PARTS)}")
-        study = "memtrials.studies.history"
-        if part == "report":
-            return source_files([f"{study}.report"], exclude=NOT_CODE)
-        # the rule's entry point itself, not what it imports (it imports every part)
-        entry = "src/memtrials/studies/history/entry.py"
-        return sorted({entry, *source_files([f"{study}.{part}", f"{study}.design"], exclude=NOT_CODE)})
-
-    def api(self, model: str) -> int:
-        return max(1, min(int(self.h["in_flight"]), int(self.models_registry[model].max_concurrency)))
+    def in_flight(self) -> int:
+        return int(self.h["in_flight"])
 
     def cell(self, model: str, env: str, part: str | None = None) -> dict[str, Any]:
         """Everything of the config that determines one cell's output."""
@@ -139,7 +117,4 @@ class HistoryWorkflow:
             out["probe"] = [f"results/history/probe/{m}/{e}.parquet" for m in self.models for e in self.envs]
         return out
 
-    @staticmethod
-    def alternatives(values: list[str]) -> str:
-        """A wildcard constraint matching exactly ``values``."""
-        return "|".join(v.replace("-", r"\-") for v in values) or "NONE"
+    alternatives = staticmethod(alternatives)

@@ -38,14 +38,13 @@ from typing import Any, Callable, Iterable, Mapping
 
 from memtrials.io import atomic_write_text, canonical_json
 from memtrials.llm.structured import json_instruction
-from memtrials.studies.luck.codeset import REPO, protocol_files
+from memtrials.studies.luck.codeset import PARTS, REPO, protocol_files
 from memtrials.studies.luck.design import DECISIONS, INSTRUCTIONS, OUTCOMES
 from memtrials.studies.luck.prompts import PromptSet, answer_schema
 from memtrials.studies.luck.worlds import World
 
 REGISTERED = "results/luck/freeze/registered.json"
 MEMORY_PLACEHOLDER = "<memory item>"
-PARTS = ("worlds", "freeze", "writers", "readers", "analysis", "report")
 # keys of registered.json that are not the manifest's content
 META = ("registered", "lock")
 REFREEZE = "python -m memtrials.studies.luck.freeze --refreeze"

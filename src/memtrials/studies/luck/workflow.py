@@ -1,7 +1,7 @@
 """What ``workflow/rules/luck.smk`` asks of the config: the study's panel, the config slice
 that the freeze registers (never a key), the code each rule depends on, the final targets,
-and the checks that fail before any job.  Same shape as
-:class:`memtrials.studies.history.workflow.HistoryWorkflow`.
+and the checks that fail before any job (:class:`LuckWorkflow`, a
+:class:`memtrials.pipeline.study.Study`).
 
 Every value comes from the ``luck:`` section of the config (``config/config.yaml``, whose
 schema marks each key required): this module holds no second default.
@@ -9,9 +9,11 @@ schema marks each key required): this module holds no second default.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from memtrials.config import ConfigError
+from memtrials.pipeline.study import Study
+from memtrials.studies.luck.codeset import PARTS
 
 RESULTS = "results/luck"
 REGISTERED = f"{RESULTS}/freeze/registered.json"
@@ -19,24 +21,18 @@ TABLE_FORMATS = ("md", "csv", "tex", "html")
 FIGURE_FORMATS = ("png", "svg")
 
 
-class LuckWorkflow:
-    """The ``luck`` section of one config, resolved (``endpoint`` maps a name to its params)."""
+class LuckWorkflow(Study):
+    """The ``luck`` section of one config (``self.luck``), resolved."""
 
-    def __init__(self, config: Mapping[str, Any], models: Mapping[str, Any],
-                 endpoint: Callable[[str], Mapping[str, Any]]) -> None:
-        if "luck" not in config:
-            raise ConfigError("config key luck: missing; copy the luck section of config/config.yaml "
-                              "(every key is required)")
-        self.config = config
-        self.luck = dict(config["luck"])
-        self.models_registry = models
-        self.endpoint = endpoint
-        self.enabled = bool(self.luck["enabled"])
-        self.panel = list(self.luck["panel"] or config["panel"])
+    name = "luck"
+    package = "memtrials.studies.luck"
+    parts = PARTS
+
+    def resolve(self) -> None:
+        self.luck = self.section
+        self.panel = list(self.luck["panel"] or self.config["panel"])
         self.prompts_dir = str(self.luck["prompts_dir"])
         self.registered = REGISTERED
-        if self.enabled:
-            self.check()
 
     def check(self) -> None:
         src = self.config["models_file"]
@@ -80,16 +76,13 @@ class LuckWorkflow:
             }
         return {"luck": self.luck, "panel": self.panel, "endpoints": endpoints}
 
-    @staticmethod
-    def code(part: str) -> list[str]:
+    @classmethod
+    def code(cls, part: str) -> list[str]:
         """Source files that determine a part's outputs (inputs of its rule; the freeze
         hashes the same list, see :data:`memtrials.studies.luck.freeze.CODE_FILES`)."""
         from memtrials.studies.luck.freeze import code_files
 
         return code_files(part)
-
-    def api(self, model: str) -> int:
-        return max(1, int(self.models_registry[model].max_concurrency))
 
     # -- outputs ---------------------------------------------------------------------------
     @staticmethod

@@ -1,5 +1,6 @@
 """What ``workflow/rules/playbook.smk`` asks of the config: settings, paths, the config slice
-of each job (never a key), the source files of each part, and the checks before any job.
+of each job (never a key), the source files of each part, and the checks before any job
+(:class:`PlaybookWorkflow`, a :class:`memtrials.pipeline.study.Study`).
 
 Every value comes from the ``playbook:`` section of the config (``config/config.yaml``;
 the schema marks every key required): this module holds no second default.
@@ -7,36 +8,36 @@ the schema marks every key required): this module holds no second default.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from memtrials.config import ConfigError
 from memtrials.envs.catalog import check_env_options, check_split, check_task_count
+from memtrials.pipeline.study import Study, alternatives
 from memtrials.studies.playbook.design import GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
 PARTS = ("growth", "practice", "choice", "eval", "report", "baseline", "pooled", "diagnostics")
 ENVS = ("alfworld", "appworld")
-NOT_CODE = ("memtrials.config", "memtrials.io", "memtrials.llm", "memtrials.pipeline.rule_entry", "memtrials.testing")
 ROOT = "results/playbook"
 
 
-class PlaybookWorkflow:
-    """The playbook section of one config, resolved (``endpoint`` maps a name to its params)."""
+class PlaybookWorkflow(Study):
+    """The playbook section of one config (``self.p``), resolved."""
 
-    def __init__(self, config: Mapping[str, Any], models: Mapping[str, Any],
-                 endpoint: Callable[[str], Mapping[str, Any]]) -> None:
-        if "playbook" not in config:
-            raise ConfigError("config key playbook: missing; copy the playbook section of config/config.yaml "
-                              "(every key is required)")
-        self.config, self.models_registry, self.endpoint = config, models, endpoint
-        self.p = dict(config["playbook"])
-        self.enabled = bool(self.p["enabled"])
+    name = "playbook"
+    package = "memtrials.studies.playbook"
+    parts = PARTS
+    code_modules = {"growth": ("growth",), "practice": ("practice",), "choice": ("choice",), "eval": ("evaluate",),
+                    "report": ("report",), "baseline": ("baseline_eval",), "pooled": ("baseline_eval",),
+                    "diagnostics": ("diagnostics",)}
+
+    def resolve(self) -> None:
+        config = self.config
+        self.p = self.section
         self.models = list(self.p["models"] or config["panel"])
         self.envs = list(self.p["envs"])
         self.growths = ["std", "long"] if self.p["long_growth"] else ["std"]
         self.runs = int(self.p["growth"]["runs"])
         self.roles = dict(config["roles"])
-        if self.enabled:
-            self.check()
 
     # -- checks ----------------------------------------------------------------
     def check(self) -> None:
@@ -298,24 +299,12 @@ class PlaybookWorkflow:
 
         return [f"{self.p['actor_prompts_dir']}/{f}" for f in PROMPT_FILES]
 
-    @staticmethod
-    def code(part: str) -> list[str]:
-        """Source files that determine a part's outputs (an edit reruns it; the cache replays)."""
-        from memtrials.pipeline.codesets import source_files
-
-        if part not in PARTS:
-            raise ValueError(f"playbook: unknown part {part!r}; known: {', '.join(PARTS)}")
-        module = {"growth": "growth", "practice": "practice", "choice": "choice", "eval": "evaluate",
-                  "report": "report", "baseline": "baseline_eval", "pooled": "baseline_eval",
-                  "diagnostics": "diagnostics"}[part]
-        return source_files([f"memtrials.studies.playbook.{module}"], exclude=NOT_CODE)
-
-    def api(self, model: str) -> int:
-        return max(1, min(int(self.p["in_flight"]), int(self.models_registry[model].max_concurrency)))
+    def in_flight(self) -> int:
+        return int(self.p["in_flight"])
 
     def alternatives(self, kind: str) -> str:
         from memtrials.studies.playbook.methods import METHODS
 
         values = {"growth": list(GROWTHS), "variant": list(VARIANTS), "env": self.envs,
                   "candidate": self.candidates(), "method": list(METHODS)}[kind]
-        return "|".join(v.replace("-", r"\-") for v in values) or "NONE"
+        return alternatives(values)

@@ -1,18 +1,20 @@
 """What ``workflow/rules/calibrator.smk`` asks of the config: the source, recipient and role
 endpoints, the config slice of every job, the checks that fail before any job, the code
-inputs and the final targets.  Every value comes from the ``calibrator:`` section (and the
-``history:`` section it extends) of ``config/config.yaml``; no second default here."""
+inputs and the final targets (:class:`CalibratorWorkflow`, a
+:class:`memtrials.pipeline.study.Study`).  Every value comes from the ``calibrator:``
+section (and the ``history:`` section it extends) of ``config/config.yaml``; no second
+default here."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from memtrials.config import ConfigError
 from memtrials.envs.catalog import check_split, check_task_count
+from memtrials.pipeline.study import Study, alternatives
 
 PARTS = ("sources", "contexts", "generate", "screen", "compare", "labels", "dataset", "rollouts", "joint",
          "joint_rollouts", "joint_sources", "report")
-NOT_CODE = ("memtrials.config", "memtrials.io", "memtrials.llm", "memtrials.pipeline.rule_entry", "memtrials.testing")
 STAGE_MODULE = {"sources": "entry", "contexts": "contexts", "generate": "generate", "screen": "screen",
                 "compare": "compare", "labels": "dataset", "dataset": "dataset", "rollouts": "rollouts", "joint": "joint",
                 "joint_rollouts": "jointactor", "joint_sources": "rollouts", "report": "report"}
@@ -20,18 +22,20 @@ VARIANTS = ("full", "screen_only")
 ARMS = ("joint", "action_only")
 
 
-class CalibratorWorkflow:
-    """The calibrator section of one config, resolved."""
+class CalibratorWorkflow(Study):
+    """The calibrator section of one config (``self.c``; the history section it extends:
+    ``self.h``), resolved."""
 
-    def __init__(self, config: Mapping[str, Any], models: Mapping[str, Any],
-                 endpoint: Callable[[str], Mapping[str, Any]]) -> None:
-        if "calibrator" not in config:
-            raise ConfigError("config key calibrator: missing; copy the calibrator section of config/config.yaml "
-                              "(every key is required)")
-        self.config, self.registry, self.endpoint = config, models, endpoint
-        self.c = dict(config["calibrator"])
+    name = "calibrator"
+    package = "memtrials.studies.history.calibrator"
+    parts = PARTS
+    code_modules = {part: (STAGE_MODULE[part],) for part in PARTS}
+    entry_parts = PARTS
+
+    def resolve(self) -> None:
+        config = self.config
+        self.c = self.section
         self.h = dict(config["history"])
-        self.enabled = bool(self.c["enabled"])
         history_models = list(self.h["models"] or config["panel"])
         self.history_models, self.history_envs = history_models, list(self.h["envs"])
         self.sources = list(self.c["sources"]["models"] or history_models)
@@ -51,8 +55,6 @@ class CalibratorWorkflow:
         self.joint_data_models = list(jo["data_models"] or history_models)
         self.roles = dict(config["roles"])
         self.prompts_dir = str(self.c["prompts_dir"])
-        if self.enabled:
-            self.check()
         self.generator, self.judge = self.roles.get("generator"), self.roles.get("judge")
         self.ablation_endpoints = {v: (e or self.roles.get("calibrator")) for v, e in dict(ab["endpoints"]).items()}
 
@@ -61,11 +63,11 @@ class CalibratorWorkflow:
             if role not in self.roles:
                 raise ConfigError(f"config key roles.{role}: missing; the calibrator's labels need it "
                                   f"(add `roles: {{{role}: <endpoint>}}` or set calibrator.enabled: false)")
-            if self.roles[role] not in self.registry:
+            if self.roles[role] not in self.models_registry:
                 raise ConfigError(f"config key roles.{role}: endpoint '{self.roles[role]}' is not in the registry")
         for key, names in (("calibrator.sources.models", self.sources), ("calibrator.recipients", self.recipients)):
             for m in names:
-                if m not in self.registry:
+                if m not in self.models_registry:
                     raise ConfigError(f"config key {key}: endpoint '{m}' is not in the registry; add an entry "
                                       f"to {self.config['models_file']} or remove the name")
         for env in self.training_envs():
@@ -107,7 +109,7 @@ class CalibratorWorkflow:
         named += [(f"calibrator.ablation.endpoints.{v}", e) for v, e in c["ablation"]["endpoints"].items() if e]
         named += [(f"calibrator.joint.actors.{a}", e) for a, es in self.joint_actors.items() for e in es]
         for key, e in named:
-            if e not in self.registry:
+            if e not in self.models_registry:
                 raise ConfigError(f"config key {key}: endpoint '{e}' is not in the registry; add an entry to "
                                   f"{self.config['models_file']} or name another")
 
@@ -116,19 +118,8 @@ class CalibratorWorkflow:
 
         return [f"{self.prompts_dir}/{f}" for f in PROMPT_FILES]
 
-    @staticmethod
-    def code(part: str) -> list[str]:
-        """Source files that decide a part's outputs (rule inputs: an edit reruns the part)."""
-        from memtrials.pipeline.codesets import source_files
-
-        if part not in PARTS:
-            raise ValueError(f"calibrator: unknown part {part!r}; known: {', '.join(PARTS)}")
-        pkg = "memtrials.studies.history.calibrator"
-        return sorted({"src/memtrials/studies/history/calibrator/entry.py",
-                       *source_files([f"{pkg}.{STAGE_MODULE[part]}"], exclude=NOT_CODE)})
-
-    def api(self, model: str) -> int:
-        return max(1, min(int(self.h["in_flight"]), int(self.registry[model].max_concurrency)))
+    def in_flight(self) -> int:
+        return int(self.h["in_flight"])
 
     def role(self, name: str) -> dict[str, Any]:
         who = self.roles[name]
@@ -249,6 +240,4 @@ class CalibratorWorkflow:
             return []
         return ["results/calibrator/tables/index.md"]
 
-    @staticmethod
-    def alternatives(values: list[str]) -> str:
-        return "|".join(v.replace("-", r"\-") for v in values) or "NONE"
+    alternatives = staticmethod(alternatives)
