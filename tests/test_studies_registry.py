@@ -12,7 +12,8 @@ import sys
 import pytest
 import yaml
 
-import memtrials.config
+import memtrials.config.checks
+import memtrials.config.schema
 from memtrials import studies
 from memtrials.__main__ import main
 from memtrials.config import ConfigError, load_config, load_models
@@ -80,7 +81,7 @@ def toy(monkeypatch):
     a fifth study adds one."""
     monkeypatch.setattr(studies, "STUDIES", dict(studies.STUDIES))
     studies.register("toy", Toy)
-    original = memtrials.config.load_schema
+    original = memtrials.config.schema.load_schema
 
     def with_toy(name):
         schema = original(name)
@@ -88,7 +89,7 @@ def toy(monkeypatch):
             schema["properties"]["toy"] = {"type": "object"}
         return schema
 
-    monkeypatch.setattr(memtrials.config, "load_schema", with_toy)
+    monkeypatch.setattr(memtrials.config.checks, "load_schema", with_toy)  # where check_config reads it
     monkeypatch.chdir(REPO)
     return Toy
 
