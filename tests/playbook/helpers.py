@@ -229,7 +229,7 @@ def run_part(cfg: Mapping[str, Any], part: str, base: Path, tasks: Path, *, k: i
     pb = cfg["playbook"]
     env, model = pb["envs"][0], (pb["models"] or cfg["panel"])[0]
     o = {f"out_{key}": v for key, v in paths(base, part, k, candidate).items()}
-    common = dict(model=model, env=env, variant=variant, growth=growth, cell=wf.cell(part, model, env),
+    common = dict(model=model, env=env, variant=variant, growth=growth, cell=wf.cell(part, model, env, variant),
                   actor_prompts_dir=str(REPO / pb["actor_prompts_dir"]), tasks_path=str(tasks), make_env=make_env)
     runs = range(1, int(pb["growth"]["runs"]) + 1)
     if part == "growth":

@@ -14,7 +14,7 @@ rule antipersist_train:
         tasks="results/tasks/{env}.parquet",
         prompts=ANTIPERSIST.prompt_files(),
         actor_prompts=ANTIPERSIST.actor_prompt_files(),
-        code=ANTIPERSIST.code("train"),
+        code=lambda wc: ANTIPERSIST.code("train") + ANTIPERSIST.memory_code(wc.design),
     output:
         episodes="results/antipersist/{model}/{env}/{design}/seed{seed}/train.parquet",
         steps="results/antipersist/{model}/{env}/{design}/seed{seed}/train.steps.parquet",
@@ -45,7 +45,7 @@ rule antipersist_eval:
         memory="results/antipersist/{model}/{env}/{design}/seed{seed}/memory.json",
         prompts=ANTIPERSIST.prompt_files(),
         actor_prompts=ANTIPERSIST.actor_prompt_files(),
-        code=ANTIPERSIST.code("eval"),
+        code=lambda wc: ANTIPERSIST.code("eval") + ANTIPERSIST.memory_code(wc.design),
     output:
         episodes="results/antipersist/{model}/{env}/{design}/seed{seed}/eval.parquet",
         steps="results/antipersist/{model}/{env}/{design}/seed{seed}/eval.steps.parquet",

@@ -48,7 +48,7 @@ rule history_continuation:
         "logs/history/continuation/{model}/{env}/{condition}.log",
     wildcard_constraints:
         env=HISTORY.alternatives(HISTORY.envs),
-        condition=HISTORY.alternatives(HISTORY.cont_conditions),
+        condition=HISTORY.alternatives(HISTORY.view_conditions),
     conda:
         CONDA_ENV
     resources:
@@ -58,6 +58,35 @@ rule history_continuation:
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
     script:
         "../scripts/history_continuation.py"
+
+
+# A user's memory served at resumption (condition memory-<name>[-chat]; docs/memory.md): the
+# continuation cell plus the memory's snapshot after it learned from the cell's sources.
+rule history_continuation_memory:
+    input:
+        episodes="results/history/rollouts/{model}/{env}/raw.parquet",
+        steps="results/history/rollouts/{model}/{env}/raw.steps.parquet",
+        prompts=HISTORY.prompt_files(),
+        code=lambda wc: HISTORY.code("continuation") + HISTORY.memory_code(wc.condition),
+    output:
+        episodes="results/history/continuation/{model}/{env}/{condition}.parquet",
+        steps="results/history/continuation/{model}/{env}/{condition}.steps.parquet",
+        calls="results/history/continuation/{model}/{env}/{condition}.calls.parquet",
+        memory="results/history/continuation/{model}/{env}/{condition}.memory.json",
+    log:
+        "logs/history/continuation/{model}/{env}/{condition}.log",
+    wildcard_constraints:
+        env=HISTORY.alternatives(HISTORY.envs),
+        condition=HISTORY.alternatives(HISTORY.memory_conditions),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: HISTORY.api(wc.model),
+    params:
+        cell=lambda wc: HISTORY.cell(wc.model, wc.env, "continuation", wc.condition),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+    script:
+        "../scripts/history_continuation_memory.py"
 
 
 rule history_probe:

@@ -19,7 +19,7 @@ rule playbook_growth:
         tasks="results/tasks/{env}.parquet",
         prompts=PLAYBOOK.prompt_files(),
         actor_prompts=PLAYBOOK.actor_prompt_files(),
-        code=PLAYBOOK.code("growth"),
+        code=lambda wc: PLAYBOOK.code("growth") + PLAYBOOK.memory_code(wc.variant),
     output:
         playbooks="results/playbook/{growth}/{model}/{env}/{variant}/growth/run{k}.playbooks.parquet",
         episodes="results/playbook/{growth}/{model}/{env}/{variant}/growth/run{k}.parquet",
@@ -35,7 +35,7 @@ rule playbook_growth:
     resources:
         api=lambda wc: PLAYBOOK.api(wc.model),
     params:
-        cell=lambda wc: PLAYBOOK.cell("growth", wc.model, wc.env),
+        cell=lambda wc: PLAYBOOK.cell("growth", wc.model, wc.env, wc.variant),
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
         actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:

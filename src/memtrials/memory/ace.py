@@ -188,6 +188,11 @@ class ACEPlaybook:
     def frozen(self) -> FixedView:
         return FixedView(self.block())
 
+    def playbook(self) -> list[Lesson]:
+        """Every lesson in playbook (append) order, with its section and tag counts (the
+        playbook study's records; :class:`memtrials.memory.base.PlaybookMemory`)."""
+        return [Lesson(x["id"], x["text"], x["section"], {t: x[t] for t in TAGS}) for x in self.lessons]
+
     def tokens(self) -> int:
         """The playbook's size: the sum of its lessons' token counts."""
         return sum(self.count_tokens(x["text"]) for x in self.lessons)

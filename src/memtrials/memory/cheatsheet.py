@@ -90,6 +90,11 @@ class Cheatsheet:
     def frozen(self) -> FixedView:
         return FixedView(self.block())
 
+    def playbook(self) -> list[Lesson]:
+        """The entries in cheatsheet order, without their counts in the text, in one section
+        ``cheatsheet``, each with its ``uses`` (:class:`memtrials.memory.base.PlaybookMemory`)."""
+        return [Lesson(e["id"], e["text"], "cheatsheet", {"uses": e["uses"]}) for e in self.entries]
+
     # -- learning --------------------------------------------------------------
     def messages(self, episodes: Sequence[Any]) -> list[dict[str, str]]:
         attempts = "\n\n".join(

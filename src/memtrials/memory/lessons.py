@@ -50,6 +50,10 @@ class LessonLog:
     def frozen(self) -> FixedView:
         return FixedView(self.block())
 
+    def playbook(self) -> list[Lesson]:
+        """The whole log, in order (:class:`memtrials.memory.base.PlaybookMemory`)."""
+        return list(self.block().lessons)
+
     def messages(self, episode: Any) -> list[dict[str, str]]:
         s = episode.summary
         user = self.prompts.texts["lesson_writer_user.txt"].format(

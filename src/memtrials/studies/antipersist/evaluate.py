@@ -41,7 +41,7 @@ async def evaluate(config: Mapping[str, Any], *, model: str, env: str, design: s
                         train=train_pool(cell, env, tasks_path))  # the same memory settings as in training
     memory = make_memory(design, cell, prompts_dir, synthesizer=synthesizer, embedder=embedder,
                          seed=seed_of(int(cell["seed"]), "selector", seed_index),
-                         rounds=[[s.episode_id for s in r] for r in plan])
+                         rounds=[[s.episode_id for s in r] for r in plan], env=env)
     snap = restore(memory, memory_path)
     base = seed_of(int(cell["seed"]), "seed", seed_index)
     settings = actor_settings(model, cell["actor"])

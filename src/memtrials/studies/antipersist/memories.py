@@ -3,7 +3,8 @@
 Every design is a :class:`memtrials.memory.base.Memory`: the memory designs and the mode
 selector live in :mod:`memtrials.memory` and :mod:`memtrials.stats.bandit`, the baselines
 in :mod:`memtrials.memory.reflexion`, :mod:`~memtrials.memory.expel` and
-:mod:`~memtrials.memory.autorefine`; ReAct is :class:`.design.NoMemory`.  The synthesizer
+:mod:`~memtrials.memory.autorefine`; ReAct is :class:`.design.NoMemory`; ``memory-<name>`` is
+a user's memory class named in the config's ``memory:`` section (:mod:`memtrials.memory.registry`).  The synthesizer
 is the backbone itself unless ``antipersist.synthesizer`` names another endpoint; the
 embedder is ``roles.embedder``.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from memtrials.memory.base import Memory, MemoryContext
+from memtrials.memory.registry import build, memory_name
 from memtrials.studies.antipersist.design import MODES, NoMemory, sweep_of
 
 
@@ -37,10 +40,15 @@ def uses_selector(design: str) -> bool:
 
 
 def make_memory(design: str, cell: Mapping[str, Any], prompts_dir: str, *, synthesizer: str, embedder: str,
-                seed: int, rounds: Sequence[Sequence[str]]) -> Any:
-    """The memory of ``design`` for one training stream (settings from the job's ``cell``;
-    ``rounds``: the stream's episode ids, one list per round, which drive the selector's
-    rotation)."""
+                seed: int, rounds: Sequence[Sequence[str]], env: str) -> Memory:
+    """The memory of ``design`` for one training stream on ``env`` (settings from the job's
+    ``cell``; ``rounds``: the stream's episode ids, one list per round, which drive the
+    selector's rotation).  A user's memory (``memory-<name>``) is built from the cell's
+    ``memory`` entry with the same synthesizer, embedder and seed."""
+    name = memory_name(design)
+    if name is not None:
+        return build(cell["memory"], MemoryContext(name=name, study="antipersist", env=env, synthesizer=synthesizer,
+                                                   embedder=embedder, seed=seed))
     k, tokens, rs = int(cell["k"]), cell["synthesis"]["max_tokens"], int(cell["round_size"])
     common = {"synthesizer": synthesizer, "prompts_dir": prompts_dir, "max_tokens": tokens}
     if design == "react":

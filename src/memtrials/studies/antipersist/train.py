@@ -87,7 +87,7 @@ async def train_stream(config: Mapping[str, Any], *, model: str, env: str, desig
     synthesizer, embedder = roles(cell, model)
     memory = make_memory(design, cell, prompts_dir, synthesizer=synthesizer, embedder=embedder,
                          seed=seed_of(int(cell["seed"]), "selector", seed_index),
-                         rounds=[[s.episode_id for s in r] for r in rounds])
+                         rounds=[[s.episode_id for s in r] for r in rounds], env=env)
     cell_id = cell_name(model, env, design, seed_index)
     work = Path(str(out_memory) + ".work")
     digest = hashlib.sha256(canonical_json({"cell": cell, "design": design, "seed": seed_index,

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from memtrials.config import ConfigError
 from memtrials.envs.catalog import check_env_options, check_split, check_task_count
+from memtrials.memory.registry import check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
 from memtrials.studies.antipersist.design import DESIGNS, ENVS, sweep_designs
 from memtrials.studies.antipersist.memories import uses_selector
@@ -55,8 +56,11 @@ class AntipersistWorkflow(Study):
                 if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                     raise ConfigError(f"{src}.pools.{env}.{key}: expected an integer >= 1 or null (all), got {v!r}")
         for d in a["designs"]:
-            if d not in DESIGNS:
-                raise ConfigError(f"{src}.designs: unknown design {d!r}; known: {', '.join(DESIGNS)}")
+            if memory_name(d) is not None:  # a user's memory as a design (memtrials.memory.registry)
+                check_memory(self.config, d, "antipersist", f"{src}.designs")
+            elif d not in DESIGNS:
+                raise ConfigError(f"{src}.designs: unknown design {d!r}; known: {', '.join(DESIGNS)}, "
+                                  "memory-<name> (a memory of the config's memory section)")
         if len(set(self.designs)) != len(self.designs):
             raise ConfigError(f"{src}.designs: a design is listed twice ({self.designs})")
         for m in self.models:
@@ -150,7 +154,8 @@ class AntipersistWorkflow(Study):
 
     # -- job slices ------------------------------------------------------------
     def cell(self, model: str, env: str, design: str) -> dict[str, Any]:
-        """Everything of the config that determines one job's output (train and eval alike)."""
+        """Everything of the config that determines one job's output (train and eval alike; a
+        user memory's design also its config entry, :func:`memtrials.memory.registry.memory_entry`)."""
         a = self.a
         syn = a["synthesizer"] or model
         cell: dict[str, Any] = {
@@ -166,7 +171,14 @@ class AntipersistWorkflow(Study):
                 cell[key] = dict(a[key])
         if uses_selector(design):
             cell["selector"] = dict(a["selector"])
+        name = memory_name(design)
+        if name is not None:
+            cell["memory"] = memory_entry(self.config, name)
         return cell
+
+    def memory_code(self, design: str) -> list[str]:
+        """The module file of a user memory's design (the train and eval rules' ``code`` input too)."""
+        return source_files(self.config, design)
 
     def prompt_files(self) -> list[str]:
         """Every file of the study's prompt folder (each design loads its own)."""

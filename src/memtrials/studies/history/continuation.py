@@ -19,7 +19,13 @@ its record), and the source actor continues with up to 30 new actions under:
   restored state), reviewed with the reference-augmented history in view; the experience
   is kept beside that transition (Appendix D.2: beside its source transition);
 - ``calibrator``: ``reference`` with the endpoint of the ``calibrator`` role reviewing
-  every non-terminal continuation transition (Appendix G.2 interface).
+  every non-terminal continuation transition (Appendix G.2 interface);
+- ``memory-<name>``: ``raw`` plus a user's memory (the config's ``memory:`` section,
+  :mod:`memtrials.memory.registry`) served at every step.  Before any continuation a fresh
+  memory learns, in one ``update``, from the cell's sources each cut after step ``m``: the
+  same records the ``reference`` condition shows, as episodes (:func:`source_episodes`);
+  then it is frozen, its snapshot written, and its view served to every continuation (a
+  project choice: the memory gets the reference segment's information, not the history).
 
 In the chat format (``-chat``, Appendix F.2) the reference block is its own user message
 after the prefix's messages, the current observation and actions a separate user message
@@ -31,13 +37,18 @@ Recovery = terminal success within the budget.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas as pd
 
 from memtrials.agent.render import Segment
 from memtrials.agent.views import Entry, Item, ViewResult, causal, current_label, experience, raw, reference
-from memtrials.seeds import order_key
+from memtrials.memory.registry import memory_name
+from memtrials.seeds import order_key, seed_of
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
+    from memtrials.memory.base import MemoryContext, MemoryView
 
 @dataclass(frozen=True)
 class Source:
@@ -197,6 +208,48 @@ CONTINUATION_SCHEMA_FIELDS = (
 role (null outside the Calibrator condition): tables label its rows by it."""
 
 
+def served_memory(condition: str) -> tuple[str, bool] | None:
+    """``memory-<name>`` -> (``memory-<name>``, False); ``memory-<name>-chat`` -> (``memory-<name>``,
+    True); ``None`` for a condition that serves no user memory."""
+    if memory_name(condition) is None:
+        return None
+    chat = condition.endswith("-chat") and condition != "memory-chat"
+    return (condition.removesuffix("-chat") if chat else condition), chat
+
+
+def source_episodes(sources: Sequence[Source], episodes_path: str, steps_path: str) -> list[Any]:
+    """Each source as a finished episode cut after step ``m`` (what the ``reference`` condition
+    shows): its Raw step rows 1..m, its Raw summary with ``n_steps`` m, ``won`` false and
+    ``termination`` ``cut``."""
+    import pyarrow.parquet as pq
+
+    from memtrials.agent.actor import Episode
+
+    summaries = {r["episode_id"]: r for r in pq.read_table(episodes_path).to_pylist()}
+    rows = [r for r in pq.read_table(steps_path).to_pylist() if r["episode_id"] in {s.episode_id for s in sources}]
+    out = []
+    for src in sources:
+        steps = sorted((r for r in rows if r["episode_id"] == src.episode_id), key=lambda r: r["step"])[: src.m]
+        summary = {**summaries[src.episode_id], "n_steps": len(steps), "won": False, "termination": "cut"}
+        out.append(Episode(steps=steps, summary=summary, entries=[Entry(r["obs_before"], r["action"]) for r in steps]))
+    return out
+
+
+async def learned_view(client: Client, entry: Mapping[str, Any], context: MemoryContext, sources: Sequence[Source],
+                       episodes_path: str, steps_path: str, out_memory: str, **meta: Any) -> MemoryView:
+    """A fresh user memory (config slice ``entry``) that learned from the cut sources, its
+    snapshot written to ``out_memory``; its frozen view."""
+    from memtrials.memory.registry import build
+    from memtrials.memory.snapshot import write_snapshot
+
+    memory = build(entry, context)
+    episodes = source_episodes(sources, episodes_path, steps_path)
+    if episodes:
+        await memory.update(client, episodes)
+    write_snapshot(out_memory, memory, sources=[s.episode_id for s in sources], **meta)
+    return memory.frozen()
+
+
 def continuation_schema() -> Any:
     import pyarrow as pa
 
@@ -212,29 +265,38 @@ async def continuation_cell(
     config: Any, *, model: str, env: str, condition: str, episodes_path: str, steps_path: str,
     n_sources: int, seed: int, settings: Any, prompts_dir: str, in_flight: int, out_episodes: str,
     out_steps: str, out_calls: str, calibrator: str | None = None, min_length: int = 3,
-    env_options: Any = None, make_env: Any = None,
+    env_options: Any = None, make_env: Any = None, memory: Mapping[str, Any] | None = None,
+    embedder: str | None = None, out_memory: str | None = None,
 ) -> pd.DataFrame:
-    """Continue every selected source of one (model, env) Raw cell under ``condition``."""
+    """Continue every selected source of one (model, env) Raw cell under ``condition``; a
+    ``memory-<name>`` condition serves the user memory of config slice ``memory``
+    (:func:`memtrials.memory.registry.memory_entry`; ``embedder`` its embedding endpoint)
+    and writes its snapshot to ``out_memory``."""
     import asyncio
     import dataclasses
 
     from memtrials.agent.job import open_job
     from memtrials.agent.prompts import HistoryPrompts
     from memtrials.agent.review import review_transition
-    from memtrials.agent.runner import EpisodeSpec, write_episodes
+    from memtrials.agent.records import STEP_SCHEMA
+    from memtrials.agent.runner import EpisodeSpec, episode_schema, write_episodes
     from memtrials.studies.history.design import CONTINUATION_CONDITIONS
 
-    base_cond, sep, fmt = condition.partition("-")
-    if base_cond not in CONTINUATION_CONDITIONS or (sep and fmt != "chat"):
+    served = served_memory(condition)
+    base_cond, sep, fmt = ("memory", "-", "chat" if served[1] else "") if served else condition.partition("-")
+    if served is None and (base_cond not in CONTINUATION_CONDITIONS or (sep and fmt != "chat")):
         raise ValueError(f"unknown continuation condition {condition!r}; known: {', '.join(CONTINUATION_CONDITIONS)}"
-                         " (each optionally followed by '-chat')")
+                         " (each optionally followed by '-chat'), memory-<name>")
+    if served is not None and not (memory and embedder and out_memory):
+        raise ValueError(f"continuation condition {condition!r} needs its memory's config slice, an embedder and "
+                         "an output path for its snapshot")
     chat = fmt == "chat"
     if base_cond == "calibrator" and not calibrator:
         raise ValueError("continuation condition 'calibrator' needs an endpoint in roles.calibrator")
     sources = select_sources(pd.read_parquet(episodes_path), pd.read_parquet(steps_path), n_sources, seed, min_length)
     prompts = HistoryPrompts.load(prompts_dir)
     cell = f"history/continuation/{model}/{env}/{condition}"
-    base = {"raw": "raw", "causal_reference": "causal_reference"}.get(base_cond, "reference")
+    base = {"raw": "raw", "causal_reference": "causal_reference", "memory": "raw"}.get(base_cond, "reference")
     settings = dataclasses.replace(settings, review=base_cond == "calibrator", fmt="chat" if chat else "block",
                                    review_model=calibrator if base_cond == "calibrator" else None)
     async with open_job(config, cell, out_calls, prompts, env=env, in_flight=in_flight, episodes=len(sources),
@@ -252,6 +314,15 @@ async def continuation_cell(
                     max_tokens=settings.review_max_tokens or settings.max_output_tokens)
                 resume[src.episode_id] = (r.call_id, r.experience)
             await asyncio.gather(*(review(s) for s in sources))
+        view = None
+        if served is not None:
+            from memtrials.memory.base import MemoryContext
+
+            assert memory is not None and embedder is not None and out_memory is not None
+            context = MemoryContext(name=str(memory_name(served[0])), study="history", env=env, synthesizer=model,
+                                    embedder=embedder, seed=seed_of(seed, "memory", env, condition))
+            view = await learned_view(client, memory, context, sources, episodes_path, steps_path, out_memory,
+                                      condition=condition, model=model, env=env)
         specs = []
         for src in sources:
             call_id, exp = resume.get(src.episode_id, (None, None))
@@ -260,12 +331,15 @@ async def continuation_cell(
                 composer=ContinuationComposer(base, src, exp, chat).bind(prompts),
                 prepare=lambda e, s=src: restore(e, s)))
         client.expect(len(specs) * settings.max_actions * (2 if settings.review else 1))
-        episodes = await runner.concurrent(specs)
+        episodes = await runner.concurrent(specs, view)
     extra = [{"source_episode_id": s.episode_id, "source_length": s.length, "restored_step": s.k,
               "reference_end": s.m, "resume_review_call_id": resume.get(s.episode_id, (None, None))[0],
               "resume_experience": resume.get(s.episode_id, (None, None))[1],
               "calibrator": calibrator if base_cond == "calibrator" else None} for s in sources]
+    schema, step_schema = continuation_schema(), STEP_SCHEMA
+    if view is not None:  # the columns a user's memory declares
+        schema, step_schema = episode_schema(view.episode_columns, schema), episode_schema(view.step_columns, step_schema)
     return write_episodes(episodes, {"model": model, "env": env, "condition": condition},
                           {s.task_id: i for i, s in enumerate(sources)}, out_episodes, out_steps,
-                          extra=extra, schema=continuation_schema())
+                          extra=extra, schema=schema, step_schema=step_schema)
 

@@ -39,8 +39,9 @@ async def rollouts(config: Mapping[str, Any], model: str, env: str, condition: s
 
 async def continuation(config: Mapping[str, Any], model: str, env: str, condition: str,
                        cell: Mapping[str, Any], prompts_dir: str, episodes_path: str, steps_path: str,
-                       out_episodes: str, out_steps: str, out_calls: str) -> None:
-    """One reference-continuation cell over the Raw sources of (model, env)."""
+                       out_episodes: str, out_steps: str, out_calls: str, out_memory: str | None = None) -> None:
+    """One reference-continuation cell over the Raw sources of (model, env); a memory
+    condition's cell also writes its memory's snapshot to ``out_memory``."""
     cont = cell["continuation"]
     settings = actor_settings(model, "raw", cell["actor"])
     calibrator = (cell.get("calibrator") or {}).get("name")
@@ -49,7 +50,8 @@ async def continuation(config: Mapping[str, Any], model: str, env: str, conditio
         n_sources=int(cont["sources_per_cell"]), seed=int(cell["seed"]), settings=settings,
         prompts_dir=prompts_dir, in_flight=int(cell["in_flight"]), out_episodes=out_episodes,
         out_steps=out_steps, out_calls=out_calls, calibrator=calibrator,
-        min_length=int(cont["min_source_steps"]), env_options=cell["env_options"])
+        min_length=int(cont["min_source_steps"]), env_options=cell["env_options"], memory=cell.get("memory"),
+        embedder=(cell.get("embedder") or {}).get("name"), out_memory=out_memory)
 
 
 async def probe(config: Mapping[str, Any], model: str, env: str, cell: Mapping[str, Any], prompts_dir: str,

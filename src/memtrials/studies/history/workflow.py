@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from memtrials.config import ConfigError
+from memtrials.memory.registry import check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
+from memtrials.studies.history.continuation import served_memory
 from memtrials.studies.history.design import rollout_conditions
 from memtrials.studies.history.preflight import check_history_envs, check_named_tasks, check_task_types
 
@@ -37,6 +39,9 @@ class HistoryWorkflow(Study):
         self.cont = dict(self.h["continuation"])
         self.cont_conditions = list(self.cont["conditions"]) + [f"{c}-chat" for c in self.cont["chat_conditions"]]
         self.cont_enabled = bool(self.cont["enabled"]) and bool(self.cont_conditions)
+        # memory-<name>[-chat]: a user's memory served at resumption (rule history_continuation_memory)
+        self.memory_conditions = [c for c in self.cont_conditions if served_memory(c) is not None]
+        self.view_conditions = [c for c in self.cont_conditions if c not in self.memory_conditions]
         self.probe = dict(self.h["probe"])
         self.probe_enabled = bool(self.probe["enabled"])
         self.roles = dict(config["roles"])
@@ -55,6 +60,8 @@ class HistoryWorkflow(Study):
                 and "calibrator" not in self.roles:
             raise ConfigError("config key history.continuation.conditions lists 'calibrator', which needs "
                               "roles.calibrator: add `roles: {calibrator: <endpoint>}` or drop the condition")
+        if self.cont_enabled and self.memory_conditions:
+            self.check_memories()
         if self.probe_enabled and "judge" not in self.roles:
             raise ConfigError("config key history.probe.enabled needs roles.judge (the screen of Appendix B.1): "
                               "add `roles: {judge: <endpoint>}` or set history.probe.enabled: false")
@@ -65,6 +72,22 @@ class HistoryWorkflow(Study):
         check_history_envs(self.h, self.config["envs"])
         check_named_tasks(self.h, self.config["envs"])
 
+    def check_memories(self) -> None:
+        """The user memories the continuation serves (:mod:`memtrials.memory.registry`), and the
+        embedder their context names."""
+        for key in ("conditions", "chat_conditions"):
+            for c in self.cont[key]:
+                if memory_name(c) is not None:
+                    check_memory(self.config, c, "history", f"history.continuation.{key}")
+        if "embedder" not in self.roles:
+            raise ConfigError("config key history.continuation.conditions lists a memory, whose context names "
+                              "roles.embedder: add `roles: {embedder: <endpoint>}` (e.g. minilm)")
+
+    def memory_code(self, condition: str) -> list[str]:
+        """The module file of a memory condition's user memory (its rule's ``code`` input too)."""
+        served = served_memory(condition)
+        return source_files(self.config, served[0]) if served else []
+
     def prompt_files(self) -> list[str]:
         from memtrials.agent.prompts import PROMPT_FILES
 
@@ -73,8 +96,9 @@ class HistoryWorkflow(Study):
     def in_flight(self) -> int:
         return int(self.h["in_flight"])
 
-    def cell(self, model: str, env: str, part: str | None = None) -> dict[str, Any]:
-        """Everything of the config that determines one cell's output."""
+    def cell(self, model: str, env: str, part: str | None = None, condition: str | None = None) -> dict[str, Any]:
+        """Everything of the config that determines one cell's output (a memory condition's
+        continuation also its memory's config entry and the embedder)."""
         cell: dict[str, Any] = {
             "seed": self.h["seed"], "tasks_per_cell": self.h["tasks_per_cell"],
             "chat_tasks_per_cell": self.h["chat_tasks_per_cell"],
@@ -95,6 +119,10 @@ class HistoryWorkflow(Study):
             cell["continuation"] = {k: self.cont[k] for k in ("sources_per_cell", "min_source_steps")}
             if "calibrator" in self.roles:
                 cell["calibrator"] = {"name": self.roles["calibrator"], **self.endpoint(self.roles["calibrator"])}
+            served = served_memory(condition or "")
+            if served is not None:
+                cell["memory"] = memory_entry(self.config, str(memory_name(served[0])))
+                cell["embedder"] = {"name": self.roles["embedder"], **self.endpoint(self.roles["embedder"])}
         if part == "probe":
             cell["probe"] = {"conditions": list(self.probe["conditions"])}
             judge = self.roles.get("judge")

@@ -1,13 +1,16 @@
 """One growth run: passes over the training tasks, the playbook learning after every batch.
 
 Appendix A ("Growth"): ACE in batched mode (:class:`memtrials.memory.ace.ACEPlaybook`) or
-Dynamic Cheatsheet, cumulative (:class:`memtrials.memory.cheatsheet.Cheatsheet`), played
+Dynamic Cheatsheet, cumulative (:class:`memtrials.memory.cheatsheet.Cheatsheet`), or a
+user's memory (``memory-<name>``, any :class:`memtrials.memory.base.PlaybookMemory`), played
 through :meth:`memtrials.agent.runner.Runner.stream`: every episode of a batch is served
-the whole playbook as it stood when the batch started, then the memory updates on the
-batch.  A pass plays every training task once, in the run's seeded order for that pass
-(:func:`.design.growth_order`).  Recipe ``std`` stops after a pass that grows the
-playbook by less than ``min_growth`` (10 %) or after ``max_passes`` (5 in the paper);
-``long`` plays ``long_passes`` (10) with no stop.
+what the memory's frozen view serves as it stood when the batch started (the whole
+playbook, for ACE and DC), then the memory updates on the batch.  A pass plays every
+training task once, in the run's seeded order for that pass (:func:`.design.growth_order`).
+After each pass the memory's playbook (:meth:`~memtrials.memory.base.PlaybookMemory.playbook`)
+is recorded.  Recipe ``std`` stops after a pass that grows the playbook by less than
+``min_growth`` (10 %, in lessons; the same rule for a user's memory) or after
+``max_passes`` (5 in the paper); ``long`` plays ``long_passes`` (10) with no stop.
 
 Resuming.  Inside a pass the stream keeps a checkpoint per batch; after each pass the
 pass's episodes, call records and memory snapshot are a checkpoint of their own
@@ -23,7 +26,7 @@ import logging
 import math
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import pandas as pd
 
@@ -32,6 +35,8 @@ from memtrials.agent.runner import Checkpoints, EpisodeSpec
 from memtrials.io import atomic_write_json, canonical_json, write_parquet
 from memtrials.llm import read_records
 from memtrials.memory.ace import grew_by
+from memtrials.memory.base import MemoryContext, PlaybookMemory
+from memtrials.memory.registry import build, memory_name
 from memtrials.memory.snapshot import snapshot
 from memtrials.seeds import seed_of
 from memtrials.studies.playbook import play
@@ -41,6 +46,21 @@ from memtrials.studies.playbook.design import (
 from memtrials.studies.playbook.records import PLAYBOOK_SCHEMA, playbook_frame, playbook_rows
 
 log = logging.getLogger(__name__)
+
+
+def growth_memory(variant: str, cell: Mapping[str, Any], prompts_dir: str, env: str, growth: str,
+                  run: int) -> PlaybookMemory:
+    """A fresh memory for growth run ``run`` of ``variant``: ACE or Dynamic Cheatsheet
+    (:func:`.design.make_memory`), or the user memory ``memory-<name>`` of the cell's ``memory``
+    entry, told that the Curator's endpoint synthesizes, ``roles.embedder`` embeds, and the
+    run's seed."""
+    name = memory_name(variant)
+    if name is None:
+        return make_memory(variant, cell, prompts_dir)
+    context = MemoryContext(name=name, study="playbook", env=env, synthesizer=str(cell["roles"]["curator"]),
+                            embedder=str(cell["roles"]["embedder"]),
+                            seed=seed_of(int(cell["seed"]), "memory", env, variant, growth, run))
+    return cast(PlaybookMemory, build(cell["memory"], context))  # its methods: registry.check_memory
 
 
 def passes_of(growth: str, g: Mapping[str, Any]) -> tuple[int, bool]:
@@ -58,7 +78,7 @@ async def growth_run(config: Mapping[str, Any], *, model: str, env: str, variant
     g, seed = cell["growth"], int(cell["seed"])
     train = role_tasks(pd.read_parquet(tasks_path), cell["splits"]["train"], int(g["train_tasks"]), seed,
                        tasks_path, "playbook.growth.train_tasks")
-    memory = make_memory(variant, cell, prompts_dir)
+    memory = growth_memory(variant, cell, prompts_dir, env, growth, run)
     max_passes, stop_rule = passes_of(growth, g)
     cell_id = f"playbook/{growth}/{model}/{env}/{variant}/growth/run{run}"
     work = Path(str(out_record) + ".work")
@@ -121,9 +141,9 @@ async def growth_run(config: Mapping[str, Any], *, model: str, env: str, variant
     return record
 
 
-def _texts(memory: Any) -> list[str]:
-    """The texts of an ACE playbook's lessons or a cheatsheet's entries."""
-    return [x["text"] for x in (memory.lessons if memory.kind == "ace_playbook" else memory.entries)]
+def _texts(memory: PlaybookMemory) -> list[str]:
+    """The texts of the memory's playbook (ACE's lessons, a cheatsheet's entries, ...)."""
+    return [x.text for x in memory.playbook()]
 
 
 def _load_passes(work: Path, done: int, rows: list[dict[str, Any]], stats: list[dict[str, Any]]) -> int:

@@ -2,7 +2,8 @@
 
 - :data:`PLAYBOOK_SCHEMA`: every pass's playbook of a growth run (one row per lesson and
   pass, playbook order); ACE lessons carry tag counts, Dynamic Cheatsheet entries a usage
-  count; ``tokens`` by the declared tokenizer (``playbook.tokenizer``).
+  count (a user memory's lessons whichever of them it keeps); ``tokens`` by the declared
+  tokenizer (``playbook.tokenizer``).
 - :data:`EPISODE_COLUMNS`: the study's columns on the runner's episode table (which
   round an episode belongs to, what it was served).
 - :data:`SCORES_SCHEMA`: the candidates' practice scores (what the choice reads).
@@ -11,16 +12,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pandas as pd
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from memtrials.memory.base import PlaybookMemory
 
 PLAYBOOK_SCHEMA = pa.schema([
     pa.field("pass", pa.int64(), nullable=False),  # 1-based pass over the training tasks
     pa.field("position", pa.int64(), nullable=False),  # 0-based place in the playbook
     pa.field("lesson_id", pa.string(), nullable=False),
-    pa.field("section", pa.string(), nullable=False),  # ACE section slug; "cheatsheet" for DC
+    pa.field("section", pa.string(), nullable=False),  # ACE section slug; "cheatsheet" for DC; else the kind
     pa.field("text", pa.string(), nullable=False),
     pa.field("tokens", pa.int64(), nullable=False),
     pa.field("helpful", pa.int64()),  # ACE tags (null for DC)
@@ -28,6 +32,8 @@ PLAYBOOK_SCHEMA = pa.schema([
     pa.field("neutral", pa.int64()),
     pa.field("uses", pa.int64()),  # DC usage count (null for ACE)
 ])
+COUNTS = ("helpful", "harmful", "neutral", "uses")
+"""The lesson counts the artifact keeps (:attr:`memtrials.memory.base.Lesson.counts`)."""
 
 EPISODE_COLUMNS: tuple[pa.Field, ...] = (
     pa.field("round", pa.string()),  # growth | practice | choice | eval
@@ -49,15 +55,14 @@ SCORES_SCHEMA = pa.schema([
 ])
 
 
-def playbook_rows(memory: Any, pass_: int, count_tokens: Callable[[str], int]) -> list[dict[str, Any]]:
-    """One row per lesson of ``memory`` (an ACE playbook or a cheatsheet) after pass ``pass_``."""
-    if memory.kind == "ace_playbook":
-        return [{"pass": pass_, "position": k, "lesson_id": x["id"], "section": x["section"], "text": x["text"],
-                 "tokens": count_tokens(x["text"]), "helpful": x["helpful"], "harmful": x["harmful"],
-                 "neutral": x["neutral"], "uses": None} for k, x in enumerate(memory.lessons)]
-    return [{"pass": pass_, "position": k, "lesson_id": e["id"], "section": "cheatsheet", "text": e["text"],
-             "tokens": count_tokens(e["text"]), "helpful": None, "harmful": None, "neutral": None,
-             "uses": e["uses"]} for k, e in enumerate(memory.entries)]
+def playbook_rows(memory: "PlaybookMemory", pass_: int, count_tokens: Callable[[str], int]) -> list[dict[str, Any]]:
+    """One row per lesson of ``memory``'s playbook (:meth:`~memtrials.memory.base.PlaybookMemory.playbook`:
+    ACE's lessons, a cheatsheet's entries, a user memory's lessons) after pass ``pass_``; a
+    lesson without a section is filed under the memory's ``kind``, counts it does not keep
+    are null."""
+    return [{"pass": pass_, "position": k, "lesson_id": x.id, "section": x.section or memory.kind, "text": x.text,
+             "tokens": count_tokens(x.text), **{c: x.counts.get(c) for c in COUNTS}}
+            for k, x in enumerate(memory.playbook())]
 
 
 def playbook_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:

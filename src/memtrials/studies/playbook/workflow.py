@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from memtrials.config import ConfigError
 from memtrials.envs.catalog import check_env_options, check_split, check_task_count
+from memtrials.memory.registry import check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
 from memtrials.studies.playbook.design import GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
@@ -38,6 +39,8 @@ class PlaybookWorkflow(Study):
         self.growths = ["std", "long"] if self.p["long_growth"] else ["std"]
         self.runs = int(self.p["growth"]["runs"])
         self.roles = dict(config["roles"])
+        self.user_variants = [s for s in self.p["systems"] if memory_name(s) is not None]  # memory-<name>
+        self.variant_names = list(VARIANTS) + self.user_variants
 
     # -- checks ----------------------------------------------------------------
     def check(self) -> None:
@@ -53,13 +56,16 @@ class PlaybookWorkflow(Study):
         for pair in p["exclude"]:
             parts = str(pair).split(":")
             if len(parts) not in (2, 3) or not parts[0] or parts[1] not in ENVS or \
-                    (len(parts) == 3 and parts[2] not in VARIANTS):
+                    (len(parts) == 3 and parts[2] not in self.variant_names):
                 raise ConfigError(f"{src}.exclude: {pair!r} is not '<model>:<env>' or '<model>:<env>:<variant>' "
                                   f"(model a name or *, env one of {', '.join(ENVS)}, variant one of "
-                                  f"{', '.join(VARIANTS)})")
+                                  f"{', '.join(self.variant_names)})")
         for s in p["systems"]:
-            if s not in ("ace", "dc"):
-                raise ConfigError(f"{src}.systems: {s!r} is not one of ace, dc")
+            if memory_name(s) is not None:  # a user's memory as a growth system (memtrials.memory.registry)
+                check_memory(self.config, s, "playbook", f"{src}.systems")
+            elif s not in ("ace", "dc"):
+                raise ConfigError(f"{src}.systems: {s!r} is not one of ace, dc, memory-<name> (a memory of the "
+                                  "config's memory section)")
         for f in p["appworld_feedback"]:
             if f not in ("pass_fail", "unit_tests"):
                 raise ConfigError(f"{src}.appworld_feedback: {f!r} is not one of pass_fail, unit_tests")
@@ -141,9 +147,9 @@ class PlaybookWorkflow(Study):
                 raise ConfigError(f"{src}.{key}: expected an integer >= 1, got {v!r}")
         for pair in b["subsampled_settings"] or []:
             e, _, v = str(pair).partition(":")
-            if e not in ENVS or v not in VARIANTS:
+            if e not in ENVS or v not in self.variant_names:
                 raise ConfigError(f"{src}.subsampled_settings: {pair!r} is not '<env>:<variant>' with env one of "
-                                  f"{', '.join(ENVS)} and variant one of {', '.join(VARIANTS)}")
+                                  f"{', '.join(ENVS)} and variant one of {', '.join(self.variant_names)}")
         if not b["k_values"]:
             raise ConfigError(f"{src}.k_values: Top-k* chooses among these; give at least one k")
         if not 0 < float(b["cut_share"]) <= 1:
@@ -156,7 +162,9 @@ class PlaybookWorkflow(Study):
 
     # -- settings and paths ----------------------------------------------------
     def variants(self, env: str) -> list[str]:
-        return variants_for(env, self.p["systems"], self.p["appworld_feedback"])
+        """ACE's and DC's variants on ``env`` (:func:`.design.variants_for`), then each user memory
+        listed in ``playbook.systems`` (``memory-<name>``, its own variant), in the listed order."""
+        return variants_for(env, self.p["systems"], self.p["appworld_feedback"]) + self.user_variants
 
     def settings(self) -> list[tuple[str, str, str, str]]:
         """(growth, model, env, variant) of every setting, less ``playbook.exclude``'s entries:
@@ -252,8 +260,9 @@ class PlaybookWorkflow(Study):
     def splits(self, env: str) -> dict[str, str]:
         return {r: str(self.p["splits"][env][self.config["envs"][env]["source"]][r]) for r in ROLES}
 
-    def cell(self, part: str, model: str, env: str) -> dict[str, Any]:
-        """Everything of the config that determines one job's output."""
+    def cell(self, part: str, model: str, env: str, variant: str | None = None) -> dict[str, Any]:
+        """Everything of the config that determines one job's output (a growth run of a user
+        memory's ``variant`` also its config entry, :func:`memtrials.memory.registry.memory_entry`)."""
         if part not in PARTS or part in ("report", "diagnostics"):
             raise ValueError(f"playbook: unknown part {part!r}")
         p = self.p
@@ -266,6 +275,9 @@ class PlaybookWorkflow(Study):
             roles = {r: self.role(r, model) for r in ("reflector", "curator", "embedder")}
             cell.update(growth=dict(p["growth"]), tokenizer=p["tokenizer"], roles=roles,
                         role_endpoints={r: self.endpoint(n) for r, n in roles.items()})
+            name = memory_name(variant or "")
+            if name is not None:
+                cell["memory"] = memory_entry(self.config, name)
         if part == "practice":
             cell.update(measurement=dict(p["measurement"]), roles={"embedder": self.roles["embedder"]},
                         role_endpoints={"embedder": self.endpoint(self.roles["embedder"])})
@@ -302,9 +314,13 @@ class PlaybookWorkflow(Study):
     def in_flight(self) -> int:
         return int(self.p["in_flight"])
 
+    def memory_code(self, variant: str) -> list[str]:
+        """The module file of a user memory's variant (the growth rule's ``code`` input too)."""
+        return source_files(self.config, variant)
+
     def alternatives(self, kind: str) -> str:
         from memtrials.studies.playbook.methods import METHODS
 
-        values = {"growth": list(GROWTHS), "variant": list(VARIANTS), "env": self.envs,
+        values = {"growth": list(GROWTHS), "variant": self.variant_names, "env": self.envs,
                   "candidate": self.candidates(), "method": list(METHODS)}[kind]
         return alternatives(values)

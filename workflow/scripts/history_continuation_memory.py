@@ -1,0 +1,14 @@
+"""Rule history_continuation_memory: one continuation cell serving a user's memory (workflow/rules/history.smk)."""
+
+from memtrials.pipeline.jobclient import hand_over
+hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
+
+from memtrials.pipeline.rule_entry import run_rule
+from memtrials.studies.history import entry
+
+s = snakemake  # noqa: F821
+run_rule(s, lambda: entry.continuation(
+    s.config, model=s.wildcards.model, env=s.wildcards.env, condition=s.wildcards.condition,
+    cell=s.params.cell, prompts_dir=s.params.prompts_dir, episodes_path=s.input.episodes,
+    steps_path=s.input.steps, out_episodes=s.output.episodes, out_steps=s.output.steps,
+    out_calls=s.output.calls, out_memory=s.output.memory))
