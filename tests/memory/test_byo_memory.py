@@ -321,10 +321,8 @@ def test_every_builtin_memory_has_the_interface_its_studies_call():
         assert all(callable(getattr(cls, m)) for m in NEEDS["history"])
 
 
-def test_config_check_names_the_file_and_key(tmp_path):
-    overlay = tmp_path / "mine.yaml"
-    overlay.write_text(yaml.safe_dump({"memory": {"notes": {"class": "notes_memory:NotesMemory", "options": {"k": 2}}},
-                                       "antipersist": {"designs": ["react", "memory-notes"]}}))
+def test_config_check_runs_the_shipped_overlay_and_names_the_file_and_key():
+    overlay = EXAMPLE / "notes.yaml"  # docs/memory.md's commands
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(EXAMPLE)])}
     cmd = [sys.executable, "-m", "memtrials", "config", "check", "--configfile", str(overlay)]
     ok = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
@@ -332,4 +330,12 @@ def test_config_check_names_the_file_and_key(tmp_path):
     env["PYTHONPATH"] = str(REPO / "src")  # the example's folder not on the path
     bad = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2
-    assert re.search(r"mine\.yaml: config key memory\.notes\.class: module 'notes_memory' does not import", bad.stderr)
+    assert re.search(r"notes\.yaml: config key memory\.notes\.class: module 'notes_memory' does not import", bad.stderr)
+    assert yaml.safe_load(overlay.read_text())["memory"]["notes"]["class"] == NOTES["notes"]["class"]
+
+
+def test_the_docs_page_walks_through_the_example_as_it_is():
+    page = (REPO / "docs" / "memory.md").read_text()
+    assert "```python\n" + (EXAMPLE / "notes_memory.py").read_text() + "```" in page
+    assert "```yaml\n" + "\n".join(line for line in (EXAMPLE / "notes.yaml").read_text().splitlines()
+                                   if not line.startswith("#")) + "\n```" in page
