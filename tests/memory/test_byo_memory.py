@@ -61,12 +61,18 @@ def example(monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLE))
 
 
-def models(cfg):
-    return check_config(cfg)
+def loop_config(loopback, tmp_path, root, **playbook):
+    """The default config on the loopback endpoint (chat, and embeddings as ``roles.embedder``),
+    the playbook study on the games (:func:`tests.playbook.helpers.config`), the example named
+    in its ``memory`` section."""
+    srv = loopback(policy=policy, embed_dim=32)
+    cfg = playbook_config(tmp_path, srv, root, env="alfworld", embedder="loop", **playbook)
+    cfg["memory"] = NOTES
+    return cfg
 
 
 def build(study_cls, cfg):
-    reg = models(cfg)
+    reg = check_config(cfg)
     return study_cls(cfg, reg, lambda m: reg[m].cell_params())
 
 
@@ -88,11 +94,9 @@ def assert_calls_recorded(notes, calls_path):
 @pytest.mark.slow
 def test_the_example_grows_as_a_playbook_and_goes_through_practice_and_choice(games, example, loopback, tmp_path):
     root, tasks = games
-    srv = loopback(policy=policy, embed_dim=32)
-    cfg = playbook_config(tmp_path, srv, root, env="alfworld", embedder="loop", systems=["memory-notes"],
-                          growth__runs=1, growth__batch_size=1, measurement__practice_tasks=2,
-                          measurement__episodes=4, choice__episodes=1, evaluation__tasks=1)
-    cfg["memory"] = NOTES
+    cfg = loop_config(loopback, tmp_path, root, systems=["memory-notes"], growth__runs=1, growth__batch_size=1,
+                      measurement__practice_tasks=2, measurement__episodes=4, choice__episodes=1,
+                      evaluation__tasks=1)
     base = tmp_path / "results/playbook/std/loop/alfworld/memory-notes"
     growth = run_part(cfg, "growth", base, tasks, variant="memory-notes")
     practice = run_part(cfg, "practice", base, tasks, variant="memory-notes")
@@ -140,9 +144,7 @@ def test_the_example_is_trained_on_a_stream_and_evaluated_frozen(games, example,
     from memtrials.studies.antipersist.workflow import AntipersistWorkflow
 
     root, tasks = games
-    srv = loopback(policy=policy, embed_dim=32)
-    cfg = playbook_config(tmp_path, srv, root, env="alfworld", embedder="loop")
-    cfg["memory"] = NOTES
+    cfg = loop_config(loopback, tmp_path, root)
     cfg["antipersist"].update(envs=["alfworld"], designs=["memory-notes"], rounds=2, round_size=1, batch_size=1,
                               pools={"alfworld": {"train_split": "train", "train_tasks": 2, "eval_split": "eval",
                                                   "eval_tasks": 1}},
@@ -176,9 +178,7 @@ def test_the_example_is_served_at_resumption_in_a_history_continuation(games, ex
     from memtrials.studies.history.workflow import HistoryWorkflow
 
     root, tasks = games
-    srv = loopback(policy=policy, embed_dim=32)
-    cfg = playbook_config(tmp_path, srv, root, env="alfworld", embedder="loop")
-    cfg["memory"] = NOTES
+    cfg = loop_config(loopback, tmp_path, root)
     h = cfg["history"]
     h.update(envs=["alfworld"], env_options={"alfworld": {"root": str(root)}}, task_types={"alfworld": None},
              tasks={"alfworld": None})
@@ -216,6 +216,43 @@ def test_the_example_is_served_at_resumption_in_a_history_continuation(games, ex
     prompt = json.loads(calls[calls["purpose"] == "notes"]["messages"].iloc[0])[-1]["content"]
     src_steps = pd.read_parquet(tmp_path / "raw.steps.parquet").sort_values("step")
     assert prompt.count("\n- ") == 3 and f"- {src_steps['action'].iloc[3]} -> " in prompt  # steps 2..4 of 6
+
+
+@pytest.mark.slow
+def test_snakemake_runs_the_memory_condition_rule_with_the_module_on_pythonpath(games, tmp_path):
+    """Rule history_continuation_memory through Snakemake (parse-time checks, params, the job
+    server, the script, the snapshot output), the example found through PYTHONPATH only."""
+    from memtrials.testing import LoopbackServer, loopback_embed_endpoint, loopback_endpoint
+    from tests.conftest import copy_workflow, failure_text, run_snakemake
+
+    root, tasks = games
+    wf = copy_workflow(tmp_path / "wf")
+    (wf / "results" / "tasks").mkdir(parents=True)
+    (wf / "results" / "tasks" / "alfworld.parquet").write_bytes(Path(tasks).read_bytes())
+    with LoopbackServer(policy=policy) as srv:
+        endpoints = {"loop": loopback_endpoint(srv), "loop-embed": loopback_embed_endpoint(srv)}
+        (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": endpoints}))
+        overlay = {
+            "models_file": "models.yaml", "panel": ["loop"], "memory": NOTES,
+            "roles": {**{r: "loop" for r in base_config()["roles"]}, "embedder": "loop-embed"},
+            "history": {"envs": ["alfworld"], "splits": {"alfworld": "eval"}, "task_types": {"alfworld": None},
+                        "tasks": {"alfworld": None}, "env_options": {"alfworld": {"root": str(root)}},
+                        "conditions": ["raw"], "chat_conditions": [], "in_flight": 1,
+                        "actor": {"max_actions": 6},
+                        "continuation": {"conditions": ["memory-notes"], "chat_conditions": []},
+                        "probe": {"enabled": False}},
+            # the table holds these few games only: the studies that draw more are off
+            "playbook": {"enabled": False}, "antipersist": {"enabled": False}, "calibrator": {"enabled": False},
+        }
+        (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+        target = "results/history/continuation/loop/alfworld/memory-notes.parquet"
+        env = {"PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(EXAMPLE)])}
+        out = run_snakemake(wf, "--configfile", "overlay.yaml", "--", target, env=env)
+        assert out.returncode == 0, failure_text(out)
+    res = wf / "results/history/continuation/loop/alfworld"
+    notes = notes_of(read_snapshot(res / "memory-notes.memory.json"))
+    assert len(notes) == 1 and served(pd.read_parquet(res / "memory-notes.steps.parquet"))[0] == ["note-0001"]
+    assert_calls_recorded(notes, res / "memory-notes.calls.parquet")
 
 
 # -- the registry ---------------------------------------------------------------------------

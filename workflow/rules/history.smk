@@ -86,7 +86,7 @@ rule history_continuation_memory:
         cell=lambda wc: HISTORY.cell(wc.model, wc.env, "continuation", wc.condition),
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
     script:
-        "../scripts/history_continuation_memory.py"
+        "../scripts/history_continuation.py"
 
 
 rule history_probe:

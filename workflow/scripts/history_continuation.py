@@ -1,4 +1,5 @@
-"""Rule history_continuation: one reference-continuation cell (workflow/rules/history.smk)."""
+"""Rules history_continuation and history_continuation_memory: one continuation cell
+(workflow/rules/history.smk); the second also writes the served memory's snapshot."""
 
 from memtrials.pipeline.jobclient import hand_over
 hand_over(snakemake, __file__)  # noqa: F821  (run in the warm job server: memtrials.pipeline.jobserver)
@@ -11,4 +12,4 @@ run_rule(s, lambda: entry.continuation(
     s.config, model=s.wildcards.model, env=s.wildcards.env, condition=s.wildcards.condition,
     cell=s.params.cell, prompts_dir=s.params.prompts_dir, episodes_path=s.input.episodes,
     steps_path=s.input.steps, out_episodes=s.output.episodes, out_steps=s.output.steps,
-    out_calls=s.output.calls))
+    out_calls=s.output.calls, out_memory=s.output.get("memory")))
