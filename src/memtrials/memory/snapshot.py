@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from memtrials.io import atomic_write_json, canonical_json
+from memtrials.memory.base import Memory
 
 
 class SnapshotError(ValueError):
@@ -27,13 +28,13 @@ def digest(kind: str, state: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json({"kind": kind, "state": state}, indent=None).encode()).hexdigest()
 
 
-def snapshot(memory: Any, **meta: Any) -> dict[str, Any]:
-    """The snapshot of ``memory`` (a :class:`~memtrials.memory.base.Memory`) as data."""
+def snapshot(memory: Memory, **meta: Any) -> dict[str, Any]:
+    """The snapshot of ``memory`` as data."""
     state = json.loads(canonical_json(memory.state(), indent=None))  # plain JSON, or an error here
     return {"kind": memory.kind, "digest": digest(memory.kind, state), "state": state, **meta}
 
 
-def write_snapshot(path: str | os.PathLike[str], memory: Any, **meta: Any) -> dict[str, Any]:
+def write_snapshot(path: str | os.PathLike[str], memory: Memory, **meta: Any) -> dict[str, Any]:
     """Write ``memory``'s snapshot to ``path`` atomically; return it."""
     snap = snapshot(memory, **meta)
     atomic_write_json(path, snap)
@@ -59,7 +60,7 @@ def read_snapshot(path: str | os.PathLike[str], kind: str | None = None) -> dict
     return snap
 
 
-def restore(memory: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
+def restore(memory: Memory, path: str | os.PathLike[str]) -> dict[str, Any]:
     """Load the snapshot at ``path`` into ``memory``; return the snapshot."""
     snap = read_snapshot(path, memory.kind)
     memory.load(snap["state"])

@@ -48,7 +48,7 @@ from memtrials.seeds import order_key, seed_of
 
 if TYPE_CHECKING:
     from memtrials.llm import Client
-    from memtrials.memory.base import MemoryContext, MemoryView
+    from memtrials.memory.base import MemoryView
 
 @dataclass(frozen=True)
 class Source:
@@ -235,18 +235,23 @@ def source_episodes(sources: Sequence[Source], episodes_path: str, steps_path: s
     return out
 
 
-async def learned_view(client: Client, entry: Mapping[str, Any], context: MemoryContext, sources: Sequence[Source],
-                       episodes_path: str, steps_path: str, out_memory: str, **meta: Any) -> MemoryView:
-    """A fresh user memory (config slice ``entry``) that learned from the cut sources, its
+async def learned_view(client: Client, entry: Mapping[str, Any], sources: Sequence[Source], *, model: str, env: str,
+                       condition: str, seed: int, embedder: str, episodes_path: str, steps_path: str,
+                       out_memory: str) -> MemoryView:
+    """A fresh user memory (config slice ``entry``; the actor being continued synthesizes,
+    ``embedder`` embeds) that learned from the cut sources (:func:`source_episodes`), its
     snapshot written to ``out_memory``; its frozen view."""
+    from memtrials.memory.base import MemoryContext
     from memtrials.memory.registry import build
     from memtrials.memory.snapshot import write_snapshot
 
-    memory = build(entry, context)
+    memory = build(entry, MemoryContext(name=str(entry["name"]), study="history", env=env, synthesizer=model,
+                                        embedder=embedder, seed=seed_of(seed, "memory", env, condition)))
     episodes = source_episodes(sources, episodes_path, steps_path)
     if episodes:
         await memory.update(client, episodes)
-    write_snapshot(out_memory, memory, sources=[s.episode_id for s in sources], **meta)
+    write_snapshot(out_memory, memory, sources=[s.episode_id for s in sources], condition=condition, model=model,
+                   env=env)
     return memory.frozen()
 
 
@@ -283,14 +288,17 @@ async def continuation_cell(
     from memtrials.studies.history.design import CONTINUATION_CONDITIONS
 
     served = served_memory(condition)
-    base_cond, sep, fmt = ("memory", "-", "chat" if served[1] else "") if served else condition.partition("-")
-    if served is None and (base_cond not in CONTINUATION_CONDITIONS or (sep and fmt != "chat")):
-        raise ValueError(f"unknown continuation condition {condition!r}; known: {', '.join(CONTINUATION_CONDITIONS)}"
-                         " (each optionally followed by '-chat'), memory-<name>")
-    if served is not None and not (memory and embedder and out_memory):
-        raise ValueError(f"continuation condition {condition!r} needs its memory's config slice, an embedder and "
-                         "an output path for its snapshot")
-    chat = fmt == "chat"
+    if served is not None:  # memory-<name>[-chat]
+        base_cond, chat = "memory", served[1]
+        if not (memory and embedder and out_memory):
+            raise ValueError(f"continuation condition {condition!r} needs its memory's config slice, an embedder "
+                             "and an output path for its snapshot")
+    else:
+        base_cond, sep, fmt = condition.partition("-")
+        if base_cond not in CONTINUATION_CONDITIONS or (sep and fmt != "chat"):
+            raise ValueError(f"unknown continuation condition {condition!r}; known: "
+                             f"{', '.join(CONTINUATION_CONDITIONS)} (each optionally followed by '-chat'), memory-<name>")
+        chat = fmt == "chat"
     if base_cond == "calibrator" and not calibrator:
         raise ValueError("continuation condition 'calibrator' needs an endpoint in roles.calibrator")
     sources = select_sources(pd.read_parquet(episodes_path), pd.read_parquet(steps_path), n_sources, seed, min_length)
@@ -315,14 +323,10 @@ async def continuation_cell(
                 resume[src.episode_id] = (r.call_id, r.experience)
             await asyncio.gather(*(review(s) for s in sources))
         view = None
-        if served is not None:
-            from memtrials.memory.base import MemoryContext
-
-            assert memory is not None and embedder is not None and out_memory is not None
-            context = MemoryContext(name=str(memory_name(served[0])), study="history", env=env, synthesizer=model,
-                                    embedder=embedder, seed=seed_of(seed, "memory", env, condition))
-            view = await learned_view(client, memory, context, sources, episodes_path, steps_path, out_memory,
-                                      condition=condition, model=model, env=env)
+        if memory and embedder and out_memory and served is not None:
+            view = await learned_view(client, memory, sources, model=model, env=env, condition=condition, seed=seed,
+                                      embedder=embedder, episodes_path=episodes_path, steps_path=steps_path,
+                                      out_memory=out_memory)
         specs = []
         for src in sources:
             call_id, exp = resume.get(src.episode_id, (None, None))
