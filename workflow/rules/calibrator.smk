@@ -19,7 +19,7 @@ except ConfigError as exc:
 rule calibrator_sources:
     input:
         tasks="results/tasks/{env}.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("sources"),
     output:
         episodes="results/calibrator/sources/{model}/{env}.parquet",
@@ -35,7 +35,7 @@ rule calibrator_sources:
         api=lambda wc: CAL.api(wc.model),
     params:
         cell=lambda wc: CAL.source_cell(wc.model, wc.env),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/calibrator_sources.py"
 
@@ -61,7 +61,7 @@ rule calibrator_contexts:
 rule calibrator_generate:
     input:
         contexts="results/calibrator/contexts.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("generate"),
     output:
         candidates="results/calibrator/generate/{model}.parquet",
@@ -74,7 +74,7 @@ rule calibrator_generate:
         api=lambda wc: CAL.api(wc.model),
     params:
         stage=lambda wc: CAL.stage_params("generate"),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/calibrator_generate.py"
 
@@ -83,7 +83,7 @@ rule calibrator_screen:
     input:
         contexts="results/calibrator/contexts.parquet",
         candidates=f"results/calibrator/generate/{CAL.generator}.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         cprompts=CAL.prompt_files(),
         code=CAL.code("screen"),
     output:
@@ -97,7 +97,7 @@ rule calibrator_screen:
         api=lambda wc: CAL.api(wc.model),
     params:
         stage=lambda wc: CAL.stage_params("screen"),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
         calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
     script:
         "../scripts/calibrator_screen.py"
@@ -108,7 +108,7 @@ rule calibrator_compare:
         contexts="results/calibrator/contexts.parquet",
         candidates=f"results/calibrator/generate/{CAL.generator}.parquet",
         screen=f"results/calibrator/screen/{CAL.judge}.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         cprompts=CAL.prompt_files(),
         code=CAL.code("compare"),
     output:
@@ -122,7 +122,7 @@ rule calibrator_compare:
         api=lambda wc: CAL.api(wc.model),
     params:
         stage=lambda wc: CAL.stage_params("compare", wc.model),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
         calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
     script:
         "../scripts/calibrator_compare.py"
@@ -149,7 +149,7 @@ rule calibrator_dataset:
     input:
         contexts="results/calibrator/contexts.parquet",
         labels="results/calibrator/labels.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("dataset"),
     output:
         jsonl="results/calibrator/dataset/{variant}.jsonl",
@@ -161,7 +161,7 @@ rule calibrator_dataset:
     conda:
         CONDA_ENV
     params:
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/calibrator_dataset.py"
 
@@ -222,7 +222,7 @@ rule calibrator_joint_sft:
 rule calibrator_rollouts:
     input:
         tasks="results/tasks/{env}.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("rollouts"),
     output:
         episodes="results/calibrator/rollouts/{model}/{env}/calibrator.parquet",
@@ -241,7 +241,7 @@ rule calibrator_rollouts:
             **HISTORY.cell(wc.model, wc.env),
             "calibrator": CAL.role("calibrator"),
         },
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/calibrator_rollouts.py"
 
@@ -249,7 +249,7 @@ rule calibrator_rollouts:
 rule calibrator_ablation_rollouts:
     input:
         tasks="results/tasks/{env}.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("rollouts"),
     output:
         episodes="results/calibrator/ablation/{variant}/{model}/{env}.parquet",
@@ -269,7 +269,7 @@ rule calibrator_ablation_rollouts:
             **HISTORY.cell(wc.model, wc.env),
             "calibrator": CAL.ablation_role(wc.variant),
         },
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/calibrator_ablation_rollouts.py"
 
@@ -277,7 +277,7 @@ rule calibrator_ablation_rollouts:
 rule calibrator_joint_rollouts:
     input:
         tasks="results/tasks/{env}.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         cprompts=CAL.prompt_files(),
         code=CAL.code("joint_rollouts"),
     output:
@@ -295,7 +295,7 @@ rule calibrator_joint_rollouts:
         api=lambda wc: CAL.api(wc.model),
     params:
         cell=lambda wc: CAL.joint_cell(HISTORY.cell(wc.model, wc.env)),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
         calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
     script:
         "../scripts/calibrator_joint_rollouts.py"
@@ -304,7 +304,7 @@ rule calibrator_joint_rollouts:
 rule calibrator_joint_sources:
     input:
         tasks="results/tasks/{env}.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("joint_sources"),
     output:
         episodes="results/calibrator/joint/sources/{model}/{env}.parquet",
@@ -323,7 +323,7 @@ rule calibrator_joint_sources:
             **CAL.training_cell(HISTORY.cell(wc.model, wc.env), wc.env),
             "calibrator": CAL.role("calibrator"),
         },
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/calibrator_joint_sources.py"
 
@@ -336,7 +336,7 @@ rule calibrator_joint_data:
                 "code": CAL.code("joint"),
             }
         ),
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         cprompts=CAL.prompt_files(),
     output:
         joint="results/calibrator/joint/joint.jsonl",
@@ -346,7 +346,7 @@ rule calibrator_joint_data:
     conda:
         CONDA_ENV
     params:
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
         calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
     script:
         "../scripts/calibrator_joint_data.py"

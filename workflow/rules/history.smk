@@ -16,7 +16,7 @@ except ConfigError as exc:
 rule history_rollouts:
     input:
         tasks="results/tasks/{env}.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=HISTORY.code("rollouts"),
     output:
         episodes="results/history/rollouts/{model}/{env}/{condition}.parquet",
@@ -33,7 +33,7 @@ rule history_rollouts:
         api=lambda wc: HISTORY.api(wc.model),
     params:
         cell=lambda wc: HISTORY.cell(wc.model, wc.env),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/history_rollouts.py"
 
@@ -42,7 +42,7 @@ rule history_continuation:
     input:
         episodes="results/history/rollouts/{model}/{env}/raw.parquet",
         steps="results/history/rollouts/{model}/{env}/raw.steps.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=HISTORY.code("continuation"),
     output:
         episodes="results/history/continuation/{model}/{env}/{condition}.parquet",
@@ -59,7 +59,7 @@ rule history_continuation:
         api=lambda wc: HISTORY.api(wc.model),
     params:
         cell=lambda wc: HISTORY.cell(wc.model, wc.env, "continuation"),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/history_continuation.py"
 
@@ -69,6 +69,7 @@ rule history_probe:
         episodes="results/history/rollouts/{model}/{env}/raw.parquet",
         steps="results/history/rollouts/{model}/{env}/raw.steps.parquet",
         prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=HISTORY.code("probe"),
     output:
         responses="results/history/probe/{model}/{env}.parquet",
@@ -85,6 +86,7 @@ rule history_probe:
     params:
         cell=lambda wc: HISTORY.cell(wc.model, wc.env, "probe"),
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/history_probe.py"
 

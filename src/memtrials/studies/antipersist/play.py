@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 import pandas as pd
 import pyarrow as pa
 
-from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.records import STEP_SCHEMA
 from memtrials.agent.runner import Runner, episode_schema, write_episodes
 from memtrials.envs.pool import EnvPool, env_factory
@@ -46,7 +46,7 @@ async def job(config: Mapping[str, Any], cell_id: str, env: str, env_options: Ma
     """A runner over an environment pool of ``in_flight`` environments and a recording client."""
     async with EnvPool(make_env or env_factory(env, env_options), max(1, int(in_flight))) as pool, \
             open_client(config, cell_id, out_calls) as client:
-        yield Runner(client, pool, HistoryPrompts.load(actor_prompts_dir), in_flight=int(in_flight)), client
+        yield Runner(client, pool, ActorPrompts.load(actor_prompts_dir), in_flight=int(in_flight)), client
 
 
 def count_calls(episodes: Sequence[Any], update_calls: Mapping[str, int]) -> None:

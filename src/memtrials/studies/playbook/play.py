@@ -14,7 +14,7 @@ from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.records import STEP_SCHEMA
 from memtrials.agent.runner import Runner, episode_schema, write_episodes
 from memtrials.envs.pool import EnvPool, env_factory
@@ -49,7 +49,7 @@ async def job(config: Mapping[str, Any], cell_id: str, env: str, env_options: Ma
     size = max(1, min(int(in_flight), max(1, n_episodes)))
     async with EnvPool(make_env or env_factory(env, env_options), size) as pool, \
             open_client(config, cell_id, out_calls) as client:
-        yield Runner(client, pool, HistoryPrompts.load(actor_prompts_dir), in_flight=int(in_flight)), client
+        yield Runner(client, pool, ActorPrompts.load(actor_prompts_dir), in_flight=int(in_flight)), client
 
 
 def write(episodes: Sequence[Any], model: str, env: str, condition: str, out_episodes: str,
