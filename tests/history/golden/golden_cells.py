@@ -65,7 +65,7 @@ def run_cells(out: Path, cache_path: Path, max_retries: int = 0) -> list[Path]:
 
     cfg = golden_config(out, cache_path, max_retries)
     models = check_config(cfg)
-    from memtrials.envs.scienceworld.env import env as scienceworld
+    from memtrials.envs.scienceworld import env as scienceworld
 
     before = os.environ.get(scienceworld.JOIN_SWITCH)
     scienceworld.configure(cfg)  # as run_rule does for a pipeline job
