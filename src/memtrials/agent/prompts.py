@@ -94,9 +94,6 @@ class ActorPrompts(PromptFiles):
     NAMES = PROMPT_FILES
     WHAT = "actor"
 
-    def t(self, name: str) -> str:
-        return self.texts[name].rstrip("\n")
-
     def environment(self, env: str) -> str:
         table = yaml.safe_load(self.texts["environments.yaml"]) or {}
         if env not in table:

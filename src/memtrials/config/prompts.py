@@ -122,6 +122,10 @@ class PromptFiles:
         return cls(str(d), {f: resolved[f].read_text(encoding="utf-8") for f in names},
                    {f: str(r) for f, r in resolved.items()})
 
+    def t(self, name: str) -> str:
+        """A file's text without its trailing line breaks (what the renderers fill)."""
+        return self.texts[name].rstrip("\n")
+
     def digests(self) -> dict[str, str]:
         """SHA-256 of every file's text (UTF-8), by file name in sorted order."""
         return {f: sha256_text(t) for f, t in sorted(self.texts.items())}

@@ -28,9 +28,6 @@ class JudgePrompts(PromptFiles):
     NAMES = PROMPT_FILES
     WHAT = "history"
 
-    def t(self, name: str) -> str:
-        return self.texts[name].rstrip("\n")
-
     def judge_messages(self, actor: ActorPrompts, *, env: str, task: str, history: Sequence[Segment],
                        action: str, observation: str) -> list[Message]:
         """Appendix B.1 screen: does the feedback support a third execution of ``action``?

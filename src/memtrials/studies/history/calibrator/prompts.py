@@ -34,9 +34,6 @@ class CalibratorPrompts(PromptFiles):
     NAMES = PROMPT_FILES
     WHAT = "calibrator"
 
-    def t(self, name: str) -> str:
-        return self.texts[name].rstrip("\n")
-
     def screen_messages(self, actor: ActorPrompts, *, env: str, task: str, history: Sequence[Segment],
                         action: str, observation: str, experience: str) -> list[Message]:
         """The content screen: unsupported claims, restatement of the observation (section 6.1)."""
