@@ -13,12 +13,12 @@ from snakemake.io import Namedlist
 
 import memtrials
 from memtrials.pipeline import rule_entry
-from memtrials.agent.prompts import PROMPT_FILES, HistoryPrompts
+from memtrials.agent.prompts import PROMPT_FILES, ActorPrompts
 from memtrials.config import ConfigError
 from memtrials.pipeline.rule_entry import REDACTED, redact, run_rule, spec_path
 
 REPO = Path(__file__).resolve().parents[1]
-PROMPTS = REPO / "config" / "prompts" / "history"
+PROMPTS = REPO / "config" / "prompts" / "actor"
 SECRET = "sk-rule-entry-DUMMY-0123456789"
 
 
@@ -61,7 +61,7 @@ def test_spec_written_after_success(tmp_path, monkeypatch):
     assert spec["params"]["cell"]["endpoint"]["api_key_env"] == "MEMTRIALS_RULE_TEST_KEY"  # a name, kept
     assert spec["params"]["cell"]["api_key"] == REDACTED and spec["params"]["cell"]["note"] == REDACTED
     assert SECRET not in text and "typed-in-by-mistake" not in text
-    prompts = HistoryPrompts.load(PROMPTS)
+    prompts = ActorPrompts.load(PROMPTS)
     assert spec["prompts"] == {str(PROMPTS): {"digests": prompts.digests(), "version": prompts.version()}}
     assert spec["inputs"][0].endswith("tasks.parquet") and len(spec["inputs"]) == 1 + len(PROMPT_FILES)
     assert spec["outputs"] == [smk.output.episodes, smk.output.steps]

@@ -84,7 +84,8 @@ def _run_cells(cfg: dict[str, Any], models: Any, out: Path) -> list[Path]:
 
     hw = HistoryWorkflow(cfg, models, lambda name: models[name].cell_params())
     tasks = task_table(out / "tasks.parquet")
-    prompts = str(REPO / "config" / "prompts" / "history")
+    prompts = str(REPO / "config" / "prompts" / "actor")
+    judge_prompts = str(REPO / "config" / "prompts" / "history")
     files: list[Path] = []
     for cond in ROLLOUTS:
         stem = out / f"rollouts.{cond}"
@@ -100,7 +101,7 @@ def _run_cells(cfg: dict[str, Any], models: Any, out: Path) -> list[Path]:
         files += [Path(f"{stem}.parquet"), Path(f"{stem}.steps.parquet"), Path(f"{stem}.calls.parquet")]
     stem = out / "probe"
     asyncio.run(cells.probe(cfg, "loop", "scienceworld", hw.cell("loop", "scienceworld", "probe"), prompts,
-                            f"{raw}.parquet", f"{raw}.steps.parquet", f"{stem}.parquet", f"{stem}.screen.parquet",
-                            f"{stem}.calls.parquet"))
+                            judge_prompts, f"{raw}.parquet", f"{raw}.steps.parquet", f"{stem}.parquet",
+                            f"{stem}.screen.parquet", f"{stem}.calls.parquet"))
     files += [Path(f"{stem}.parquet"), Path(f"{stem}.screen.parquet"), Path(f"{stem}.calls.parquet")]
     return files
