@@ -80,7 +80,7 @@ rule calibrator_screen:
         contexts="results/calibrator/contexts.parquet",
         candidates=f"results/calibrator/generate/{CAL.generator}.parquet",
         actor_prompts=HISTORY.actor_prompt_files(),
-        cprompts=CAL.prompt_files(),
+        calibrator_prompts=CAL.prompt_files(),
         code=CAL.code("screen"),
     output:
         screen="results/calibrator/screen/{model}.parquet",
@@ -94,7 +94,7 @@ rule calibrator_screen:
     params:
         stage=lambda wc: CAL.stage_params("screen"),
         actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
-        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.calibrator_prompts[0]),
     script:
         "../scripts/calibrator_screen.py"
 
@@ -105,7 +105,7 @@ rule calibrator_compare:
         candidates=f"results/calibrator/generate/{CAL.generator}.parquet",
         screen=f"results/calibrator/screen/{CAL.judge}.parquet",
         actor_prompts=HISTORY.actor_prompt_files(),
-        cprompts=CAL.prompt_files(),
+        calibrator_prompts=CAL.prompt_files(),
         code=CAL.code("compare"),
     output:
         pairs="results/calibrator/compare/{model}.parquet",
@@ -119,7 +119,7 @@ rule calibrator_compare:
     params:
         stage=lambda wc: CAL.stage_params("compare", wc.model),
         actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
-        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.calibrator_prompts[0]),
     script:
         "../scripts/calibrator_compare.py"
 
@@ -274,7 +274,7 @@ rule calibrator_joint_rollouts:
     input:
         tasks="results/tasks/{env}.parquet",
         actor_prompts=HISTORY.actor_prompt_files(),
-        cprompts=CAL.prompt_files(),
+        calibrator_prompts=CAL.prompt_files(),
         code=CAL.code("joint_rollouts"),
     output:
         episodes="results/calibrator/joint/rollouts/{arm}/{model}/{env}.parquet",
@@ -292,7 +292,7 @@ rule calibrator_joint_rollouts:
     params:
         cell=lambda wc: CAL.joint_cell(HISTORY.cell(wc.model, wc.env)),
         actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
-        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.calibrator_prompts[0]),
     script:
         "../scripts/calibrator_joint_rollouts.py"
 
@@ -333,7 +333,7 @@ rule calibrator_joint_data:
             }
         ),
         actor_prompts=HISTORY.actor_prompt_files(),
-        cprompts=CAL.prompt_files(),
+        calibrator_prompts=CAL.prompt_files(),
     output:
         joint="results/calibrator/joint/joint.jsonl",
         action_only="results/calibrator/joint/action_only.jsonl",
@@ -343,7 +343,7 @@ rule calibrator_joint_data:
         CONDA_ENV
     params:
         actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
-        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.calibrator_prompts[0]),
     script:
         "../scripts/calibrator_joint_data.py"
 
