@@ -220,7 +220,7 @@ def main() -> None:
 
     import yaml
 
-    from memtrials.envs.scienceworld.env import env as scienceworld
+    from memtrials.envs.scienceworld import env as scienceworld
 
     logging.basicConfig(level=logging.WARNING)
     if scienceworld.JOIN_SWITCH not in os.environ:  # the config's default, as a pipeline job gets it

@@ -45,7 +45,7 @@ def golden_config(tmp: Path, cache_path: Path, max_retries: int = 0) -> dict[str
     cfg["history"]["actor"] = dict(cfg["history"]["actor"], max_listed_actions=10, listing="sample")
     cfg["history"]["continuation"]["sources_per_cell"] = 2
     # ScienceWorld's valid-action list as the default fetches it (joined): since the JVM runs with a
-    # constant identity hash (memtrials.envs.scienceworld.env.JVM_OPTIONS), the join changes no output
+    # constant identity hash (memtrials.envs.scienceworld.engine.JVM_OPTIONS), the join changes no output
     return cfg
 
 
@@ -65,7 +65,7 @@ def run_cells(out: Path, cache_path: Path, max_retries: int = 0) -> list[Path]:
 
     cfg = golden_config(out, cache_path, max_retries)
     models = check_config(cfg)
-    from memtrials.envs.scienceworld.env import env as scienceworld
+    from memtrials.envs.scienceworld import env as scienceworld
 
     before = os.environ.get(scienceworld.JOIN_SWITCH)
     scienceworld.configure(cfg)  # as run_rule does for a pipeline job
