@@ -202,7 +202,7 @@ def playbook_cells(cfg: Mapping[str, Any], out: Path, variants: tuple[str, ...] 
     import copy
 
     from memtrials.config import check_config
-    from memtrials.envs.alfworld.env import env as alfworld
+    from memtrials.envs.alfworld import env as alfworld
     from memtrials.envs.alfworld.gen import generate
     from memtrials.envs.tasks import make_table, write_table
     from memtrials.studies.playbook.growth import growth_run
