@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 GENERATE = (
     "import json,sys\n"
-    "from memtrials.envs import alfworld_gen, textworld_speed\n"
+    "from memtrials.envs.alfworld import gen as alfworld_gen, speed as textworld_speed\n"
     "alfworld_gen.generate(sys.argv[1], seed=0, sizes=json.loads(sys.argv[2]), workers=1)\n"
     "print('STATS:'+json.dumps({'installed': textworld_speed.installed(), 'stats': textworld_speed.stats()}))\n"
 )

@@ -53,7 +53,7 @@ DC_CURATOR = "You keep a cheatsheet"
 def build_appworld(root: Path) -> Path:
     """A small authored AppWorld data root (one family per split, two tasks each), built in a
     subprocess (AppWorld fixes its data root per process)."""
-    code = ("import sys\nfrom memtrials.envs import appworld_tasks as at\nfrom memtrials.envs.appworld.data import "
+    code = ("import sys\nfrom memtrials.envs.appworld import tasks as at\nfrom memtrials.envs.appworld.data import "
             "build\nfams = {}\nfor s in at.task_specs(0):\n    fams.setdefault(s.split, set()).add(s.family)\n"
             "pick = [sorted(fams['train'])[0], *sorted(fams['practice'])[:2], sorted(fams['eval'])[0]]\n"
             "build(sys.argv[1], seed=0, max_variants=2, families=pick)\n")
