@@ -45,7 +45,7 @@ def golden_config(tmp: Path, cache_path: Path, max_retries: int = 0) -> dict[str
     cfg["history"]["actor"] = dict(cfg["history"]["actor"], max_listed_actions=10, listing="sample")
     cfg["history"]["continuation"]["sources_per_cell"] = 2
     # ScienceWorld's valid-action list as the default fetches it (joined): since the JVM runs with a
-    # constant identity hash (memtrials.envs.scienceworld.env.JVM_OPTIONS), the join changes no output
+    # constant identity hash (memtrials.envs.scienceworld.engine.JVM_OPTIONS), the join changes no output
     return cfg
 
 
