@@ -94,7 +94,7 @@ async def run_cell(config: dict, model: str, env: str, typ: str, tasks: list[str
     episodes = await rollout_cell(
         config, model=model, env=env, condition=args.condition, tasks=tasks,
         seeds=[seed_of(int(h["seed"]), env, t) for t in tasks], settings=settings,
-        prompts_dir=str(REPO / h["prompts_dir"]), in_flight=args.in_flight,
+        actor_prompts_dir=str(REPO / h["actor_prompts_dir"]), in_flight=args.in_flight,
         out_episodes=f"{stem}.parquet", out_steps=f"{stem}.steps.parquet", out_calls=f"{stem}.calls.parquet",
         env_options=options)
     wall = time.monotonic() - t0

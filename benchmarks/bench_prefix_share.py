@@ -28,7 +28,7 @@ the newest history entry (``[Observation t: 'O_t']``, ``[Outcome of Action t-1: 
 Causal) instead of ``Current observation: O_t`` after the step line, so that the next prompt,
 whose history line for step t repeats ``O_t``, shares it; (b) that, with the response
 instruction moved from the end to above the history.  The rewrite reads the rendered prompts of
-``config/prompts/history/actor_block.txt``; a prompt it cannot read is counted and left out.
+``config/prompts/actor/actor_block.txt``; a prompt it cannot read is counted and left out.
 
     python benchmarks/bench_prefix_share.py --results results [--studies history playbook] [--by-step] [--layouts]
 """

@@ -132,7 +132,7 @@ async def bench(env: str, options: dict, tasks: list[str], steps: int, inflight:
                 latency: float, workdir: Path, warm: int = 20) -> dict[int, tuple[float, float]]:
     """Ratios (model-bound, with engine time) per episodes-in-flight setting: ``episodes_in_flight``
     first, then ``inflight`` (E = C), on one warm pool of ``episodes_in_flight`` environments."""
-    from memtrials.agent.prompts import HistoryPrompts
+    from memtrials.agent.prompts import ActorPrompts
     from memtrials.agent.runner import EpisodeSpec, Runner
     from memtrials.envs.pool import EnvPool, env_factory
     from memtrials.llm import open_client
@@ -153,7 +153,7 @@ async def bench(env: str, options: dict, tasks: list[str], steps: int, inflight:
         # action and the environments' step caps are lifted
         s = actor_settings("loop", "raw", {"mode": "choice", "max_actions": steps, "max_output_tokens": 32,
                                            "max_listed_actions": 10})
-        prompts = HistoryPrompts.load(REPO / "config" / "prompts" / "history")
+        prompts = ActorPrompts.load(REPO / "config" / "prompts" / "actor")
         spent = [0.0]
         make = env_factory(env, options)
         out: dict[int, tuple[float, float]] = {}

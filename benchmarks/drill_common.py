@@ -184,7 +184,7 @@ def history_cells(cfg: Mapping[str, Any], out: Path, conditions: tuple[str, ...]
     tasks = out / "tasks.parquet"
     rows = [{"task_id": t, "split": "test", "type": typ, "source": "official"} for t, typ in HISTORY_TASKS]
     make_table("scienceworld", rows).to_parquet(tasks, index=False)
-    prompts = str(REPO / "config" / "prompts" / "history")
+    prompts = str(REPO / "config" / "prompts" / "actor")
     files: dict[str, Path] = {}
     for cond in conditions:
         stem = out / f"rollouts.{cond}"
@@ -236,8 +236,8 @@ def playbook_cells(cfg: Mapping[str, Any], out: Path, variants: tuple[str, ...] 
                                 out_design=f"{stems['practice']}.design.parquet",
                                 out_estimates=f"{stems['practice']}.estimates.parquet")
         base.mkdir(parents=True, exist_ok=True)
-        asyncio.run(growth_run(cfg, prompts_dir=str(REPO / pb["prompts_dir"]), cell=wf.cell("growth", "loop", "alfworld"),
-                               **common, **outs["growth"]))
+        asyncio.run(growth_run(cfg, prompts_dir=str(REPO / pb["memory_prompts_dir"]),
+                               cell=wf.cell("growth", "loop", "alfworld"), **common, **outs["growth"]))
         asyncio.run(practice_run(cfg, playbooks_path=outs["growth"]["out_playbooks"],
                                  cell=wf.cell("practice", "loop", "alfworld"), **common, **outs["practice"]))
         for part in ("growth", "practice"):
@@ -277,8 +277,8 @@ def antipersist_cells(cfg: Mapping[str, Any], out: Path,
         d = out / design
         d.mkdir(parents=True, exist_ok=True)
         common = dict(model="loop", env="scienceworld", design=design, seed_index=1, cell=cell,
-                      prompts_dir=str(REPO / "config/prompts/antipersist"),
-                      actor_prompts_dir=str(REPO / "config/prompts/history"), tasks_path=str(tasks))
+                      prompts_dir=str(REPO / "config/prompts/memory"),
+                      actor_prompts_dir=str(REPO / "config/prompts/actor"), tasks_path=str(tasks))
         asyncio.run(train_stream(cfg, **common, out_episodes=str(d / "train.parquet"),
                                  out_steps=str(d / "train.steps.parquet"), out_calls=str(d / "train.calls.parquet"),
                                  out_memory=str(d / "memory.json"), out_rounds=str(d / "rounds.json")))

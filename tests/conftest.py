@@ -163,7 +163,7 @@ def appworld_root(tmp_path_factory) -> Callable[..., Path]:
             root = tmp_path_factory.mktemp("appworld-root") / "root"
             proc = subprocess.run(
                 [sys.executable, "-c", APPWORLD_BUILD, str(root), json.dumps(key[0]), str(max_variants or 0),
-                 str(REPO / "envs" / "appworld_families" / "verification.json")],
+                 str(REPO / "src" / "memtrials" / "envs" / "appworld" / "verification.json")],
                 capture_output=True, text=True, timeout=1800,
                 env={**os.environ, "PYTHONPATH": str(REPO / "src")})
             assert proc.returncode == 0, proc.stderr[-3000:]

@@ -106,14 +106,14 @@ def test_an_edited_folder_with_an_unknown_placeholder_is_refused_before_any_job(
         copy = tmp_path / key
         shutil.copytree(REPO / value, copy)
         check_placeholders(copy, key, "overlay.yaml")  # the same fields: passes
-    copy = tmp_path / "history.prompts_dir"
+    copy = tmp_path / "history.actor_prompts_dir"
     block = copy / "actor_block.txt"
     assert "history" in placeholders(block.read_text())
     block.write_text(block.read_text().replace("{history}", "{histroy}"))
     with pytest.raises(ConfigError) as info:
-        check_placeholders(copy, "history.prompts_dir", "overlay.yaml")
+        check_placeholders(copy, "history.actor_prompts_dir", "overlay.yaml")
     text = str(info.value)
-    assert text.startswith("overlay.yaml: key history.prompts_dir: prompt file ")
+    assert text.startswith("overlay.yaml: key history.actor_prompts_dir: prompt file ")
     assert "actor_block.txt asks for {histroy}, which the study does not fill" in text
     assert "{history}" in text and "Fix: correct the name" in text
     # str.format templates: doubled braces are literal text, not a field
@@ -139,14 +139,24 @@ def test_the_config_check_runs_the_placeholder_check(tmp_path, monkeypatch):
 
 
 def test_a_studys_actor_prompts_dir_is_checked_too(tmp_path, monkeypatch):
-    """``playbook.actor_prompts_dir`` and ``antipersist.actor_prompts_dir`` (the agent layer's
-    prompts those studies use) are checked before any job like every ``prompts_dir``; a missing
-    one names the key and the shipped folder to restore."""
+    """``<study>.actor_prompts_dir`` and ``<study>.memory_prompts_dir`` (the agent layer's and the
+    memories' prompts the studies use) are checked before any job like every ``prompts_dir``; a
+    missing one names the key and the shipped folder to restore."""
     monkeypatch.chdir(REPO)
     keys = dict(prompt_dirs(base_config()))
-    assert keys["playbook.actor_prompts_dir"] == keys["antipersist.actor_prompts_dir"] == "config/prompts/history"
+    assert keys["playbook.actor_prompts_dir"] == keys["antipersist.actor_prompts_dir"] == \
+        keys["history.actor_prompts_dir"] == "config/prompts/actor"
+    assert keys["playbook.memory_prompts_dir"] == keys["antipersist.memory_prompts_dir"] == "config/prompts/memory"
+    assert keys["history.prompts_dir"] == "config/prompts/history"
+    assert keys["calibrator.prompts_dir"] == "config/prompts/calibrator"
     cfg = base_config()
     cfg["playbook"]["actor_prompts_dir"] = "config/prompts/no-such-folder"
     with pytest.raises(ConfigError, match=r"key playbook\.actor_prompts_dir: folder 'config/prompts/no-such-folder' "
-                                          r"does not exist .* restore it from git \(config/prompts/history/\)"):
+                                          r"does not exist .* restore it from git \(config/prompts/actor/\)"):
+        check_prompts(cfg, "overlay.yaml")
+    # a key the shipped config lacks: its owner from the key's name, never the study's folder
+    cfg = base_config()
+    cfg["luck"]["memory_prompts_dir"] = "config/prompts/no-such-folder"
+    with pytest.raises(ConfigError, match=r"key luck\.memory_prompts_dir: .* restore it from git "
+                                          r"\(config/prompts/memory/\)"):
         check_prompts(cfg, "overlay.yaml")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.prompts import ActorPrompts
 from memtrials.config import ConfigError
-from memtrials.config.prompts import MissingPromptFiles, PromptFiles
+from memtrials.config.prompts import MissingPromptFiles, PromptFiles, folder_key, key_owner
 from memtrials.studies.luck.prompts import PromptSet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,10 +36,10 @@ def test_digests_and_version_pinned(tmp_path: Path) -> None:
 
 
 def test_studies_use_it() -> None:
-    h = HistoryPrompts.load(REPO / "config/prompts/history")
+    h = ActorPrompts.load(REPO / "config/prompts/actor")
     lk = PromptSet.load(REPO / "config/prompts/luck")
     assert isinstance(h, PromptFiles) and isinstance(lk, PromptFiles)
-    assert sorted(h.texts) == sorted(HistoryPrompts.NAMES)
+    assert sorted(h.texts) == sorted(ActorPrompts.NAMES)
     assert sorted(lk.digests()) == sorted(PromptSet.NAMES)
 
 
@@ -54,4 +54,22 @@ def test_missing_files_name_folder_files_and_key(tmp_path: Path) -> None:
     assert isinstance(err.value, ConfigError) and isinstance(err.value, FileNotFoundError)
     with pytest.raises(MissingPromptFiles, match=r"no such folder.*luck\.prompts_dir"):
         PromptSet.load(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("what, key, shipped", [
+    ("actor", "<study>.actor_prompts_dir", "config/prompts/actor/"),
+    ("memory", "<study>.memory_prompts_dir", "config/prompts/memory/"),
+    ("calibrator", "calibrator.prompts_dir", "config/prompts/calibrator/"),
+])
+def test_a_shared_folder_is_named_by_each_studys_own_key(tmp_path: Path, what: str, key: str, shipped: str) -> None:
+    """The actor's and the memories' folders are no study's: the error names the key every
+    study has for them (``<study>.actor_prompts_dir``) and their shipped folder."""
+    assert folder_key(what) == key and key_owner(key.replace("<study>", "playbook")) == what
+    with pytest.raises(MissingPromptFiles) as err:
+        PromptFiles.load(tmp_path, ["x.txt"], what=what)
+    assert f"fix {key} in the config" in str(err.value) and f"({shipped})" in str(err.value)
+    with pytest.raises(MissingPromptFiles, match=r"fix playbook\.baselines\.prompts_dir in the config"):
+        PromptFiles.load(tmp_path, ["x.txt"], what="playbook", key="playbook.baselines.prompts_dir")
+    with pytest.raises(MissingPromptFiles, match=r"\(config/prompts/actor/\) or fix <study>\.actor_prompts_dir"):
+        ActorPrompts.load(tmp_path)
 

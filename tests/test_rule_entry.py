@@ -13,12 +13,15 @@ from snakemake.io import Namedlist
 
 import memtrials
 from memtrials.pipeline import rule_entry
-from memtrials.agent.prompts import PROMPT_FILES, HistoryPrompts
+from memtrials.agent.prompts import PROMPT_FILES, ActorPrompts
 from memtrials.config import ConfigError
+from memtrials.config.prompts import PromptFiles
 from memtrials.pipeline.rule_entry import REDACTED, redact, run_rule, spec_path
 
 REPO = Path(__file__).resolve().parents[1]
-PROMPTS = REPO / "config" / "prompts" / "history"
+PROMPTS = REPO / "config" / "prompts" / "actor"
+JUDGE = REPO / "config" / "prompts" / "history"
+JUDGE_FILES = ("judge_repetition_system.txt", "judge_repetition_user.txt")
 SECRET = "sk-rule-entry-DUMMY-0123456789"
 
 
@@ -28,7 +31,8 @@ def fake_snakemake(tmp_path: Path, **params) -> SimpleNamespace:
         wildcards=Namedlist(fromdict={"model": "loop", "env": "scienceworld", "condition": "raw"}),
         params=Namedlist(fromdict=params),
         input=Namedlist(fromdict={"tasks": str(tmp_path / "tasks.parquet"),
-                                  "prompts": [str(PROMPTS / f) for f in PROMPT_FILES]}),
+                                  "prompts": [str(JUDGE / f) for f in JUDGE_FILES],
+                                  "actor_prompts": [str(PROMPTS / f) for f in PROMPT_FILES]}),
         output=Namedlist(fromdict={"episodes": str(tmp_path / "out" / "raw.parquet"),
                                    "steps": str(tmp_path / "out" / "raw.steps.parquet")}),
         log=Namedlist(toclone=[str(tmp_path / "logs" / "raw.log")]),
@@ -61,9 +65,11 @@ def test_spec_written_after_success(tmp_path, monkeypatch):
     assert spec["params"]["cell"]["endpoint"]["api_key_env"] == "MEMTRIALS_RULE_TEST_KEY"  # a name, kept
     assert spec["params"]["cell"]["api_key"] == REDACTED and spec["params"]["cell"]["note"] == REDACTED
     assert SECRET not in text and "typed-in-by-mistake" not in text
-    prompts = HistoryPrompts.load(PROMPTS)
-    assert spec["prompts"] == {str(PROMPTS): {"digests": prompts.digests(), "version": prompts.version()}}
-    assert spec["inputs"][0].endswith("tasks.parquet") and len(spec["inputs"]) == 1 + len(PROMPT_FILES)
+    # every prompt input is digested: the study's own (prompts) and the actor's (actor_prompts)
+    prompts, judge = ActorPrompts.load(PROMPTS), PromptFiles.load(JUDGE, JUDGE_FILES)
+    assert spec["prompts"] == {str(PROMPTS): {"digests": prompts.digests(), "version": prompts.version()},
+                               str(JUDGE): {"digests": judge.digests(), "version": judge.version()}}
+    assert spec["inputs"][0].endswith("tasks.parquet") and len(spec["inputs"]) == 1 + len(JUDGE_FILES) + len(PROMPT_FILES)
     assert spec["outputs"] == [smk.output.episodes, smk.output.steps]
     assert spec["memtrials_version"] == memtrials.__version__
     assert re.fullmatch(r"[0-9a-f]{40}", spec["git"]["revision"]) and isinstance(spec["git"]["dirty"], bool)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PROMPTS = str(REPO / "config" / "prompts" / "history")
+PROMPTS = str(REPO / "config" / "prompts" / "actor")
 MEMORY_PROMPTS = str(REPO / "config" / "prompts" / "memory")
 TASKS = ["find-non-living-thing:0", "lifespan-longest-lived:0", "identify-life-stages-1:0"]
 
@@ -28,7 +28,7 @@ def specs(n: int = 6, max_actions: int = 2):
 
 
 async def run(cfg: dict, out: Path, batch: int, n: int = 6) -> None:
-    from memtrials.agent.prompts import HistoryPrompts
+    from memtrials.agent.prompts import ActorPrompts
     from memtrials.agent.runner import Runner, write_episodes
     from memtrials.envs.pool import EnvPool, env_factory
     from memtrials.llm import open_client
@@ -39,7 +39,7 @@ async def run(cfg: dict, out: Path, batch: int, n: int = 6) -> None:
     sp = specs(n)
     async with EnvPool(env_factory("scienceworld"), 2) as pool, \
             open_client(cfg, "tests/stream", out / "calls.parquet") as client:
-        runner = Runner(client, pool, HistoryPrompts.load(PROMPTS), in_flight=2)
+        runner = Runner(client, pool, ActorPrompts.load(PROMPTS), in_flight=2)
         eps = await runner.stream(sp, memory, batch_size=batch, checkpoints=out / "checkpoints")
     write_episodes(eps, {"model": "loop", "env": "scienceworld", "condition": "stream"},
                    {t: i for i, t in enumerate(TASKS)},

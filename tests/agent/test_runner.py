@@ -80,7 +80,7 @@ def test_stream_episode_k_sees_exactly_the_updates_of_earlier_batches(loopback, 
 
 @pytest.mark.slow
 def test_concurrent_episodes_all_see_the_same_frozen_snapshot(loopback, make_config, tmp_path):
-    from memtrials.agent.prompts import HistoryPrompts
+    from memtrials.agent.prompts import ActorPrompts
     from memtrials.agent.runner import Runner
     from memtrials.envs.pool import EnvPool, env_factory
     from memtrials.llm import open_client
@@ -95,7 +95,7 @@ def test_concurrent_episodes_all_see_the_same_frozen_snapshot(loopback, make_con
 
     async def main():
         async with EnvPool(env_factory("scienceworld"), 2) as pool, open_client(cfg, "tests/concurrent") as client:
-            runner = Runner(client, pool, HistoryPrompts.load(PROMPTS), in_flight=2)
+            runner = Runner(client, pool, ActorPrompts.load(PROMPTS), in_flight=2)
             view = memory.frozen()
             memory.lessons.append({"id": "L00003", "text": "Too late.", "source": "z", "call_id": "e"})
             return await runner.concurrent(specs(4), view)
@@ -207,7 +207,7 @@ def test_memory_declared_columns_are_recorded_per_step_and_episode(loopback, mak
     s = actor_settings("loop", "raw", {"mode": "choice", "max_actions": 2, "max_output_tokens": 32,
                                        "max_listed_actions": 5})
     asyncio.run(rollout_cell(cfg, model="loop", env="scienceworld", condition="raw", tasks=TASKS[:2], seeds=[0, 1],
-                             settings=s, prompts_dir=PROMPTS, in_flight=2, out_episodes=str(tmp_path / "e.parquet"),
+                             settings=s, actor_prompts_dir=PROMPTS, in_flight=2, out_episodes=str(tmp_path / "e.parquet"),
                              out_steps=str(tmp_path / "s.parquet"), out_calls=str(tmp_path / "c.parquet"),
                              memory=ArmView()))
     eps, steps = pq.read_table(tmp_path / "e.parquet"), pq.read_table(tmp_path / "s.parquet")

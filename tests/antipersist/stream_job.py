@@ -23,8 +23,8 @@ async def main(cfg: dict, out: Path, design: str, with_eval: bool) -> None:
 
     c = cell(design, **cfg.pop("_cell", {}))
     common = dict(model="loop", env="scienceworld", design=design, seed_index=1, cell=c,
-                  prompts_dir=str(REPO / "config/prompts/antipersist"),
-                  actor_prompts_dir=str(REPO / "config/prompts/history"), tasks_path=str(out / "tasks.parquet"))
+                  prompts_dir=str(REPO / "config/prompts/memory"),
+                  actor_prompts_dir=str(REPO / "config/prompts/actor"), tasks_path=str(out / "tasks.parquet"))
     await train_stream(cfg, **common, out_episodes=str(out / "train.parquet"), out_steps=str(out / "train.steps.parquet"),
                        out_calls=str(out / "train.calls.parquet"), out_memory=str(out / "memory.json"),
                        out_rounds=str(out / "rounds.json"))

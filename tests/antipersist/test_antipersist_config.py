@@ -42,7 +42,8 @@ def workflow(**changes):
     ({"selector__gamma": 0.0}, r"antipersist\.selector\.gamma: expected a number in \[0\.0, 1\.0\] \(not 0\)"),
     ({"selector__epsilon": 1.5}, r"antipersist\.selector\.epsilon: expected a number in \[0\.0, 1\.0\], got 1\.5"),
     ({"sweeps__enabled": True, "sweeps__gamma": [0.0]}, r"antipersist\.sweeps\.gamma: 0 is not a decay"),
-    ({"prompts_dir": "config/prompts/nowhere"}, r"antipersist\.prompts_dir: folder 'config/prompts/nowhere' does not"),
+    ({"memory_prompts_dir": "config/prompts/nowhere"},
+     r"antipersist\.memory_prompts_dir: folder 'config/prompts/nowhere' does not"),
 ])
 def test_config_errors_name_the_key(changes, message):
     with pytest.raises(ConfigError, match=message):

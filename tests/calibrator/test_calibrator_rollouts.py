@@ -20,7 +20,8 @@ from memtrials.studies.history.rollouts import rollout_cell
 from tests.conftest import REPO
 
 TASK = "find-non-living-thing:0"
-HP = str(REPO / "config/prompts/history")
+HP = str(REPO / "config/prompts/actor")
+CP = str(REPO / "config/prompts/calibrator")
 ACTOR = {"mode": "choice", "max_actions": 5, "max_output_tokens": 32, "max_listed_actions": 8,
          "review_max_tokens": 64}
 NOTE = "Focusing needs the object in view first."
@@ -69,12 +70,12 @@ def test_calibrator_experience_beside_its_transition_persists_and_noupdate_chang
             "in_flight": 1, "env_options": {}}
     out = {k: str(tmp_path / f"cal{x}.parquet") for k, x in (("ep", ""), ("steps", ".steps"), ("calls", ".calls"))}
     asyncio.run(calibrator_rollouts(cfg, model="loop", env="scienceworld", cell=cell, calibrator="loop",
-                                    prompts_dir=HP, tasks_path=str(tasks), out_episodes=out["ep"],
+                                    actor_prompts_dir=HP, tasks_path=str(tasks), out_episodes=out["ep"],
                                     out_steps=out["steps"], out_calls=out["calls"], make_env=lambda: _Kept(engine)))
     raw = {k: str(tmp_path / f"raw{x}.parquet") for k, x in (("ep", ""), ("steps", ".steps"), ("calls", ".calls"))}
     asyncio.run(rollout_cell(cfg, model="loop", env="scienceworld", condition="raw", tasks=[TASK],
                              seeds=[seed_of(0, "scienceworld", TASK)], settings=actor_settings("loop", "raw", ACTOR),
-                             prompts_dir=HP, in_flight=1, out_episodes=raw["ep"], out_steps=raw["steps"],
+                             actor_prompts_dir=HP, in_flight=1, out_episodes=raw["ep"], out_steps=raw["steps"],
                              out_calls=raw["calls"], make_env=lambda: _Kept(engine)))
     steps = pd.read_parquet(out["steps"]).sort_values("step")
     calls = read_records(out["calls"]).to_pandas().set_index("call_id")
@@ -116,8 +117,8 @@ def test_calibrator_experience_beside_its_transition_persists_and_noupdate_chang
         e.to_parquet(paths["ep"])
     jp, ap = tmp_path / "joint.jsonl", tmp_path / "action.jsonl"
     assert write_joint_data(calibrator_rollouts=[out["ep"]], raw_rollouts=[raw["ep"]], out_joint=str(jp),
-                            out_action_only=str(ap), prompts_dir=HP,
-                            calibrator_prompts_dir=HP + "/calibrator") == (5, 5)
+                            out_action_only=str(ap), actor_prompts_dir=HP,
+                            calibrator_prompts_dir=CP) == (5, 5)
     joint = [json.loads(x) for x in jp.read_text().splitlines()]
     action = [json.loads(x) for x in ap.read_text().splitlines()]
     acts = list(steps["action"])
@@ -129,7 +130,7 @@ def test_calibrator_experience_beside_its_transition_persists_and_noupdate_chang
     # the joint prompt is the rollout's, with the joint reply instruction, and without the experience
     # that its own target writes (it shows from the next step on)
     choice, joint_instr = (open(f"{d}/{f}").read().rstrip("\n") for d, f in
-                           ((HP, "respond_choice.txt"), (HP + "/calibrator", "respond_joint.txt")))
+                           ((HP, "respond_choice.txt"), (CP, "respond_joint.txt")))
     exp_line = f"\n[Experience derived from Action 2 -> its returned observation: {NOTE}]"
     assert joint[2]["prompt"][-1]["content"] == \
         prompt(calls, steps["call_id"].iloc[2]).replace(exp_line, "").replace(choice, joint_instr)
@@ -137,4 +138,4 @@ def test_calibrator_experience_beside_its_transition_persists_and_noupdate_chang
         prompt(calls, steps["call_id"].iloc[3]).replace(choice, joint_instr)
     assert [a["target"] for a in action] == [f"<action>{x}</action>" for x in rsteps["action"]]
     assert action[1]["prompt"][-1]["content"] == prompt(rcalls, rsteps["call_id"].iloc[1]).replace(
-        choice, open(HP + "/calibrator/respond_action_only.txt").read().rstrip("\n"))
+        choice, open(CP + "/respond_action_only.txt").read().rstrip("\n"))

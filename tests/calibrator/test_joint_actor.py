@@ -22,7 +22,7 @@ from memtrials.studies.history.calibrator.jointactor import actor_prompt, arm_se
 from tests.calibrator.test_calibrator_rollouts import TASK, _Kept
 from tests.conftest import REPO
 
-HP, CP = str(REPO / "config/prompts/history"), str(REPO / "config/prompts/history/calibrator")
+HP, CP = str(REPO / "config/prompts/actor"), str(REPO / "config/prompts/calibrator")
 ACTOR = {"mode": "choice", "max_actions": 5, "max_output_tokens": 32, "max_listed_actions": 8,
          "review_max_tokens": 64}
 NOTE = "Opening a door reveals the next room."
@@ -91,7 +91,7 @@ def run_arm(arm, policy, loopback, make_config, tmp_path, engine, reply="constra
             "reply": reply, "max_experience_chars": 40}   # the loopback takes no grammar unless told: free replies
     out = {k: str(tmp_path / f"{arm}{x}.parquet") for k, x in (("ep", ""), ("steps", ".steps"), ("calls", ".calls"))}
     asyncio.run(joint_rollouts(cfg, arm=arm, model="loop", env="scienceworld", cell=cell, max_output_tokens=64,
-                               prompts_dir=HP, calibrator_prompts_dir=CP, tasks_path=str(tasks),
+                               actor_prompts_dir=HP, calibrator_prompts_dir=CP, tasks_path=str(tasks),
                                out_episodes=out["ep"], out_steps=out["steps"], out_calls=out["calls"],
                                make_env=lambda: _Kept(engine)))
     steps = pd.read_parquet(out["steps"]).sort_values("step").reset_index(drop=True)

@@ -30,7 +30,7 @@ def test_embedded_joint_replies_are_valid_blocks_and_listed_actions(tmp_path):
             "max_experience_chars": j["max_experience_chars"]}
     out = {k: str(tmp_path / f"joint{x}.parquet") for k, x in (("ep", ""), ("steps", ".steps"), ("calls", ".calls"))}
     asyncio.run(joint_rollouts(cfg, arm="joint", model="smollm2", env="scienceworld", cell=cell,
-                               max_output_tokens=j["max_output_tokens"], prompts_dir=HP, calibrator_prompts_dir=CP,
+                               max_output_tokens=j["max_output_tokens"], actor_prompts_dir=HP, calibrator_prompts_dir=CP,
                                tasks_path=str(tasks), out_episodes=out["ep"], out_steps=out["steps"],
                                out_calls=out["calls"]))
     steps = pd.read_parquet(out["steps"]).sort_values("step")

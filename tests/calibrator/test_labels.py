@@ -26,8 +26,8 @@ from memtrials.studies.history.calibrator.schemas import CONTEXT_SCHEMA
 from memtrials.studies.history.calibrator.screen import screen_stage
 
 REPO = Path(__file__).resolve().parents[2]
-HP = str(REPO / "config/prompts/history")
-CP = str(REPO / "config/prompts/history/calibrator")
+HP = str(REPO / "config/prompts/actor")
+CP = str(REPO / "config/prompts/calibrator")
 TASKS = ["task-same", "task-win", "task-bias", "task-loss", "task-screenfail", "task-noupdate"]
 ACTIONS = ["look", "go north", "go south"]
 ACTOR = {"mode": "choice", "max_output_tokens": 32}
@@ -80,12 +80,12 @@ def chain(loopback, make_config, tmp_path):
     ctx = tmp_path / "contexts.parquet"
     write_parquet(table([c.row() for c in contexts()], CONTEXT_SCHEMA), ctx)
     p = {k: str(tmp_path / k) for k in ("gen", "gen_calls", "scr", "scr_calls", "cmp", "cmp_calls", "labels")}
-    asyncio.run(generate_stage(cfg, generator="loop", contexts_path=str(ctx), prompts_dir=HP, max_tokens=64,
+    asyncio.run(generate_stage(cfg, generator="loop", contexts_path=str(ctx), actor_prompts_dir=HP, max_tokens=64,
                                out=p["gen"], out_calls=p["gen_calls"]))
-    asyncio.run(screen_stage(cfg, judge="loop", contexts_path=str(ctx), generated_path=p["gen"], prompts_dir=HP,
+    asyncio.run(screen_stage(cfg, judge="loop", contexts_path=str(ctx), generated_path=p["gen"], actor_prompts_dir=HP,
                              calibrator_prompts_dir=CP, max_tokens=64, out=p["scr"], out_calls=p["scr_calls"]))
     asyncio.run(compare_stage(cfg, actor="loop", judge="loop", contexts_path=str(ctx), generated_path=p["gen"],
-                              screen_path=p["scr"], prompts_dir=HP, calibrator_prompts_dir=CP, actor_cfg=ACTOR,
+                              screen_path=p["scr"], actor_prompts_dir=HP, calibrator_prompts_dir=CP, actor_cfg=ACTOR,
                               judge_max_tokens=64, out=p["cmp"], out_calls=p["cmp_calls"]))
     lab = dataset.write_labels(contexts_path=str(ctx), generated_path=p["gen"], screen_path=p["scr"],
                                compare_paths=[p["cmp"]], out=p["labels"])
@@ -148,7 +148,7 @@ def test_failed_screen_and_direct_noupdate_become_noupdate(chain):
 
 
 def test_dataset_jsonl_is_the_review_prompt_and_a_valid_g2_output(chain, tmp_path):
-    exs = dataset.write_dataset(contexts_path=chain["ctx"], labels_path=chain["labels_path"], prompts_dir=HP,
+    exs = dataset.write_dataset(contexts_path=chain["ctx"], labels_path=chain["labels_path"], actor_prompts_dir=HP,
                                 variant="full", out_jsonl=str(tmp_path / "full.jsonl"),
                                 out_parquet=str(tmp_path / "full.parquet"))
     lines = [json.loads(x) for x in (tmp_path / "full.jsonl").read_text().splitlines()]

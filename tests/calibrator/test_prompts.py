@@ -13,7 +13,7 @@ from memtrials.studies.history.calibrator.labels import target_text
 from memtrials.studies.history.calibrator.prompts import PROMPT_FILES, CalibratorPrompts
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDER = REPO / "config/prompts/history/calibrator"
+FOLDER = REPO / "config/prompts/calibrator"
 PAPER = REPO / "tests/history/data/paper_prompts.txt"
 
 

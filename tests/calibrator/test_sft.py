@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.views import Entry
 from memtrials.studies.history.calibrator.contexts import Context
 from memtrials.studies.history.calibrator.labels import target_text
@@ -25,7 +25,7 @@ PKG = REPO / "src/memtrials/studies/history/calibrator"
 
 def _dataset(path: Path) -> None:
     """Twelve G.2 review prompts with targets of both kinds (the dataset rule's line format)."""
-    hp = HistoryPrompts.load(REPO / "config/prompts/history")
+    hp = ActorPrompts.load(REPO / "config/prompts/actor")
     lines = []
     for i in range(12):
         c = Context(f"c{i}", "m", "alfworld", "t", "e", "put a mug in the fridge", 1,

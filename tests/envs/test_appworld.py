@@ -30,7 +30,7 @@ def aw_build(tmp_path_factory):
     every unit test, a bare ``complete_task()`` fails one, else the build fails); the other
     results come from the manifest.  Returns (root, what the build reported)."""
     root = tmp_path_factory.mktemp("appworld") / "root"
-    manifest = load_manifest(REPO / MANIFEST)
+    manifest = load_manifest(MANIFEST)
     manifest["tasks"][TAMPERED] = dict(manifest["tasks"][TAMPERED], digest="0" * 64)
     (root.parent / "verification.json").write_text(json.dumps(manifest))
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
@@ -92,7 +92,7 @@ def test_manifest_covers_every_task_and_matches_the_built_sources(aw_build):
     from memtrials.envs.appworld.tasks import task_specs
     from memtrials.envs.appworld.manifest import appworld_version
 
-    manifest = load_manifest(REPO / MANIFEST)
+    manifest = load_manifest(MANIFEST)
     specs = task_specs(0)
     assert manifest["appworld"] == appworld_version() and manifest["seed"] == 0
     assert {t: (e["split"], e["family"]) for t, e in manifest["tasks"].items()} == \
@@ -112,7 +112,7 @@ def test_manifest_covers_every_task_and_matches_the_built_sources(aw_build):
 def test_build_reverifies_changed_and_sampled_tasks_and_agrees_with_the_manifest(aw_build):
     from memtrials.envs.appworld.manifest import sample_per_split
 
-    manifest = load_manifest(REPO / MANIFEST)
+    manifest = load_manifest(MANIFEST)
     built = aw_build[1]
     splits = {r["task_id"]: r["split"] for r in built["rows"]}
     sampled = sample_per_split(splits, 1, 0)

@@ -6,7 +6,8 @@ import pytest
 
 from memtrials.envs.scripted import GoldAgent, RandomAgent, run_episode
 from memtrials.envs.base import RestoreMismatch
-from memtrials.envs.scienceworld.env import parse_options, parse_task_id, same_observation
+from memtrials.envs.scienceworld.ambiguity import parse_options, same_observation
+from memtrials.envs.scienceworld.tasks import parse_task_id
 from tests.envs.conftest import random_prefix, restore_in_fresh_process
 
 pytestmark = pytest.mark.slow
@@ -92,7 +93,7 @@ def test_bad_task_ids_name_the_fix(sw_env):
 
 
 def test_gold_agent_solves_every_split_random_agent_does_not(sw_env):
-    from memtrials.envs.scienceworld.env import task_rows
+    from memtrials.envs.scienceworld.tasks import task_rows
     from memtrials.envs.tasks import make_table, sample_tasks
 
     table = make_table("scienceworld", task_rows(sw_env))
@@ -121,7 +122,7 @@ def test_joined_admissible_list_equals_the_item_by_item_list(sw_env, monkeypatch
     on random walks of two tasks; cached per state; the separator fallback and the switch work."""
     import random
 
-    from memtrials.envs.scienceworld.env import env as swmod
+    from memtrials.envs.scienceworld import env as swmod
 
     assert sw_env._join is None  # off in a process that did not read the config (the module docstring)
     monkeypatch.setattr(sw_env, "_join", sw_env.engine._gateway.jvm.java.lang.String.join)
@@ -150,7 +151,7 @@ def test_join_comes_from_the_config_and_the_constructor(monkeypatch):
     an explicit join_admissible decides for one object."""
     import copy
 
-    from memtrials.envs.scienceworld.env import env as swmod
+    from memtrials.envs.scienceworld import env as swmod
     from tests.conftest import base_config
 
     cfg = copy.deepcopy(base_config())

@@ -16,7 +16,8 @@ import time
 import pytest
 
 from memtrials.envs.scienceworld import jvm as jvms
-from memtrials.envs.scienceworld.env import JVM_OPTIONS, ScienceWorldEnv
+from memtrials.envs.scienceworld.engine import JVM_OPTIONS
+from memtrials.envs.scienceworld.env import ScienceWorldEnv
 from memtrials.machine import read_info
 
 

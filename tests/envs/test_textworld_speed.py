@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from memtrials.envs.alfworld import sas_disk
 from memtrials.envs.alfworld import speed as tws
 from memtrials.envs.alfworld.env import AlfworldEnv
 from tests.envs.conftest import REPO, SMALL_SIZES
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 GENERATE = (
     "import json,sys\n"
-    "from memtrials.envs import alfworld_gen, textworld_speed\n"
+    "from memtrials.envs.alfworld import gen as alfworld_gen, speed as textworld_speed\n"
     "alfworld_gen.generate(sys.argv[1], seed=0, sizes=json.loads(sys.argv[2]), workers=1)\n"
     "print('STATS:'+json.dumps({'installed': textworld_speed.installed(), 'stats': textworld_speed.stats()}))\n"
 )
@@ -131,7 +132,7 @@ def test_each_part_changes_no_episode_and_has_its_switch(alf_games, monkeypatch,
     from textworld.envs.pddl import logic as pddl_logic
     from textworld.envs.pddl import textgen
 
-    monkeypatch.setenv(tws.SAS_DIR, str(tmp_path / "sas"))
+    monkeypatch.setenv(sas_disk.SAS_DIR, str(tmp_path / "sas"))
     root, records = alf_games
     picks = [r for r in records if r["spec"].task_type in ("pick_clean_then_place_in_recep", "pick_two_obj_and_place")]
     try:
@@ -164,7 +165,7 @@ def test_lazy_replan_defers_the_optimized_translation_and_the_planner_still_plan
     planned = [r for r in records if r["spec"].task_type != "pick_two_obj_and_place"][:3]
     files = [str(root / r["spec"].task_id / "game.tw-pddl") for r in planned]
     calls: list[bool] = []
-    monkeypatch.setenv(tws.SAS_DIR, str(tmp_path / "sas"))  # an empty disk memo: every translation is made
+    monkeypatch.setenv(sas_disk.SAS_DIR, str(tmp_path / "sas"))  # an empty disk memo: every translation is made
     try:
         tws.uninstall()
         assert tws.install() and "lazy_replan" in tws.parts()
@@ -199,7 +200,7 @@ def test_translations_read_back_from_disk_give_the_same_episodes(alf_games, monk
     root, records = alf_games
     picks = [r for r in records if r["spec"].task_type in ("pick_clean_then_place_in_recep", "pick_two_obj_and_place")]
     folder = tmp_path / "sas"
-    monkeypatch.setenv(tws.SAS_DIR, str(folder))
+    monkeypatch.setenv(sas_disk.SAS_DIR, str(folder))
 
     def play_all():
         tws.uninstall()  # drop the in-memory memo: a new process's view
@@ -208,31 +209,31 @@ def test_translations_read_back_from_disk_give_the_same_episodes(alf_games, monk
             tws.stats()["pddl2sas_disk"]
 
     try:
-        before = dict(tws._disk)
+        before = dict(sas_disk.counts)
         first, _ = play_all()
         written = sorted(folder.glob("*.pickle"))
-        assert written and tws._disk["misses"] > before["misses"]
-        hits = tws._disk["hits"]
-        misses = tws._disk["misses"]
+        assert written and sas_disk.counts["misses"] > before["misses"]
+        hits = sas_disk.counts["hits"]
+        misses = sas_disk.counts["misses"]
         again, _ = play_all()
-        assert tws._disk["hits"] > hits and tws._disk["misses"] == misses  # all read back, none made
+        assert sas_disk.counts["hits"] > hits and sas_disk.counts["misses"] == misses  # all read back, none made
         assert again == first
         written[0].write_bytes(b"not a pickle")
-        errors = tws._disk["errors"]
+        errors = sas_disk.counts["errors"]
         third, _ = play_all()
-        assert third == first and tws._disk["errors"] == errors + 1
+        assert third == first and sas_disk.counts["errors"] == errors + 1
         assert written[0].read_bytes() != b"not a pickle"  # replaced by a good translation
-        monkeypatch.setenv(tws.SAS_DIR, "")
+        monkeypatch.setenv(sas_disk.SAS_DIR, "")
         tws.uninstall()
-        assert tws.install() and tws.sas_dir() is None
+        assert tws.install() and sas_disk.sas_dir() is None
         plain = [_play(AlfworldEnv(root=root), r["spec"].task_id, r["walkthrough"]) for r in picks]
         assert plain == first
         blocked = tmp_path / "file"
         blocked.write_text("")
-        monkeypatch.setenv(tws.SAS_DIR, str(blocked / "sas"))  # below a file: cannot be made
-        errors = tws._disk["errors"]
+        monkeypatch.setenv(sas_disk.SAS_DIR, str(blocked / "sas"))  # below a file: cannot be made
+        errors = sas_disk.counts["errors"]
         unwritable, _ = play_all()
-        assert unwritable == first and tws._disk["errors"] > errors
+        assert unwritable == first and sas_disk.counts["errors"] > errors
     finally:
         monkeypatch.undo()
         tws.uninstall()
@@ -244,29 +245,29 @@ def test_the_disk_memo_keeps_under_its_cap_dropping_the_least_recently_used(monk
     recently used files until it is under nine tenths of the cap; a bad cap value is reported and
     the default used."""
     folder = tmp_path / "sas"
-    monkeypatch.setenv(tws.SAS_DIR, str(folder))
-    monkeypatch.setenv(tws.SAS_MAX_MB, str(1100 / 2**20))  # room for two 400-byte translations, not three
+    monkeypatch.setenv(sas_disk.SAS_DIR, str(folder))
+    monkeypatch.setenv(sas_disk.SAS_MAX_MB, str(1100 / 2**20))  # room for two 400-byte translations, not three
     monkeypatch.setitem(tws._originals, "pddl2sas", lambda domain, problem, optimize=False: problem * 400)
     monkeypatch.setattr(tws, "_parts", {"disk_sas"})
-    monkeypatch.setattr(tws, "_disk", {"hits": 0, "misses": 0, "errors": 0, "pruned": 0})
+    monkeypatch.setattr(sas_disk, "counts", {"hits": 0, "misses": 0, "errors": 0, "pruned": 0})
     assert tws._translate("d", "a", False) == "a" * 400
     assert tws._translate("d", "b", False) == "b" * 400
     files = {pickle.loads(p.read_bytes())[0]: p for p in folder.glob("*.pickle")}
     assert len(files) == 2
     for i, p in enumerate(files.values()):
         os.utime(p, (1000 + i, 1000 + i))  # both written long ago
-    assert tws._translate("d", "a", False) == "a" * 400 and tws._disk["hits"] == 1  # a used now
+    assert tws._translate("d", "a", False) == "a" * 400 and sas_disk.counts["hits"] == 1  # a used now
     assert tws._translate("d", "c", False) == "c" * 400
     left = sorted(pickle.loads(p.read_bytes())[0] for p in folder.glob("*.pickle"))
-    assert left == ["a", "c"] and tws._disk["pruned"] == 1  # b, the least recently used, went
-    assert tws._translate("d", "b", False) == "b" * 400 and tws._disk["misses"] == 4  # made again
-    monkeypatch.setenv(tws.SAS_MAX_MB, "0")
+    assert left == ["a", "c"] and sas_disk.counts["pruned"] == 1  # b, the least recently used, went
+    assert tws._translate("d", "b", False) == "b" * 400 and sas_disk.counts["misses"] == 4  # made again
+    monkeypatch.setenv(sas_disk.SAS_MAX_MB, "0")
     assert tws._translate("d", "e", False) == "e" * 400 and not list(folder.glob("*.pickle"))  # keeps nothing
-    monkeypatch.setenv(tws.SAS_MAX_MB, "lots")
-    monkeypatch.setattr(tws, "_warned_cap", [])
+    monkeypatch.setenv(sas_disk.SAS_MAX_MB, "lots")
+    monkeypatch.setattr(sas_disk, "_warned_cap", [])
     with caplog.at_level("WARNING"):
-        assert tws.sas_max_bytes() == tws.SAS_MAX_MB_DEFAULT * 2**20
-    assert f"{tws.SAS_MAX_MB}='lots'" in caplog.text
+        assert sas_disk.sas_max_bytes() == sas_disk.SAS_MAX_MB_DEFAULT * 2**20
+    assert f"{sas_disk.SAS_MAX_MB}='lots'" in caplog.text
 
 
 def test_pruning_skips_files_that_another_process_removed(tmp_path, monkeypatch):
@@ -285,6 +286,6 @@ def test_pruning_skips_files_that_another_process_removed(tmp_path, monkeypatch)
         return real_unlink(self, missing_ok=missing_ok)
 
     monkeypatch.setattr(Path, "unlink", racing_unlink)
-    assert tws.prune_sas_dir(folder, 250) == 1  # 400 > 250: down to 225; 0 went by itself, 1 by this call
+    assert sas_disk.prune_sas_dir(folder, 250) == 1  # 400 > 250: down to 225; 0 went by itself, 1 by this call
     assert sorted(p.name for p in folder.iterdir()) == [".tmpfile.tmp", "2.pickle", "3.pickle"]
-    assert tws.prune_sas_dir(folder, 10_000) == 0
+    assert sas_disk.prune_sas_dir(folder, 10_000) == 0

@@ -19,7 +19,7 @@ from memtrials.testing import Faults
 
 from .helpers import gold_policy, repeat_policy
 
-PROMPTS = str(Path(__file__).resolve().parents[2] / "config" / "prompts" / "history")
+PROMPTS = str(Path(__file__).resolve().parents[2] / "config" / "prompts" / "actor")
 SW_TASKS = ["find-non-living-thing:0", "lifespan-longest-lived:0"]
 
 
@@ -44,7 +44,7 @@ def run(cfg, tmp_path, condition, settings, tasks=SW_TASKS, in_flight=2, tag="a"
     out = tmp_path / tag
     df = asyncio.run(rollout_cell(
         cfg, model="loop", env="scienceworld", condition=condition, tasks=tasks,
-        seeds=[seed_of(0, "scienceworld", t) for t in tasks], settings=settings, prompts_dir=PROMPTS,
+        seeds=[seed_of(0, "scienceworld", t) for t in tasks], settings=settings, actor_prompts_dir=PROMPTS,
         in_flight=in_flight, out_episodes=str(out / "ep.parquet"), out_steps=str(out / "steps.parquet"),
         out_calls=str(out / "calls.parquet"), make_env=make))
     return df, pd.read_parquet(out / "steps.parquet"), read_records(out / "calls.parquet").to_pandas()
@@ -163,7 +163,7 @@ def test_chat_format_with_causal_labels_and_memory_ids(loopback, make_config, tm
     out = tmp_path / "chat"
     eps = asyncio.run(rollout_cell(
         cfg, model="loop", env="scienceworld", condition="causal-chat", tasks=SW_TASKS[:1],
-        seeds=[1], settings=s, prompts_dir=PROMPTS, in_flight=1, out_episodes=str(out / "ep.parquet"),
+        seeds=[1], settings=s, actor_prompts_dir=PROMPTS, in_flight=1, out_episodes=str(out / "ep.parquet"),
         out_steps=str(out / "steps.parquet"), out_calls=str(out / "calls.parquet"), make_env=sw_make(),
         memory=memory))
     assert eps["won"].all()

@@ -12,10 +12,12 @@ import pytest
 
 from memtrials.agent import views as V
 from memtrials.memory.base import Lesson, MemoryBlock
-from memtrials.agent.prompts import PROMPT_FILES, HistoryPrompts, fill, parse_review
+from memtrials.agent.prompts import PROMPT_FILES, ActorPrompts, fill, parse_review
 from memtrials.agent.render import Segment, render_block, render_chat
+from memtrials.studies.history.prompts import PROMPT_FILES as JUDGE_PROMPT_FILES, JudgePrompts
 
-PROMPTS = Path(__file__).resolve().parents[2] / "config" / "prompts" / "history"
+PROMPTS = Path(__file__).resolve().parents[2] / "config" / "prompts" / "actor"
+JUDGE_PROMPTS = PROMPTS.parent / "history"
 ENTRIES = [V.Entry(f"O{t}", f"A{t}") for t in range(1, 7)]
 RAW_LINES = [f"[Observation {t}: 'O{t}', Action {t}: 'A{t}']" for t in range(1, 7)]
 
@@ -105,8 +107,8 @@ def test_empty_history_renders_none_and_unknown_view_is_named():
 
 
 @pytest.fixture(scope="module")
-def prompts() -> HistoryPrompts:
-    return HistoryPrompts.load(PROMPTS)
+def prompts() -> ActorPrompts:
+    return ActorPrompts.load(PROMPTS)
 
 
 ADM = ("go to desk 1", "look")
@@ -242,16 +244,29 @@ def test_fill_rejects_missing_fields_and_keeps_json_braces():
 EXPECTED_SHA256 = None  # filled below from SOURCES.md-pinned digests
 
 
-def test_prompt_files_match_their_pinned_digests(prompts):
+@pytest.mark.parametrize("folder, names", [(PROMPTS, PROMPT_FILES), (JUDGE_PROMPTS, JUDGE_PROMPT_FILES)],
+                         ids=["actor", "history"])
+def test_prompt_files_match_their_pinned_digests(folder, names):
+    """The actor's files (config/prompts/actor/) and the history study's own (the repetition
+    screen, config/prompts/history/), each against its folder's SOURCES.md."""
     pinned = {}
-    for line in (PROMPTS / "SOURCES.md").read_text().splitlines():
+    for line in (folder / "SOURCES.md").read_text().splitlines():
         if line.startswith("| `") and "sha256:" in line:
             name = line.split("`")[1]
             pinned[name] = line.split("sha256:")[1].strip(" |`")
-    assert set(pinned) == set(PROMPT_FILES)
-    for name in PROMPT_FILES:
-        data = (PROMPTS / name).read_bytes()
+    assert set(pinned) == set(names)
+    for name in names:
+        data = (folder / name).read_bytes()
         assert hashlib.sha256(data).hexdigest() == pinned[name], f"{name} changed: update SOURCES.md on purpose"
+
+
+def test_the_repetition_screen_renders_the_judge_files_with_the_actors_environment(prompts):
+    judge = JudgePrompts.load(JUDGE_PROMPTS)
+    msgs = judge.judge_messages(prompts, env="alfworld", task="t", history=[Segment.of(V.apply_view("raw", ENTRIES))],
+                                action="A6", observation="O7")
+    assert msgs[0] == {"role": "system", "content": judge.texts["judge_repetition_system.txt"].rstrip("\n")}
+    assert msgs[1]["role"] == "user" and prompts.environment("alfworld") in msgs[1]["content"]
+    assert render_block([Segment.of(V.apply_view("raw", ENTRIES))]) in msgs[1]["content"]
 
 
 def _changed(a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -287,8 +302,8 @@ def test_per_step_shuffle_draws_afresh_and_both_modes_are_uniform():
             p = V.draw(3, seed, mode)
             counts[p] = counts.get(p, 0) + 1
         assert len(counts) == 6 and min(counts.values()) > 400 and max(counts.values()) < 600, (mode, counts)
-    with pytest.raises(ValueError, match="history.shuffle"):
-        V.draw(3, 0, "per_episod")
+    with pytest.raises(ValueError, match="unknown shuffle mode 'per_episod'; known: per_step, per_episode"):
+        V.draw(3, 0, "per_episod")  # the agent layer names no study's key: the study's check does (below)
 
 
 def test_the_actor_uses_the_configured_shuffle():

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.views import Entry
 from memtrials.studies.history.continuation import ContinuationComposer, Source, resume_transition
 
-PROMPTS = Path(__file__).resolve().parents[2] / "config" / "prompts" / "history"
+PROMPTS = Path(__file__).resolve().parents[2] / "config" / "prompts" / "actor"
 L = 9  # k = 3, m = 6
 SRC = Source("ep", "task-1", 7, "O1", tuple(f"A{t}" for t in range(1, L + 1)), tuple(f"A{t}" for t in range(1, L + 1)),
              tuple(f"O{t}" for t in range(2, L + 2)), "the task")
@@ -27,8 +27,8 @@ TOOK = "actions you took"
 
 
 @pytest.fixture(scope="module")
-def prompts() -> HistoryPrompts:
-    return HistoryPrompts.load(PROMPTS)
+def prompts() -> ActorPrompts:
+    return ActorPrompts.load(PROMPTS)
 
 
 def block_prompt(prompts, condition, entries=(), experience=None, fmt="block"):

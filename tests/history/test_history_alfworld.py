@@ -15,7 +15,7 @@ from memtrials.studies.history.rollouts import rollout_cell
 
 from .helpers import gold_policy
 
-PROMPTS = str(Path(__file__).resolve().parents[2] / "config" / "prompts" / "history")
+PROMPTS = str(Path(__file__).resolve().parents[2] / "config" / "prompts" / "actor")
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_gold_policy_wins_alfworld_and_restore_replays_the_source(loopback, make
     s = actor_settings("loop", "causal", {"mode": "choice", "max_actions": 30, "max_output_tokens": 32})
     eps = asyncio.run(rollout_cell(
         cfg, model="loop", env="alfworld", condition="causal", tasks=tasks,
-        seeds=[seed_of(0, "alfworld", t) for t in tasks], settings=s, prompts_dir=PROMPTS, in_flight=2,
+        seeds=[seed_of(0, "alfworld", t) for t in tasks], settings=s, actor_prompts_dir=PROMPTS, in_flight=2,
         out_episodes=str(tmp_path / "gold.parquet"), out_steps=str(tmp_path / "gold.steps.parquet"),
         out_calls=str(tmp_path / "gold.calls.parquet"), make_env=make))
     assert eps["won"].all() and (eps["termination"] == "won").all()
@@ -60,12 +60,12 @@ def test_gold_policy_wins_alfworld_and_restore_replays_the_source(loopback, make
     short = actor_settings("loop", "raw", {"mode": "choice", "max_actions": 3, "max_output_tokens": 32})
     asyncio.run(rollout_cell(
         cfg, model="loop", env="alfworld", condition="raw", tasks=tasks[:1], seeds=[1], settings=short,
-        prompts_dir=PROMPTS, in_flight=1, out_episodes=str(tmp_path / "raw.parquet"),
+        actor_prompts_dir=PROMPTS, in_flight=1, out_episodes=str(tmp_path / "raw.parquet"),
         out_steps=str(tmp_path / "raw.steps.parquet"), out_calls=str(tmp_path / "raw.calls.parquet"), make_env=make))
     src = pd.read_parquet(tmp_path / "raw.steps.parquet")
     cont = asyncio.run(continuation_cell(
         cfg, model="loop", env="alfworld", condition="reference", episodes_path=str(tmp_path / "raw.parquet"),
-        steps_path=str(tmp_path / "raw.steps.parquet"), n_sources=1, seed=0, settings=s, prompts_dir=PROMPTS,
+        steps_path=str(tmp_path / "raw.steps.parquet"), n_sources=1, seed=0, settings=s, actor_prompts_dir=PROMPTS,
         in_flight=1, out_episodes=str(tmp_path / "c.parquet"), out_steps=str(tmp_path / "c.steps.parquet"),
         out_calls=str(tmp_path / "c.calls.parquet"), make_env=make))
     c_steps = pd.read_parquet(tmp_path / "c.steps.parquet")

@@ -15,7 +15,7 @@ from memtrials.studies.history.rollouts import rollout_cell
 
 from .helpers import is_review
 
-PROMPTS = str(Path(__file__).resolve().parents[2] / "config" / "prompts" / "history")
+PROMPTS = str(Path(__file__).resolve().parents[2] / "config" / "prompts" / "actor")
 
 
 def code_policy(body):
@@ -34,7 +34,7 @@ def test_code_actions_complete_an_appworld_task(loopback, make_config, tmp_path,
     s = actor_settings("loop", "experience", {"mode": "react", "max_actions": 4, "max_output_tokens": 64})
     eps = asyncio.run(rollout_cell(
         cfg, model="loop", env="appworld", condition="experience", tasks=["hsnotetagcount_2"], seeds=[2],
-        settings=s, prompts_dir=PROMPTS, in_flight=1, out_episodes=str(tmp_path / "ep.parquet"),
+        settings=s, actor_prompts_dir=PROMPTS, in_flight=1, out_episodes=str(tmp_path / "ep.parquet"),
         out_steps=str(tmp_path / "steps.parquet"), out_calls=str(tmp_path / "calls.parquet"),
         make_env=env_factory("appworld", {"root": str(root)})))
     steps = pd.read_parquet(tmp_path / "steps.parquet")

@@ -22,6 +22,8 @@ from memtrials.studies.history.rollouts import rollout_cell
 from .helpers import is_judge, is_review, wrap
 from .test_agent_loop import PROMPTS
 
+JUDGE_PROMPTS = str(Path(__file__).resolve().parents[2] / "config" / "prompts" / "history")
+
 TASK = "find-non-living-thing:0"
 
 
@@ -29,7 +31,7 @@ def raw_source(cfg, out: Path, max_actions: int, make, tasks=(TASK,)):
     s = actor_settings("loop", "raw", {"mode": "choice", "max_actions": max_actions, "max_output_tokens": 64})
     asyncio.run(rollout_cell(
         cfg, model="loop", env="scienceworld", condition="raw", tasks=list(tasks),
-        seeds=[seed_of(0, "scienceworld", t) for t in tasks], settings=s, prompts_dir=PROMPTS, in_flight=1,
+        seeds=[seed_of(0, "scienceworld", t) for t in tasks], settings=s, actor_prompts_dir=PROMPTS, in_flight=1,
         out_episodes=str(out / "raw.parquet"), out_steps=str(out / "raw.steps.parquet"),
         out_calls=str(out / "raw.calls.parquet"), make_env=make))
     return s
@@ -38,7 +40,7 @@ def raw_source(cfg, out: Path, max_actions: int, make, tasks=(TASK,)):
 def continue_(cfg, out: Path, condition: str, s, make, calibrator=None):
     asyncio.run(continuation_cell(
         cfg, model="loop", env="scienceworld", condition=condition, episodes_path=str(out / "raw.parquet"),
-        steps_path=str(out / "raw.steps.parquet"), n_sources=5, seed=0, settings=s, prompts_dir=PROMPTS,
+        steps_path=str(out / "raw.steps.parquet"), n_sources=5, seed=0, settings=s, actor_prompts_dir=PROMPTS,
         in_flight=1, out_episodes=str(out / f"cont_{condition}.parquet"), out_steps=str(out / f"cont_{condition}.steps.parquet"),
         out_calls=str(out / f"cont_{condition}.calls.parquet"), calibrator=calibrator, make_env=make))
     return (pd.read_parquet(out / f"cont_{condition}.parquet"), pd.read_parquet(out / f"cont_{condition}.steps.parquet"),
@@ -141,8 +143,8 @@ def test_repetition_probe_selects_earliest_pair_and_shares_histories(loopback, m
     assert [p.step for p in pairs] == [1, 1] and all(len(p.entries) == 2 for p in pairs)
     resp = asyncio.run(probe_cell(
         cfg, model="loop", judge="loop", env="scienceworld", episodes_path=str(tmp_path / "raw.parquet"),
-        steps_path=str(tmp_path / "raw.steps.parquet"), settings=s, prompts_dir=PROMPTS,
-        out_responses=str(tmp_path / "probe.parquet"), out_screen=str(tmp_path / "screen.parquet"),
+        steps_path=str(tmp_path / "raw.steps.parquet"), settings=s, actor_prompts_dir=PROMPTS,
+        prompts_dir=JUDGE_PROMPTS, out_responses=str(tmp_path / "probe.parquet"), out_screen=str(tmp_path / "screen.parquet"),
         out_calls=str(tmp_path / "probe.calls.parquet")))
     assert calls_seen["judge"] == 2
     assert resp.groupby("condition")["episode_id"].nunique().to_dict() == {"raw": 2, "causal": 2, "experience": 2}

@@ -27,11 +27,11 @@ cfg = json.load(open(sys.argv[1])); out = sys.argv[2]
 tasks = ["find-non-living-thing:0"]
 s = actor_settings("loop", "shuffle_all", {"mode": "choice", "max_actions": 6, "max_output_tokens": 32})
 asyncio.run(rollout_cell(cfg, model="loop", env="scienceworld", condition="shuffle_all", tasks=tasks,
-    seeds=[seed_of(0, "scienceworld", t) for t in tasks], settings=s, prompts_dir=sys.argv[3],
+    seeds=[seed_of(0, "scienceworld", t) for t in tasks], settings=s, actor_prompts_dir=sys.argv[3],
     in_flight=1, out_episodes=out + "/ep.parquet", out_steps=out + "/steps.parquet",
     out_calls=out + "/calls.parquet", make_env=ScienceWorldEnv))
 """
-PROMPTS = str(Path(__file__).resolve().parents[2] / "config" / "prompts" / "history")
+PROMPTS = str(Path(__file__).resolve().parents[2] / "config" / "prompts" / "actor")
 
 
 def start(cfg: dict, out: Path, tmp: Path) -> subprocess.Popen:

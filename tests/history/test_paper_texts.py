@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from memtrials.agent import views as V
-from memtrials.agent.prompts import HistoryPrompts, parse_review
+from memtrials.agent.prompts import ActorPrompts, parse_review
 from memtrials.agent.render import Segment, render_block
 from memtrials.studies.history.continuation import ContinuationComposer, Source
 
 HERE = Path(__file__).resolve().parent
-PROMPTS = HERE.parents[1] / "config" / "prompts" / "history"
+PROMPTS = HERE.parents[1] / "config" / "prompts" / "actor"
 
 
 def paper() -> dict[str, str]:
@@ -49,8 +49,8 @@ def no_braces(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def prompts() -> HistoryPrompts:
-    return HistoryPrompts.load(PROMPTS)
+def prompts() -> ActorPrompts:
+    return ActorPrompts.load(PROMPTS)
 
 
 def test_the_copy_holds_every_section():

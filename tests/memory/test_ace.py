@@ -289,7 +289,7 @@ def test_snapshot_round_trip(loopback, tmp_path):
 @pytest.mark.slow
 def test_stream_each_batch_sees_the_playbook_as_it_stood_at_its_start(loopback, tmp_path):
     """Real ScienceWorld episodes through Runner.stream (B = 2, 4 episodes, 2 actions)."""
-    from memtrials.agent.prompts import HistoryPrompts
+    from memtrials.agent.prompts import ActorPrompts
     from memtrials.agent.runner import Runner, write_episodes
     from memtrials.envs.pool import EnvPool, env_factory
     from memtrials.llm import open_client
@@ -312,7 +312,7 @@ def test_stream_each_batch_sees_the_playbook_as_it_stood_at_its_start(loopback, 
     async def main():
         async with EnvPool(env_factory("scienceworld"), 2) as pool, \
                 open_client(cfg, "tests/ace-stream", tmp_path / "calls.parquet") as client:
-            runner = Runner(client, pool, HistoryPrompts.load(PROMPTS), in_flight=2)
+            runner = Runner(client, pool, ActorPrompts.load(PROMPTS), in_flight=2)
             return await runner.stream(specs(4, max_actions=2), memory, batch_size=2,
                                        checkpoints=tmp_path / "ckpt",
                                        on_batch=lambda k, m: states.append(m.state()))

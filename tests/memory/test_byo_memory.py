@@ -189,16 +189,17 @@ def test_the_example_is_served_at_resumption_in_a_history_continuation(games, ex
     cell = wf.cell("loop", "alfworld", "continuation", "memory-notes")
     assert cell["memory"]["class"] == "notes_memory:NotesMemory" and cell["embedder"]["name"] == "loop-embed"
     assert "memory" not in wf.cell("loop", "alfworld", "continuation", "raw")
-    prompts = os.path.dirname(wf.prompt_files()[0])
+    prompts = os.path.dirname(wf.actor_prompt_files()[0])
     task = str(pd.read_parquet(tasks).query("split == 'eval'")["task_id"].iloc[0])
     asyncio.run(rollout_cell(  # the Raw source: 6 actions, none wins; k = 2, m = 4
         cfg, model="loop", env="alfworld", condition="raw", tasks=[task], seeds=[0],
-        settings=actor_settings("loop", "raw", {**h["actor"], "max_actions": 6}), prompts_dir=prompts, in_flight=1,
+        settings=actor_settings("loop", "raw", {**h["actor"], "max_actions": 6}), actor_prompts_dir=prompts,
+        in_flight=1,
         out_episodes=str(tmp_path / "raw.parquet"), out_steps=str(tmp_path / "raw.steps.parquet"),
         out_calls=str(tmp_path / "raw.calls.parquet"), env_options=h["env_options"]["alfworld"]))
     out = {k: str(tmp_path / f"memory-notes.{k}") for k in ("parquet", "steps.parquet", "calls.parquet", "memory.json")}
     asyncio.run(entry.continuation(
-        cfg, model="loop", env="alfworld", condition="memory-notes", cell=cell, prompts_dir=prompts,
+        cfg, model="loop", env="alfworld", condition="memory-notes", cell=cell, actor_prompts_dir=prompts,
         episodes_path=str(tmp_path / "raw.parquet"), steps_path=str(tmp_path / "raw.steps.parquet"),
         out_episodes=out["parquet"], out_steps=out["steps.parquet"], out_calls=out["calls.parquet"],
         out_memory=out["memory.json"]))

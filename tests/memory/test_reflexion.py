@@ -13,7 +13,7 @@ from tests.conftest import REPO
 
 from .helpers import calls, config, episode, update
 
-PROMPTS = REPO / "config" / "prompts" / "antipersist"
+PROMPTS = REPO / "config" / "prompts" / "memory"
 SYSTEM = "You look back on one failed attempt"
 
 

@@ -38,7 +38,7 @@ def stream(tmp_path: Path, srv: Any, memory: Any, *, n: int = 4, batch: int = 2,
     """Real ScienceWorld episodes through ``Runner.stream`` (batches of ``batch``, checkpoints
     on): the episodes, the step table, the call records (indexed by call id, messages
     decoded) and the memory's state after each batch."""
-    from memtrials.agent.prompts import HistoryPrompts
+    from memtrials.agent.prompts import ActorPrompts
     from memtrials.agent.runner import Runner, episode_schema, write_episodes
     from memtrials.agent.records import STEP_SCHEMA
     from memtrials.envs.pool import EnvPool, env_factory
@@ -52,7 +52,7 @@ def stream(tmp_path: Path, srv: Any, memory: Any, *, n: int = 4, batch: int = 2,
     async def main():
         async with EnvPool(env_factory("scienceworld"), 1) as pool, \
                 open_client(cfg, "tests/antipersist-stream", tmp_path / "calls.parquet") as client:
-            runner = Runner(client, pool, HistoryPrompts.load(PROMPTS), in_flight=2)
+            runner = Runner(client, pool, ActorPrompts.load(PROMPTS), in_flight=2)
             return await runner.stream(sp, memory, batch_size=batch, checkpoints=tmp_path / "ckpt",
                                        on_batch=lambda k, m: states.append(json.loads(json.dumps(m.state()))))
 

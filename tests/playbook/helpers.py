@@ -233,7 +233,7 @@ def run_part(cfg: Mapping[str, Any], part: str, base: Path, tasks: Path, *, k: i
                   actor_prompts_dir=str(REPO / pb["actor_prompts_dir"]), tasks_path=str(tasks), make_env=make_env)
     runs = range(1, int(pb["growth"]["runs"]) + 1)
     if part == "growth":
-        coro = growth_run(cfg, run=k, prompts_dir=str(REPO / pb["prompts_dir"]), **common, **o)
+        coro = growth_run(cfg, run=k, prompts_dir=str(REPO / pb["memory_prompts_dir"]), **common, **o)
     elif part == "practice":
         coro = practice_run(cfg, run=k, playbooks_path=paths(base, "growth", k)["playbooks"], **common, **o)
     elif part == "choice":

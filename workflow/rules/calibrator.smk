@@ -15,7 +15,7 @@ HISTORY = study("history")
 rule calibrator_sources:
     input:
         tasks="results/tasks/{env}.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("sources"),
     output:
         episodes="results/calibrator/sources/{model}/{env}.parquet",
@@ -31,7 +31,7 @@ rule calibrator_sources:
         api=lambda wc: CAL.api(wc.model),
     params:
         cell=lambda wc: CAL.source_cell(wc.model, wc.env),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/calibrator_sources.py"
 
@@ -57,7 +57,7 @@ rule calibrator_contexts:
 rule calibrator_generate:
     input:
         contexts="results/calibrator/contexts.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("generate"),
     output:
         candidates="results/calibrator/generate/{model}.parquet",
@@ -70,7 +70,7 @@ rule calibrator_generate:
         api=lambda wc: CAL.api(wc.model),
     params:
         stage=lambda wc: CAL.stage_params("generate"),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/calibrator_generate.py"
 
@@ -79,8 +79,8 @@ rule calibrator_screen:
     input:
         contexts="results/calibrator/contexts.parquet",
         candidates=f"results/calibrator/generate/{CAL.generator}.parquet",
-        prompts=HISTORY.prompt_files(),
-        cprompts=CAL.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
+        calibrator_prompts=CAL.prompt_files(),
         code=CAL.code("screen"),
     output:
         screen="results/calibrator/screen/{model}.parquet",
@@ -93,8 +93,8 @@ rule calibrator_screen:
         api=lambda wc: CAL.api(wc.model),
     params:
         stage=lambda wc: CAL.stage_params("screen"),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
-        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.calibrator_prompts[0]),
     script:
         "../scripts/calibrator_screen.py"
 
@@ -104,8 +104,8 @@ rule calibrator_compare:
         contexts="results/calibrator/contexts.parquet",
         candidates=f"results/calibrator/generate/{CAL.generator}.parquet",
         screen=f"results/calibrator/screen/{CAL.judge}.parquet",
-        prompts=HISTORY.prompt_files(),
-        cprompts=CAL.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
+        calibrator_prompts=CAL.prompt_files(),
         code=CAL.code("compare"),
     output:
         pairs="results/calibrator/compare/{model}.parquet",
@@ -118,8 +118,8 @@ rule calibrator_compare:
         api=lambda wc: CAL.api(wc.model),
     params:
         stage=lambda wc: CAL.stage_params("compare", wc.model),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
-        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.calibrator_prompts[0]),
     script:
         "../scripts/calibrator_compare.py"
 
@@ -145,7 +145,7 @@ rule calibrator_dataset:
     input:
         contexts="results/calibrator/contexts.parquet",
         labels="results/calibrator/labels.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("dataset"),
     output:
         jsonl="results/calibrator/dataset/{variant}.jsonl",
@@ -157,7 +157,7 @@ rule calibrator_dataset:
     conda:
         CONDA_ENV
     params:
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/calibrator_dataset.py"
 
@@ -218,7 +218,7 @@ rule calibrator_joint_sft:
 rule calibrator_rollouts:
     input:
         tasks="results/tasks/{env}.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("rollouts"),
     output:
         episodes="results/calibrator/rollouts/{model}/{env}/calibrator.parquet",
@@ -237,7 +237,7 @@ rule calibrator_rollouts:
             **HISTORY.cell(wc.model, wc.env),
             "calibrator": CAL.role("calibrator"),
         },
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/calibrator_rollouts.py"
 
@@ -245,7 +245,7 @@ rule calibrator_rollouts:
 rule calibrator_ablation_rollouts:
     input:
         tasks="results/tasks/{env}.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("rollouts"),
     output:
         episodes="results/calibrator/ablation/{variant}/{model}/{env}.parquet",
@@ -265,7 +265,7 @@ rule calibrator_ablation_rollouts:
             **HISTORY.cell(wc.model, wc.env),
             "calibrator": CAL.ablation_role(wc.variant),
         },
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/calibrator_ablation_rollouts.py"
 
@@ -273,8 +273,8 @@ rule calibrator_ablation_rollouts:
 rule calibrator_joint_rollouts:
     input:
         tasks="results/tasks/{env}.parquet",
-        prompts=HISTORY.prompt_files(),
-        cprompts=CAL.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
+        calibrator_prompts=CAL.prompt_files(),
         code=CAL.code("joint_rollouts"),
     output:
         episodes="results/calibrator/joint/rollouts/{arm}/{model}/{env}.parquet",
@@ -291,8 +291,8 @@ rule calibrator_joint_rollouts:
         api=lambda wc: CAL.api(wc.model),
     params:
         cell=lambda wc: CAL.joint_cell(HISTORY.cell(wc.model, wc.env)),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
-        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.calibrator_prompts[0]),
     script:
         "../scripts/calibrator_joint_rollouts.py"
 
@@ -300,7 +300,7 @@ rule calibrator_joint_rollouts:
 rule calibrator_joint_sources:
     input:
         tasks="results/tasks/{env}.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("joint_sources"),
     output:
         episodes="results/calibrator/joint/sources/{model}/{env}.parquet",
@@ -319,7 +319,7 @@ rule calibrator_joint_sources:
             **CAL.training_cell(HISTORY.cell(wc.model, wc.env), wc.env),
             "calibrator": CAL.role("calibrator"),
         },
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/calibrator_joint_sources.py"
 
@@ -332,8 +332,8 @@ rule calibrator_joint_data:
                 "code": CAL.code("joint"),
             }
         ),
-        prompts=HISTORY.prompt_files(),
-        cprompts=CAL.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
+        calibrator_prompts=CAL.prompt_files(),
     output:
         joint="results/calibrator/joint/joint.jsonl",
         action_only="results/calibrator/joint/action_only.jsonl",
@@ -342,8 +342,8 @@ rule calibrator_joint_data:
     conda:
         CONDA_ENV
     params:
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
-        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.cprompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.calibrator_prompts[0]),
     script:
         "../scripts/calibrator_joint_data.py"
 

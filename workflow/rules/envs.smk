@@ -28,7 +28,7 @@ rule env_alfworld_games:
 rule env_appworld_data:
     input:
         # AppWorld's evaluator on every authored task (memtrials.envs.appworld.verify)
-        verified="envs/appworld_families/verification.json",
+        verified="src/memtrials/envs/appworld/verification.json",
     output:
         data=directory("resources/appworld/data"),
         manifest="resources/appworld/tasks.parquet",

@@ -12,7 +12,7 @@ HISTORY = study("history")
 rule history_rollouts:
     input:
         tasks="results/tasks/{env}.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=HISTORY.code("rollouts"),
     output:
         episodes="results/history/rollouts/{model}/{env}/{condition}.parquet",
@@ -29,7 +29,7 @@ rule history_rollouts:
         api=lambda wc: HISTORY.api(wc.model),
     params:
         cell=lambda wc: HISTORY.cell(wc.model, wc.env),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/history_rollouts.py"
 
@@ -38,7 +38,7 @@ rule history_continuation:
     input:
         episodes="results/history/rollouts/{model}/{env}/raw.parquet",
         steps="results/history/rollouts/{model}/{env}/raw.steps.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=HISTORY.code("continuation"),
     output:
         episodes="results/history/continuation/{model}/{env}/{condition}.parquet",
@@ -55,7 +55,7 @@ rule history_continuation:
         api=lambda wc: HISTORY.api(wc.model),
     params:
         cell=lambda wc: HISTORY.cell(wc.model, wc.env, "continuation"),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/history_continuation.py"
 
@@ -66,7 +66,7 @@ rule history_continuation_memory:
     input:
         episodes="results/history/rollouts/{model}/{env}/raw.parquet",
         steps="results/history/rollouts/{model}/{env}/raw.steps.parquet",
-        prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=lambda wc: HISTORY.code("continuation") + HISTORY.memory_code(wc.condition),
     output:
         episodes="results/history/continuation/{model}/{env}/{condition}.parquet",
@@ -84,7 +84,7 @@ rule history_continuation_memory:
         api=lambda wc: HISTORY.api(wc.model),
     params:
         cell=lambda wc: HISTORY.cell(wc.model, wc.env, "continuation", wc.condition),
-        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/history_continuation.py"
 
@@ -94,6 +94,7 @@ rule history_probe:
         episodes="results/history/rollouts/{model}/{env}/raw.parquet",
         steps="results/history/rollouts/{model}/{env}/raw.steps.parquet",
         prompts=HISTORY.prompt_files(),
+        actor_prompts=HISTORY.actor_prompt_files(),
         code=HISTORY.code("probe"),
     output:
         responses="results/history/probe/{model}/{env}.parquet",
@@ -110,6 +111,7 @@ rule history_probe:
     params:
         cell=lambda wc: HISTORY.cell(wc.model, wc.env, "probe"),
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
     script:
         "../scripts/history_probe.py"
 

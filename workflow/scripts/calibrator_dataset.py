@@ -8,5 +8,5 @@ from memtrials.studies.history.calibrator import entry
 
 s = snakemake  # noqa: F821
 run_rule(s, lambda: entry.dataset_(contexts_path=s.input.contexts, labels_path=s.input.labels,
-                                   prompts_dir=s.params.prompts_dir, variant=s.wildcards.variant,
+                                   actor_prompts_dir=s.params.actor_prompts_dir, variant=s.wildcards.variant,
                                    out_jsonl=s.output.jsonl, out_parquet=s.output.parquet))

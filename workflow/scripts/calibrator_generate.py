@@ -8,5 +8,5 @@ from memtrials.studies.history.calibrator import entry
 
 s = snakemake  # noqa: F821
 run_rule(s, lambda: entry.generate_(
-    s.config, generator=s.wildcards.model, contexts_path=s.input.contexts, prompts_dir=s.params.prompts_dir,
+    s.config, generator=s.wildcards.model, contexts_path=s.input.contexts, actor_prompts_dir=s.params.actor_prompts_dir,
     max_tokens=s.params.stage["max_tokens"], out=s.output.candidates, out_calls=s.output.calls))

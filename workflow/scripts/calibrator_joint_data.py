@@ -9,5 +9,5 @@ from memtrials.studies.history.calibrator.joint import write_joint_data
 s = snakemake  # noqa: F821
 run_rule(s, lambda: write_joint_data(calibrator_rollouts=list(s.input.calibrator), raw_rollouts=list(s.input.raw),
                                      out_joint=s.output.joint, out_action_only=s.output.action_only,
-                                     prompts_dir=s.params.prompts_dir,
+                                     actor_prompts_dir=s.params.actor_prompts_dir,
                                      calibrator_prompts_dir=s.params.calibrator_prompts_dir))

@@ -9,6 +9,6 @@ from memtrials.studies.history.calibrator.jointactor import joint_rollouts
 s = snakemake  # noqa: F821
 run_rule(s, lambda: joint_rollouts(
     s.config, arm=s.wildcards.arm, model=s.wildcards.model, env=s.wildcards.env, cell=s.params.cell,
-    max_output_tokens=s.params.cell["max_output_tokens"], prompts_dir=s.params.prompts_dir,
+    max_output_tokens=s.params.cell["max_output_tokens"], actor_prompts_dir=s.params.actor_prompts_dir,
     calibrator_prompts_dir=s.params.calibrator_prompts_dir, tasks_path=s.input.tasks,
     out_episodes=s.output.episodes, out_steps=s.output.steps, out_calls=s.output.calls))

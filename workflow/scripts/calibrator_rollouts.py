@@ -9,5 +9,5 @@ from memtrials.studies.history.calibrator import rollouts
 s = snakemake  # noqa: F821
 run_rule(s, lambda: rollouts.calibrator_rollouts(
     s.config, model=s.wildcards.model, env=s.wildcards.env, cell=s.params.cell,
-    calibrator=s.params.cell["calibrator"]["name"], prompts_dir=s.params.prompts_dir, tasks_path=s.input.tasks,
-    out_episodes=s.output.episodes, out_steps=s.output.steps, out_calls=s.output.calls))
+    calibrator=s.params.cell["calibrator"]["name"], actor_prompts_dir=s.params.actor_prompts_dir,
+    tasks_path=s.input.tasks, out_episodes=s.output.episodes, out_steps=s.output.steps, out_calls=s.output.calls))

@@ -9,5 +9,5 @@ from memtrials.studies.history.calibrator import entry
 s = snakemake  # noqa: F821
 run_rule(s, lambda: entry.screen_(
     s.config, judge=s.wildcards.model, contexts_path=s.input.contexts, generated_path=s.input.candidates,
-    prompts_dir=s.params.prompts_dir, calibrator_prompts_dir=s.params.calibrator_prompts_dir,
+    actor_prompts_dir=s.params.actor_prompts_dir, calibrator_prompts_dir=s.params.calibrator_prompts_dir,
     max_tokens=s.params.stage["max_tokens"], out=s.output.screen, out_calls=s.output.calls))

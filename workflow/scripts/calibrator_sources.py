@@ -8,5 +8,6 @@ from memtrials.studies.history.calibrator import entry
 
 s = snakemake  # noqa: F821
 run_rule(s, lambda: entry.sources(
-    s.config, model=s.wildcards.model, env=s.wildcards.env, cell=s.params.cell, prompts_dir=s.params.prompts_dir,
-    tasks_path=s.input.tasks, out_episodes=s.output.episodes, out_steps=s.output.steps, out_calls=s.output.calls))
+    s.config, model=s.wildcards.model, env=s.wildcards.env, cell=s.params.cell,
+    actor_prompts_dir=s.params.actor_prompts_dir, tasks_path=s.input.tasks, out_episodes=s.output.episodes,
+    out_steps=s.output.steps, out_calls=s.output.calls))

@@ -10,6 +10,6 @@ from memtrials.studies.history import entry
 s = snakemake  # noqa: F821
 run_rule(s, lambda: entry.continuation(
     s.config, model=s.wildcards.model, env=s.wildcards.env, condition=s.wildcards.condition,
-    cell=s.params.cell, prompts_dir=s.params.prompts_dir, episodes_path=s.input.episodes,
+    cell=s.params.cell, actor_prompts_dir=s.params.actor_prompts_dir, episodes_path=s.input.episodes,
     steps_path=s.input.steps, out_episodes=s.output.episodes, out_steps=s.output.steps,
     out_calls=s.output.calls, out_memory=s.output.get("memory")))

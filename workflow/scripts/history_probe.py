@@ -9,5 +9,5 @@ from memtrials.studies.history import entry
 s = snakemake  # noqa: F821
 run_rule(s, lambda: entry.probe(
     s.config, model=s.wildcards.model, env=s.wildcards.env, cell=s.params.cell,
-    prompts_dir=s.params.prompts_dir, episodes_path=s.input.episodes, steps_path=s.input.steps,
-    out_responses=s.output.responses, out_screen=s.output.screen, out_calls=s.output.calls))
+    actor_prompts_dir=s.params.actor_prompts_dir, prompts_dir=s.params.prompts_dir, episodes_path=s.input.episodes,
+    steps_path=s.input.steps, out_responses=s.output.responses, out_screen=s.output.screen, out_calls=s.output.calls))

@@ -9,5 +9,5 @@ from memtrials.studies.history import entry
 s = snakemake  # noqa: F821
 run_rule(s, lambda: entry.rollouts(
     s.config, model=s.wildcards.model, env=s.wildcards.env, condition=s.wildcards.condition,
-    cell=s.params.cell, prompts_dir=s.params.prompts_dir, tasks_path=s.input.tasks,
+    cell=s.params.cell, actor_prompts_dir=s.params.actor_prompts_dir, tasks_path=s.input.tasks,
     out_episodes=s.output.episodes, out_steps=s.output.steps, out_calls=s.output.calls))

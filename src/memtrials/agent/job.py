@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
 
-from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.runner import Runner
 from memtrials.envs.base import Env
 from memtrials.envs.pool import EnvPool, env_factory
@@ -35,15 +35,15 @@ def pool_size(in_flight: int, episodes: int | None = None) -> int:
 
 @asynccontextmanager
 async def open_job(config: Mapping[str, Any], cell_id: str, out_calls: str,
-                   prompts: HistoryPrompts | str | Path, *, env: str, in_flight: int,
+                   prompts: ActorPrompts | str | Path, *, env: str, in_flight: int,
                    episodes: int | None = None, env_options: Mapping[str, Any] | None = None,
                    make_env: Callable[[], Env] | None = None) -> AsyncIterator[tuple[Runner, Client]]:
     """Yield ``(runner, client)`` for job ``cell_id``: a runner playing up to ``in_flight``
     episodes at once over a pool of :func:`pool_size` ``(in_flight, episodes)`` environments
     (``make_env``, else ``env`` built with ``env_options``), with the actor ``prompts`` (or
     the folder they are loaded from), and the client recording to ``out_calls``."""
-    if not isinstance(prompts, HistoryPrompts):
-        prompts = HistoryPrompts.load(prompts)
+    if not isinstance(prompts, ActorPrompts):
+        prompts = ActorPrompts.load(prompts)
     async with EnvPool(make_env or env_factory(env, env_options), pool_size(in_flight, episodes)) as pool, \
             open_client(config, cell_id, out_calls) as client:
         yield Runner(client, pool, prompts, in_flight=int(in_flight)), client

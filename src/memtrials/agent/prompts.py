@@ -1,4 +1,4 @@
-"""Actor, review and judge prompts of the history study, from ``config/prompts/history/``.
+"""The actor's prompts (every study's), from ``config/prompts/actor/``.
 
 The files are protocol (their sources are named in ``SOURCES.md`` there and their bytes
 pinned by the tests); this module only fills in fields.  Fields are ``{name}``
@@ -12,10 +12,12 @@ placeholders replaced by name, so the JSON braces of the review prompt stay as w
 - actor, chat format (Appendix F): ``actor_system.txt`` + history messages +
   ``actor_user_current.txt``;
 - Experience review (Appendix G.2): ``experience_review_system.txt`` + ``..._user.txt``;
-- repetition screen (Appendix B.1): ``judge_repetition_*.txt``;
 - reference block (Appendix D.6): ``reference_open.txt``, ``reference_close.txt``,
   ``continuation_open.txt``.  In the chat format the block is its own user message and
   the current observation a separate one after it (Appendix F.2).
+
+A study's own prompts (a judge's screen, say) live in the study's folder and package and
+render with :func:`fill` and these pieces (:meth:`ActorPrompts.environment`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ PROMPT_FILES: tuple[str, ...] = (
     "actor_block.txt", "history_intro.txt", "history_intro_reference.txt", "actor_system.txt", "actor_user_current.txt",
     "respond_choice.txt", "respond_react.txt", "respond_code.txt",
     "check_reminder.txt", "experience_review_system.txt", "experience_review_user.txt",
-    "judge_repetition_system.txt", "judge_repetition_user.txt",
     "reference_open.txt", "reference_close.txt", "continuation_open.txt",
     "environments.yaml",
 )
@@ -51,14 +52,6 @@ REVIEW_SCHEMA: dict[str, Any] = {
     ]
 }
 """The two valid outputs of the review (Appendix G.2)."""
-
-JUDGE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"supports_repetition": {"type": "boolean"}},
-    "required": ["supports_repetition"],
-    "additionalProperties": False,
-}
-
 
 def fill(template: str, **fields: Any) -> str:
     """Replace ``{name}`` placeholders; a placeholder without a field is an error."""
@@ -94,15 +87,12 @@ def memory_lead(memory: MemoryBlock | None) -> str:
     return "\n" + text if text else " "
 
 
-class HistoryPrompts(PromptFiles):
-    """The loaded prompt files (``texts``: file name -> exact content), with the
+class ActorPrompts(PromptFiles):
+    """The actor's loaded prompt files (``texts``: file name -> exact content), with the
     digests and version of :class:`memtrials.config.prompts.PromptFiles`."""
 
     NAMES = PROMPT_FILES
-    WHAT = "history"
-
-    def t(self, name: str) -> str:
-        return self.texts[name].rstrip("\n")
+    WHAT = "actor"
 
     def environment(self, env: str) -> str:
         table = yaml.safe_load(self.texts["environments.yaml"]) or {}
@@ -177,21 +167,13 @@ class HistoryPrompts(PromptFiles):
             msgs.append({"role": "user", "content": current})
         return msgs
 
-    # -- review and judge ---------------------------------------------------------------
+    # -- review ------------------------------------------------------------------------
     def review_messages(self, *, env: str, task: str, history: Sequence[Segment], action: str,
                         observation: str) -> list[Message]:
         """Appendix G.2: raw history through the latest action, the action and its outcome."""
         user = fill(self.t("experience_review_user.txt"), environment=self.environment(env), task=task,
                     history=render_block(history), action=action, observation=observation)
         return [{"role": "system", "content": self.t("experience_review_system.txt")},
-                {"role": "user", "content": user}]
-
-    def judge_messages(self, *, env: str, task: str, history: Sequence[Segment], action: str,
-                       observation: str) -> list[Message]:
-        """Appendix B.1 screen: does the feedback support a third execution of ``action``?"""
-        user = fill(self.t("judge_repetition_user.txt"), environment=self.environment(env), task=task,
-                    history=render_block(history), action=action, observation=observation)
-        return [{"role": "system", "content": self.t("judge_repetition_system.txt")},
                 {"role": "user", "content": user}]
 
 

@@ -128,7 +128,7 @@ def draw(n: int, seed: int | str, mode: str = "per_step") -> tuple[int, ...]:
         return permutation(n, seed)
     if mode == "per_episode":
         return growing_permutation(n, seed)
-    raise ValueError(f"unknown shuffle mode {mode!r}; known: {', '.join(SHUFFLE_MODES)} (config key history.shuffle)")
+    raise ValueError(f"unknown shuffle mode {mode!r}; known: {', '.join(SHUFFLE_MODES)}")
 
 
 def _check(entries: Sequence[Entry]) -> None:

@@ -1,12 +1,15 @@
-"""The one prompt loader: a study's prompt files read exactly as written, with digests.
+"""The one prompt loader: prompt files read exactly as written, with digests.
 
-Prompt files are protocol (``config/prompts/<study>/``, sources in ``SOURCES.md``):
-a study names the files it needs and gets their exact text, a SHA-256 per file, and one
+Prompt files are protocol (``config/prompts/<owner>/``, sources in ``SOURCES.md``): the
+owner is a study (its own folder, named by ``<study>.prompts_dir``) or a layer every study
+shares (:data:`SHARED_FOLDERS`: the agent layer's ``actor/`` and the memories' ``memory/``,
+which each study names under its own ``<study>.actor_prompts_dir`` / ``memory_prompts_dir``).
+Code names the files it needs and gets their exact text, a SHA-256 per file, and one
 version digest of all of them that goes into every cell's params and spec, so a change
 to a prompt reruns what it feeds and shows in the result files' specs.
 
-A study subclasses :class:`PromptFiles` with ``NAMES`` and ``WHAT`` (the study, which is
-also the config section holding ``prompts_dir``) and adds its rendering methods.
+An owner subclasses :class:`PromptFiles` with ``NAMES`` and ``WHAT`` (the owner: the
+folder's name under ``config/prompts/``) and adds its rendering methods.
 
 A prompt file that resolves (through a symlink) outside the repository and outside its
 folder is refused, since its text would be sent to the endpoints while the freeze holds
@@ -29,18 +32,37 @@ from typing import Any, ClassVar, Mapping, Sequence, TypeVar
 from memtrials.config.errors import REPO_ROOT, ConfigError
 from memtrials.config.sources import Sources, key_source
 
-__all__ = ["MissingPromptFiles", "PROMPTS_ALLOW_ENV", "PromptFiles", "PromptOutside", "check_prompts", "prompt_dirs",
-           "sha256_text"]
+__all__ = ["MissingPromptFiles", "PROMPTS_ALLOW_ENV", "PromptFiles", "PromptOutside", "SHARED_FOLDERS", "check_prompts",
+           "folder_key", "prompt_dirs", "sha256_text"]
 
 P = TypeVar("P", bound="PromptFiles")
 
 
 class MissingPromptFiles(ConfigError, FileNotFoundError):
-    """A prompt folder lacks files a study needs (a config problem: ``<study>.prompts_dir``)."""
+    """A prompt folder lacks files its code needs (a config problem: the key naming the folder)."""
 
 
 class PromptOutside(ConfigError):
     """A prompt file resolves outside the repository and its folder (``prompts.allow_outside``)."""
+
+
+SHARED_FOLDERS: tuple[str, ...] = ("actor", "memory")
+"""Prompt folders of the layers below the studies (``config/prompts/actor/``,
+``config/prompts/memory/``): each study that uses one names it under its own key,
+``<study>.<owner>_prompts_dir``.  Every other folder is a study's own, ``<study>.prompts_dir``."""
+
+
+def folder_key(what: str) -> str:
+    """The config key that names a folder of ``what``'s prompt files: ``<study>.<what>_prompts_dir``
+    for a shared folder (whichever study uses it), else the study's ``<what>.prompts_dir``."""
+    return f"<study>.{what}_prompts_dir" if what in SHARED_FOLDERS else f"{what}.prompts_dir"
+
+
+def key_owner(key: str) -> str:
+    """Whose folder a ``prompts_dir`` key names (the inverse of :func:`folder_key`):
+    ``playbook.actor_prompts_dir`` -> ``actor``, ``luck.prompts_dir`` -> ``luck``."""
+    owner = key.rsplit(".", 1)[-1].removesuffix("prompts_dir").removesuffix("_")
+    return owner if owner in SHARED_FOLDERS else key.split(".")[0]
 
 
 def sha256_text(text: str) -> str:
@@ -60,20 +82,23 @@ class PromptFiles:
     NAMES: ClassVar[Sequence[str]] = ()
     """The files a subclass needs (default for :meth:`load`)."""
     WHAT: ClassVar[str] = ""
-    """The study (and config section) a subclass belongs to."""
+    """Whose files these are: a study, or a shared layer (:data:`SHARED_FOLDERS`); the name of
+    their shipped folder under ``config/prompts/``."""
 
     @classmethod
     def load(cls: type[P], directory: str | Path, names: Sequence[str] | None = None, *,
-             what: str | None = None, allow_outside: bool | None = None) -> P:
+             what: str | None = None, key: str | None = None, allow_outside: bool | None = None) -> P:
         """Read ``names`` (default ``cls.NAMES``) from ``directory``.
 
-        Raises :class:`MissingPromptFiles` naming the folder, every missing file and the
-        config key to fix (``<what>.prompts_dir``), and :class:`PromptOutside` for a file
-        that resolves outside the repository and outside ``directory``, unless
-        ``allow_outside`` (default: ``prompts.allow_outside`` as the workflow exported it).
+        Raises :class:`MissingPromptFiles` naming the folder, every missing file, the shipped
+        folder (``config/prompts/<what>/``) and the config key to fix (``key``, default
+        :func:`folder_key` of ``what``), and :class:`PromptOutside` for a file that resolves
+        outside the repository and outside ``directory``, unless ``allow_outside`` (default:
+        ``prompts.allow_outside`` as the workflow exported it).
         """
         names = tuple(cls.NAMES if names is None else names)
         what = what or cls.WHAT or "study"
+        key = key or folder_key(what)
         if not names:
             raise ValueError(f"{cls.__name__}.load: no prompt file names given")
         d = Path(directory)
@@ -82,7 +107,7 @@ class PromptFiles:
             where = f"{d}" if d.is_dir() else f"{d} (no such folder)"
             raise MissingPromptFiles(
                 f"{where}: missing {what} prompt file(s) {missing}; restore them from git "
-                f"(config/prompts/{what}/) or fix {what}.prompts_dir in the config to name a "
+                f"(config/prompts/{what}/) or fix {key} in the config to name a "
                 f"folder that holds all of {list(names)}"
             )
         resolved = {f: (d / f).resolve() for f in names}
@@ -96,6 +121,10 @@ class PromptFiles:
                     f"(and name their source), or set prompts.allow_outside: true in the config to allow it.")
         return cls(str(d), {f: resolved[f].read_text(encoding="utf-8") for f in names},
                    {f: str(r) for f, r in resolved.items()})
+
+    def t(self, name: str) -> str:
+        """A file's text without its trailing line breaks (what the renderers fill)."""
+        return self.texts[name].rstrip("\n")
 
     def digests(self) -> dict[str, str]:
         """SHA-256 of every file's text (UTF-8), by file name in sorted order."""
@@ -129,9 +158,9 @@ def is_within(path: Path, folder: Path) -> bool:
 
 
 def prompt_dirs(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
-    """Every ``prompts_dir`` key (and ``actor_prompts_dir``, the agent layer's prompts a study
-    uses: any key ending in ``prompts_dir``; dotted) and value in the sections of ``config`` that
-    are not disabled (``enabled: false`` skips a section and everything under it)."""
+    """Every ``prompts_dir`` key (and ``actor_prompts_dir`` / ``memory_prompts_dir``, the shared
+    folders a study uses: any key ending in ``prompts_dir``; dotted) and value in the sections of
+    ``config`` that are not disabled (``enabled: false`` skips a section and everything under it)."""
     found: list[tuple[str, str]] = []
     for key, value in config.items():
         if not isinstance(value, Mapping) or value.get("enabled", True) is False:
@@ -143,7 +172,7 @@ def prompt_dirs(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, 
 
 
 def check_prompts(config: Mapping[str, Any], source: str | Sources = "config/config.yaml") -> None:
-    """Before any job: every enabled study's ``prompts_dir`` is a folder, and none of its files
+    """Before any job: every enabled study's ``prompts_dir`` (and shared folder key) is a folder, and none of its files
     resolves (through a symlink) outside the repository and outside that folder unless
     ``prompts.allow_outside`` is true, and an edited folder's files ask for no field their study
     does not fill (:func:`check_placeholders`).  Exports the rule for the jobs (:data:`PROMPTS_ALLOW_ENV`)."""
@@ -152,15 +181,15 @@ def check_prompts(config: Mapping[str, Any], source: str | Sources = "config/con
         folder = Path(value)
         shipped = _default_folder(key)
         home_dir = (f"{shipped.relative_to(REPO_ROOT)}" if shipped is not None and is_within(shipped, REPO_ROOT)
-                    else f"config/prompts/{key.split('.')[0]}")
+                    else f"config/prompts/{key_owner(key)}")
         at = key_source(source, key)  # the file that set the key
         if not folder.exists():
             raise ConfigError(
                 f"{at}: key {key}: folder '{value}' does not exist (looked in {Path.cwd()}). Fix: restore it "
-                f"from git ({home_dir}/) or set {key} to the folder that holds the study's prompt files.")
+                f"from git ({home_dir}/) or set {key} to the folder that holds those prompt files.")
         if not folder.is_dir():
             raise ConfigError(f"{at}: key {key}: '{value}' is a file, not a folder. Fix: set {key} to the folder "
-                              f"that holds the study's prompt files (e.g. {home_dir}).")
+                              f"that holds those prompt files (e.g. {home_dir}).")
         check_placeholders(folder, key, at)
         if allow:
             continue

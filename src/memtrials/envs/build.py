@@ -72,7 +72,8 @@ def build_task_table(name: str, envs_cfg: Mapping[str, Any]) -> pd.DataFrame:
 
     opts = env_options(envs_cfg, name)
     if name == "scienceworld":
-        from memtrials.envs.scienceworld.env import ScienceWorldEnv, task_rows
+        from memtrials.envs.scienceworld.env import ScienceWorldEnv
+        from memtrials.envs.scienceworld.tasks import task_rows
 
         env = ScienceWorldEnv(**opts)
         try:

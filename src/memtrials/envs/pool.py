@@ -17,12 +17,14 @@ import asyncio
 import threading
 from typing import Any, Callable, Mapping
 
+from memtrials.envs.base import Env
 
-def env_factory(name: str, options: Mapping[str, Any] | None = None) -> Callable[[], Any]:
+
+def env_factory(name: str, options: Mapping[str, Any] | None = None) -> Callable[[], Env]:
     """A zero-argument constructor of ``make_env(name, **options)``."""
     opts = dict(options or {})
 
-    def make() -> Any:
+    def make() -> Env:
         from memtrials.envs.make import make_env
 
         return make_env(name, **opts)
@@ -37,21 +39,21 @@ class EnvPool:
     need (or all at once with :meth:`fill`) and closed when the block ends.
     """
 
-    def __init__(self, factory: Callable[[], Any], size: int) -> None:
+    def __init__(self, factory: Callable[[], Env], size: int) -> None:
         if size < 1:
             raise ValueError(f"EnvPool size must be >= 1, got {size}")
         self.factory, self.size = factory, size
         self.lock = threading.Lock()
-        self._free: asyncio.Queue[Any] | None = None
-        self._all: list[Any] = []
+        self._free: asyncio.Queue[Env] | None = None
+        self._all: list[Env] = []
         self._created = 0
 
-    def _queue(self) -> asyncio.Queue[Any]:
+    def _queue(self) -> asyncio.Queue[Env]:
         if self._free is None:
             self._free = asyncio.Queue()
         return self._free
 
-    async def acquire(self) -> Any:
+    async def acquire(self) -> Env:
         free = self._queue()
         if free.empty() and self._created < self.size:
             self._created += 1  # reserve the slot before the (slow) construction
@@ -74,7 +76,7 @@ class EnvPool:
             self._all.append(env)
             free.put_nowait(env)
 
-    async def call(self, env: Any, fn: Callable[..., Any], *args: Any) -> Any:
+    async def call(self, env: Env | None, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` in a worker thread; under the pool's lock unless ``env`` is thread-safe."""
         if env is not None and getattr(env, "thread_safe", False):
             return await asyncio.to_thread(fn, *args)
@@ -85,11 +87,11 @@ class EnvPool:
 
         return await asyncio.to_thread(locked)
 
-    def caller(self, env: Any) -> Callable[..., Any]:
+    def caller(self, env: Env) -> Callable[..., Any]:
         """``call`` bound to one environment: ``await caller(env)(fn, *args)``."""
         return lambda fn, *args: self.call(env, fn, *args)
 
-    def release(self, env: Any) -> None:
+    def release(self, env: Env) -> None:
         self._queue().put_nowait(env)
 
     def close(self) -> None:

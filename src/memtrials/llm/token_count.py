@@ -64,7 +64,7 @@ async def _post(session: aiohttp.ClientSession, url: str, body: dict[str, Any], 
             last = f"{type(exc).__name__}: {exc}"
         await asyncio.sleep(min(2.0, 0.1 * 2**attempt))
     raise CallFailed(f"POST {url} failed ({last}). Fix: check that the endpoint's server is up, or declare the "
-                     "word-and-punctuation tokenizer (playbook.tokenizer: pieces).")
+                     "word-and-punctuation tokenizer (the study's tokenizer: pieces).")
 
 
 async def count_tokens(client: "Calls", model: str, texts: Sequence[str], *,

@@ -22,10 +22,10 @@ Synthesis calls happen in :meth:`update`, after the episode; ``update_calls`` in
 counts them per episode id (one each), so a study can count calls per episode (synthesis
 plus execution).  Episode columns: ``retrieval`` (JSON ``[{id, cosine}]``) and
 ``synthesis_calls`` (0: serving makes no call).  The prompts are the project's own
-(``config/prompts/antipersist/abstraction_*.md``; the paper prints none).
+(``config/prompts/memory/abstraction_*.md``; the paper prints none).
 
 Construction: keyword arguments ``synthesizer``, ``embedder`` (endpoint names),
-``prompts_dir`` (default ``config/prompts/antipersist``), ``k``, ``obs_chars``,
+``prompts_dir`` (default ``config/prompts/memory``), ``k``, ``obs_chars``,
 ``max_rules``, ``max_tokens`` (the synthesis calls' output cap, ``None``: the endpoint's).
 """
 
@@ -47,7 +47,7 @@ from memtrials.memory.trajectory import (
 )
 from memtrials.config.prompts import PromptFiles
 
-PROMPTS_DIR = REPO_ROOT / "config" / "prompts" / "antipersist"
+PROMPTS_DIR = REPO_ROOT / "config" / "prompts" / "memory"
 PROMPT_FILES = ("abstraction_system.md", "abstraction_user.md")
 TITLE = "Rules from earlier tasks"
 
@@ -97,7 +97,7 @@ class AbstractionMemory:
             raise ValueError(f"abstraction memory: k and max_rules must be >= 1, got k={k}, max_rules={max_rules}")
         self.synthesizer, self.embedder, self.k, self.obs_chars = synthesizer, embedder, int(k), int(obs_chars)
         self.max_rules, self.max_tokens, self.title = int(max_rules), max_tokens, title
-        self.prompts = PromptFiles.load(prompts_dir, PROMPT_FILES, what="antipersist")
+        self.prompts = PromptFiles.load(prompts_dir, PROMPT_FILES, what="memory")
         self.rules: list[dict[str, Any]] = []
         self.index = VectorIndex(embedder)
         self.counter = self.batches = 0

@@ -47,7 +47,7 @@ this task's own block, the ``k`` kept guidance texts most similar to the task (t
 "Guidance kept from earlier tasks").
 
 Construction (keywords): ``synthesizer``, ``embedder`` (endpoint names), ``prompts_dir``
-(default ``config/prompts/antipersist``), ``k`` (5), ``selector`` (a policy object of
+(default ``config/prompts/memory``), ``k`` (5), ``selector`` (a policy object of
 :mod:`memtrials.stats.bandit` over :data:`MODES`, or its settings mapping for
 :func:`~memtrials.stats.bandit.make_selector`, e.g. ``{"policy": "fixed", "arm":
 "strategic"}``; default: the paper's bandit), ``persist`` (False), ``rounds`` (the training
@@ -59,7 +59,7 @@ recorded for a training episode outside the plan, ``len(log) // round_size``),
 ``obs_chars``, ``max_tokens`` (synthesis output cap).
 Evaluation serves :meth:`~AntiPersistenceMemory.frozen` without calling ``update``: its
 logs never enter the memory.  The prompts are the project's own
-(``config/prompts/antipersist/guidance_*.md``; the paper prints none).
+(``config/prompts/memory/guidance_*.md``; the paper prints none).
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ class AntiPersistenceMemory:
         self.plan_digest = hashlib.sha256(plan.encode()).hexdigest()
         self.round_size = None if round_size is None else int(round_size)
         self._warned = False
-        self.prompts = PromptFiles.load(prompts_dir, PROMPT_FILES, what="antipersist")
+        self.prompts = PromptFiles.load(prompts_dir, PROMPT_FILES, what="memory")
         self.kept: list[dict[str, Any]] = []
         self.batches = 0
 

@@ -18,7 +18,7 @@ then to the older id.  Ids (``sk-00001``, ...) are never reused.
 
 An answer that fails the schema adds nothing and is recorded in ``rejected``.  The call is
 attributed to the batch's first episode (``update_calls``).  The prompts are the
-project's own (``config/prompts/antipersist/autorefine_*.md``).
+project's own (``config/prompts/memory/autorefine_*.md``).
 """
 
 from __future__ import annotations

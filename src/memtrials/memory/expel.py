@@ -26,7 +26,7 @@ once after all training; the answer is JSON (``OPERATIONS_SCHEMA``) rather than 
 text lines, so that small constrained models can answer; an answer that fails the schema
 changes nothing and is recorded in ``rejected``.  Each call is attributed to the episode
 it was made for (a chunk's call to the chunk's first episode) in ``update_calls``.  The
-prompts are the project's own (``config/prompts/antipersist/expel_*.md``).
+prompts are the project's own (``config/prompts/memory/expel_*.md``).
 """
 
 from __future__ import annotations

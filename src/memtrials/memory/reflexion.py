@@ -13,7 +13,7 @@ here retries happen when the training stream meets the task again (rounds revisi
 tasks), and a held-out evaluation (memory frozen, tasks unseen in training) is therefore
 served nothing (docs/antipersist.md).  An empty reply is recorded in ``rejected`` (its
 call id and the reason), never stored as an empty reflection.  The prompts are the
-project's own (``config/prompts/antipersist/reflexion_*.md``).
+project's own (``config/prompts/memory/reflexion_*.md``).
 
 Every synthesis call is attributed to the episode it reflects on (``update_calls``), so a
 study can count LLM calls per episode (synthesis plus execution).
@@ -46,8 +46,8 @@ def prompt_body(text: str) -> str:
 
 
 def load_prompts(prompts_dir: str | Path, names: Sequence[str]) -> PromptFiles:
-    """The ``antipersist`` study's prompt files ``names`` from ``prompts_dir``."""
-    return PromptFiles.load(prompts_dir, names, what="antipersist")
+    """The memories' prompt files ``names`` from ``prompts_dir`` (shipped: ``config/prompts/memory/``)."""
+    return PromptFiles.load(prompts_dir, names, what="memory")
 
 
 class ReflexionView:

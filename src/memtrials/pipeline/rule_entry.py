@@ -166,13 +166,16 @@ def write_spec(smk: Any) -> Path:
 
 def rule_spec(smk: Any) -> dict[str, Any]:
     """What produced a rule's outputs (see the module docstring); JSON-ready, keys redacted."""
-    named_inputs = dict(smk.input.items())
-    prompts = named_inputs.get("prompts")
+    # every prompt input: the study's own (``prompts``) and the shared folders' (``actor_prompts``, ...)
+    prompts: list[str] = []
+    for name, value in smk.input.items():
+        if name == "prompts" or name.endswith("_prompts"):
+            prompts += [value] if isinstance(value, str) else list(value or [])
     spec = {
         "rule": smk.rule,
         "wildcards": {k: str(v) for k, v in smk.wildcards.items()},
         "params": {k: _plain(v) for k, v in smk.params.items()},
-        "prompts": prompt_digests([prompts] if isinstance(prompts, str) else list(prompts or [])),
+        "prompts": prompt_digests(prompts),
         "inputs": _paths(smk.input),
         "outputs": _paths(smk.output),
         "memtrials_version": memtrials.__version__,

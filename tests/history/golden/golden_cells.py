@@ -45,7 +45,7 @@ def golden_config(tmp: Path, cache_path: Path, max_retries: int = 0) -> dict[str
     cfg["history"]["actor"] = dict(cfg["history"]["actor"], max_listed_actions=10, listing="sample")
     cfg["history"]["continuation"]["sources_per_cell"] = 2
     # ScienceWorld's valid-action list as the default fetches it (joined): since the JVM runs with a
-    # constant identity hash (memtrials.envs.scienceworld.env.JVM_OPTIONS), the join changes no output
+    # constant identity hash (memtrials.envs.scienceworld.engine.JVM_OPTIONS), the join changes no output
     return cfg
 
 
@@ -84,7 +84,8 @@ def _run_cells(cfg: dict[str, Any], models: Any, out: Path) -> list[Path]:
 
     hw = HistoryWorkflow(cfg, models, lambda name: models[name].cell_params())
     tasks = task_table(out / "tasks.parquet")
-    prompts = str(REPO / "config" / "prompts" / "history")
+    prompts = str(REPO / "config" / "prompts" / "actor")
+    judge_prompts = str(REPO / "config" / "prompts" / "history")
     files: list[Path] = []
     for cond in ROLLOUTS:
         stem = out / f"rollouts.{cond}"
@@ -100,7 +101,7 @@ def _run_cells(cfg: dict[str, Any], models: Any, out: Path) -> list[Path]:
         files += [Path(f"{stem}.parquet"), Path(f"{stem}.steps.parquet"), Path(f"{stem}.calls.parquet")]
     stem = out / "probe"
     asyncio.run(cells.probe(cfg, "loop", "scienceworld", hw.cell("loop", "scienceworld", "probe"), prompts,
-                            f"{raw}.parquet", f"{raw}.steps.parquet", f"{stem}.parquet", f"{stem}.screen.parquet",
-                            f"{stem}.calls.parquet"))
+                            judge_prompts, f"{raw}.parquet", f"{raw}.steps.parquet", f"{stem}.parquet",
+                            f"{stem}.screen.parquet", f"{stem}.calls.parquet"))
     files += [Path(f"{stem}.parquet"), Path(f"{stem}.screen.parquet"), Path(f"{stem}.calls.parquet")]
     return files

@@ -15,7 +15,7 @@ executed transition, the F.2 chat reference message, the continuations' ``calibr
 column), which changed the continuation cells only; rollouts and probe are unchanged; and
 remade once more when call records gained the serving-contract columns (reported model,
 provider, billed cost, mismatch), which changed no episode or step content.  Remade again (3 December) when ScienceWorld's JVM got a
-constant identity hash (``memtrials.envs.scienceworld.env.JVM_OPTIONS``): the order of a room's
+constant identity hash (``memtrials.envs.scienceworld.engine.JVM_OPTIONS``): the order of a room's
 objects and doors in observations is now the order they were added, no longer one that varied
 with the JVM's threads; the cells now use the default joined valid-action list, which since then
 gives the same output as item by item.  Remade again (3 December) when the actor prompt stopped repeating the

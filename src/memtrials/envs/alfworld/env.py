@@ -122,6 +122,11 @@ class AlfworldEnv(Env):
             )
         return path
 
+    def forget_game(self) -> None:
+        """Make the next :meth:`reset` load its game file afresh, even that of the game loaded now
+        (a game file rewritten in place)."""
+        self._loaded = None
+
     def reset(self, task_id: str) -> Observation:
         path = str(self.gamefile(task_id))
         with self._engine_lock:

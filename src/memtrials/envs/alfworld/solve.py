@@ -33,7 +33,7 @@ def _oracle_env(root: Path):
         cached = _engines.env = (os.getpid(), AlfworldEnv(root=str(root)))
     env = cached[1]
     env.root = Path(root)
-    env._loaded = None  # a retried attempt rewrites the same game file: always load it afresh
+    env.forget_game()  # a retried attempt rewrites the same game file: always load it afresh
     return env
 
 

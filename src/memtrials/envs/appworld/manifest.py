@@ -1,4 +1,4 @@
-"""The verification manifest of the authored AppWorld task set (``envs/appworld_families/verification.json``).
+"""The verification manifest of the authored AppWorld task set (``verification.json`` beside this module).
 
 Every authored task is verified by AppWorld's own evaluator: its solution must pass every
 unit test and a bare ``apis.supervisor.complete_task()`` must fail at least one
@@ -31,8 +31,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-REPO = Path(__file__).resolve().parents[4]
-MANIFEST = Path("envs") / "appworld_families" / "verification.json"
+MANIFEST = Path(__file__).resolve().with_name("verification.json")  # checked in beside the code it verifies
 COMMAND = ".venv/bin/python -m memtrials.envs.appworld.verify --all --write"
 
 

@@ -1,5 +1,5 @@
 """Re-verify the authored AppWorld task set and remake its verification manifest
-(:mod:`memtrials.envs.appworld.manifest`, ``envs/appworld_families/verification.json``)::
+(:mod:`memtrials.envs.appworld.manifest`, ``src/memtrials/envs/appworld/verification.json``)::
 
     .venv/bin/python -m memtrials.envs.appworld.verify --all --write
 
@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from memtrials.envs.appworld.manifest import MANIFEST, REPO, load_manifest, write_manifest
+from memtrials.envs.appworld.manifest import MANIFEST, load_manifest, write_manifest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write", action="store_true", help="rewrite the manifest with the results")
     p.add_argument("--workers", type=int, default=2, help="verification processes (default 2)")
     p.add_argument("--seed", type=int, default=0, help="the task set's seed (envs.seed; default 0)")
-    p.add_argument("--manifest", default=str(REPO / MANIFEST), help="manifest path")
+    p.add_argument("--manifest", default=str(MANIFEST), help="manifest path")
     args = p.parse_args(argv)
     manifest = None if args.all or not Path(args.manifest).exists() else load_manifest(args.manifest)
     with tempfile.TemporaryDirectory(prefix="appworld-verify-") as tmp:

@@ -1,9 +1,9 @@
 """ScienceWorld (``scienceworld==1.2.3``) behind the :class:`~memtrials.envs.base.Env` interface.
 
 Task ids are ``"<task-name>:<variation>"`` (e.g. ``"boil:3"``) over the official 30 tasks
-and their train/dev/test variations.  Stepping uses the fast server path
-(``server.step`` + ``getScore`` + ``getCompleted``, about 30x faster than the package's
-``env.step``, which also builds the valid-action list, look and inventory every step);
+and their train/dev/test variations (:mod:`memtrials.envs.scienceworld.tasks`).  Stepping uses
+the fast server path (``server.step`` + ``getScore`` + ``getCompleted``, about 30x faster than
+the package's ``env.step``, which also builds the valid-action list, look and inventory every step);
 the admissible actions are fetched only when :meth:`admissible_actions` is called, once per
 state (kept until the next step or reset).
 
@@ -24,22 +24,16 @@ config (a bare ``ScienceWorldEnv()`` in a script or a test) and has no such vari
 items one by one; ``join_admissible=True``/``False`` decides for one object.  The join changes
 no output: the history golden cells (tests/history/test_history_unchanged.py) are made with it.
 
-Every object's JVM starts with a constant identity hash (:data:`JVM_OPTIONS`).  Under HotSpot's
-default the order of a room's objects and doors in an observation followed the JVM's identity
-hashes, seeded per thread from how many threads (compiler, GC, py4j) the JVM had started: another
-garbage collector, ``-Xint``, the join (fewer py4j round trips) or a busy machine (compiler
-threads started at other moments) printed another order, now and then even between two fresh
-runs.  With the constant hash the order is that in which objects were added, so the same
-actions in a fresh process give the same observations and action lists, byte for byte, under
-every JVM variant tried (tests/envs/test_scienceworld.py runs the second process with another
-collector, with and without the join).
+Every object's JVM starts with a constant identity hash
+(:data:`memtrials.envs.scienceworld.engine.JVM_OPTIONS`), so the same actions in a fresh process
+give the same observations and action lists, byte for byte (:mod:`memtrials.envs.scienceworld.engine`).
 
 ``won`` is the engine's own completion flag (``getCompleted``); a failed task ends with
 score -100 and ``done``.  ``score`` is on the engine's 0-100 scale and ``reward`` is its
 change since the previous step (the engine's convention).
 
-Ambiguity prompts ("Ambiguous request: ... 0:\\t<option> 1:\\t<option>") list options in an
-order that can change between runs, so a numeric answer is not replayable by itself.
+Ambiguity prompts (:mod:`memtrials.envs.scienceworld.ambiguity`) list options in an order that
+can change between runs, so a numeric answer is not replayable by itself.
 :meth:`ScienceWorldEnv.step` therefore records the chosen option's text in
 ``obs.info["chosen_option"]`` and ``obs.info["replay_action"]`` (``"@option <text>"``),
 accepts that form (or the option text itself) as an action, and :meth:`restore` maps a
@@ -48,18 +42,15 @@ recorded numeric answer to the option with the recorded text.
 
 from __future__ import annotations
 
-import functools
 import os
-import re
-import threading
 from typing import Any, Sequence
 
-from memtrials.envs.scienceworld import jvm as scienceworld_jvm
 from memtrials.envs.base import Env, Observation, RestoreMismatch
+from memtrials.envs.scienceworld import jvm as scienceworld_jvm
+from memtrials.envs.scienceworld.ambiguity import OPTION_PREFIX, parse_options, same_observation
+from memtrials.envs.scienceworld.engine import JVM_OPTIONS, lent_engine_class, own_engine_class, start_engine
+from memtrials.envs.scienceworld.tasks import parse_task_id
 
-AMBIGUITY_PREFIX = "Ambiguous request:"
-OPTION_PREFIX = "@option "
-_OPTION_LINE = re.compile(r"^(\d+):\t(.*)$")
 JOIN_SEP = "\x1f"
 JOIN_SWITCH = "MEMTRIALS_SCIENCEWORLD_JOIN"
 
@@ -78,124 +69,6 @@ def configure(config: Any) -> None:
         raise ValueError(f"envs.scienceworld.join_admissible must be true or false, got {on!r}")
     os.environ[JOIN_SWITCH] = "1" if on else "0"
     scienceworld_jvm.configure(config)
-
-
-def parse_task_id(task_id: str) -> tuple[str, int]:
-    """Split ``"boil:3"`` into ``("boil", 3)``; a precise error for anything else."""
-    name, sep, var = str(task_id).rpartition(":")
-    if not sep or not name or not var.isdigit():
-        raise ValueError(
-            f"scienceworld: task id {task_id!r} is not '<task-name>:<variation>' "
-            "(e.g. 'boil:3'); take ids from results/tasks/scienceworld.parquet"
-        )
-    return name, int(var)
-
-
-def make_task_id(task_name: str, variation: int) -> str:
-    """The canonical task id of one ScienceWorld variation."""
-    return f"{task_name}:{int(variation)}"
-
-
-def parse_options(text: str) -> list[str] | None:
-    """The option texts of an ambiguity prompt in their listed order, else ``None``."""
-    if not text.startswith(AMBIGUITY_PREFIX):
-        return None
-    options: list[str] = []
-    for line in text.splitlines()[1:]:
-        m = _OPTION_LINE.match(line)
-        if m:
-            if int(m.group(1)) != len(options):
-                return None
-            options.append(m.group(2))
-    return options
-
-
-def same_observation(got: str, recorded: str) -> bool:
-    """Equality of observations, where two ambiguity prompts match if they list the same options."""
-    if got == recorded:
-        return True
-    a, b = parse_options(got), parse_options(recorded)
-    return a is not None and b is not None and sorted(a) == sorted(b)
-
-
-# HotSpot's default identity hash (hashCode=5) seeds each JVM thread from a global random
-# sequence that every thread start advances, and ScienceWorld keeps a room's objects in hashed
-# sets: which compiler and GC threads the JVM happened to start before py4j's connection thread
-# decided the order of a room's objects and doors (seen: another order under load, with
-# -XX:+UseSerialGC and with -Xint).  A constant identity hash (hashCode=2) makes that order
-# depend on the order objects were added alone: the same output under every JVM variant tried
-# (tests/envs/test_scienceworld.py), at no measured cost per step.
-JVM_OPTIONS = ("-XX:+UnlockExperimentalVMOptions", "-XX:hashCode=2")
-_LAUNCH_LOCK = threading.Lock()
-
-
-@functools.cache
-def _lent_engine_class() -> Any:
-    """ScienceWorld's Python wrapper over a borrowed JVM (:mod:`memtrials.envs.scienceworld.jvm`):
-    its own py4j connection and engine object; closing it ends the connection, never the JVM.
-    Made on first use (it subclasses the package's wrapper, imported only then)."""
-    import tempfile
-
-    from py4j.java_gateway import GatewayParameters, JavaGateway
-    from scienceworld import ScienceWorldEnv as _Engine
-
-    class LentEngine(_Engine):  # type: ignore[misc, valid-type]
-        def __init__(self, gateway_port: int) -> None:  # the wrapper's own start, less the launch
-            self._gateway = JavaGateway(gateway_parameters=GatewayParameters(auto_field=True, port=gateway_port))
-            self.server = self._gateway.jvm.scienceworld.runtime.pythonapi.PythonInterface()
-            self.lastStepScore = 0
-            self.taskName = None
-            self.envStepLimit = 10**9
-            self.clear_run_histories()
-            self.goldPathGenerated = False
-            self._obj_tree_tempdir = tempfile.TemporaryDirectory()
-
-        def close(self) -> None:
-            gateway, self._gateway = getattr(self, "_gateway", None), None
-            if gateway is None:
-                return
-            for end in (lambda: gateway.detach(self.server), gateway.close):
-                try:
-                    end()
-                except Exception:  # noqa: BLE001  (the JVM may be gone; it is not ours to stop)
-                    pass
-            # the JVM is another borrower's now: py4j objects finalized later must not connect
-            gateway._gateway_client.is_connected = False
-
-    return LentEngine
-
-
-@functools.cache
-def _own_engine_class() -> Any:
-    """ScienceWorld's Python wrapper over a JVM of its own, with a ``close`` that runs once and
-    tolerates a JVM already gone. The package's ``close`` writes a newline to the JVM's stdin and
-    its ``__del__`` calls ``close`` again at garbage collection: once the JVM has closed its stdin,
-    that write raised ``BrokenPipeError``, printed as an "Exception ignored in ... __del__"
-    traceback in a run's log. Made on first use (it subclasses the package's wrapper)."""
-    from scienceworld import ScienceWorldEnv as _Engine
-
-    class OwnEngine(_Engine):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._memtrials_closed = False  # set once started: a start that failed has nothing to close
-
-        def close(self) -> None:
-            if getattr(self, "_memtrials_closed", True):  # closed, or never started
-                return
-            self._memtrials_closed = True
-            try:
-                super().close()
-            except (BrokenPipeError, ConnectionError, OSError):  # the JVM went first: nothing to stop
-                pass
-
-    return OwnEngine
-
-
-def _start_engine(engine_class: Any) -> Any:
-    """Start ScienceWorld's JVM with :data:`JVM_OPTIONS` (through ``JAVA_TOOL_OPTIONS``, after
-    any the user set: the package's launcher takes no JVM options), restoring the variable after."""
-    with _LAUNCH_LOCK, scienceworld_jvm.java_tool_options(JVM_OPTIONS):
-        return engine_class("", envStepLimit=10**9)
 
 
 class ScienceWorldEnv(Env):
@@ -231,7 +104,7 @@ class ScienceWorldEnv(Env):
         if shared is not None:
             try:
                 self._lease = scienceworld_jvm.borrow(shared["dir"], shared["idle_s"], JVM_OPTIONS)
-                self.engine = _lent_engine_class()(self._lease.port)
+                self.engine = lent_engine_class()(self._lease.port)
             except Exception as exc:  # noqa: BLE001  (anything: start an own JVM, as without sharing)
                 if self._lease is not None:
                     self._lease.release()
@@ -239,7 +112,7 @@ class ScienceWorldEnv(Env):
                 logging.getLogger(__name__).warning(
                     "scienceworld: no shared JVM (%s); starting this environment's own", exc)
         if self.engine is None:
-            self.engine = _start_engine(_own_engine_class())
+            self.engine = start_engine(own_engine_class())
         self.server = self.engine.server
         self._task_names = tuple(self.engine.get_task_names())
         self._task_id: str | None = None
@@ -407,13 +280,3 @@ class ScienceWorldEnv(Env):
             if self._lease is not None:  # the borrowed JVM goes back to the machine's idle ones
                 self._lease.release()
 
-
-def task_rows(env: ScienceWorldEnv) -> list[dict]:
-    """One task-table row per official (task, variation): split = the official train/dev/test."""
-    rows = []
-    for num, name in enumerate(env.task_names()):
-        for split, variations in env.variations(name).items():
-            for var in variations:
-                rows.append({"task_id": make_task_id(name, var), "split": split, "type": name,
-                             "source": "official", "variation": var, "task_num": num})
-    return rows

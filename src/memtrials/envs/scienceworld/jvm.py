@@ -5,7 +5,7 @@ about 4 CPU-s (class loading and the JIT compiling the engine's world building),
 than a whole short episode; a default run starts one per ScienceWorld job (about 50).  With
 ``envs.scienceworld.shared_jvm`` the first environment on a machine starts a *supervisor*
 (``python -m memtrials.envs.scienceworld.jvm``), a small process that launches one JVM (py4j's
-gateway, ScienceWorld's jar, :data:`~memtrials.envs.scienceworld.env.JVM_OPTIONS`) and registers it;
+gateway, ScienceWorld's jar, :data:`~memtrials.envs.scienceworld.engine.JVM_OPTIONS`) and registers it;
 an environment *borrows* an idle registered JVM (else starts another), opens its own py4j
 connection and its own engine object (``PythonInterface``) there, and gives the JVM back when it
 closes.  A JVM serves one environment at a time, so nothing runs in it concurrently; what a

@@ -113,7 +113,7 @@ class AntipersistWorkflow(Study):
                 raise ConfigError(f"{src}.sweeps.{key}: expected a list of numbers in [0, 1], got {vals!r}")
         if float(0) in [float(v) for v in a["sweeps"]["gamma"]] and a["sweeps"]["enabled"]:
             raise ConfigError(f"{src}.sweeps.gamma: 0 is not a decay (every older outcome would weigh nothing)")
-        for key in ("prompts_dir", "actor_prompts_dir"):
+        for key in ("memory_prompts_dir", "actor_prompts_dir"):
             if not Path(str(a[key])).is_dir():
                 raise ConfigError(f"{src}.{key}: folder '{a[key]}' does not exist; restore it from git or fix the key")
         self.check_pools()
@@ -181,8 +181,13 @@ class AntipersistWorkflow(Study):
         return source_files(self.config, design)
 
     def prompt_files(self) -> list[str]:
-        """Every file of the study's prompt folder (each design loads its own)."""
-        return sorted(str(p) for p in Path(str(self.a["prompts_dir"])).iterdir() if p.is_file())
+        """The prompt files of the study's memory designs and baselines (each design loads its own),
+        in the memories' folder (``antipersist.memory_prompts_dir``); the study has none of its own."""
+        from memtrials.memory import abstraction, antipersist, autorefine, expel, reflexion
+
+        names = (*abstraction.PROMPT_FILES, *antipersist.PROMPT_FILES, *reflexion.PROMPT_FILES,
+                 *expel.PROMPT_FILES, *autorefine.PROMPT_FILES)
+        return [f"{self.a['memory_prompts_dir']}/{f}" for f in names]
 
     def actor_prompt_files(self) -> list[str]:
         from memtrials.agent.prompts import PROMPT_FILES

@@ -268,7 +268,7 @@ def continuation_schema() -> Any:
 
 async def continuation_cell(
     config: Any, *, model: str, env: str, condition: str, episodes_path: str, steps_path: str,
-    n_sources: int, seed: int, settings: Any, prompts_dir: str, in_flight: int, out_episodes: str,
+    n_sources: int, seed: int, settings: Any, actor_prompts_dir: str, in_flight: int, out_episodes: str,
     out_steps: str, out_calls: str, calibrator: str | None = None, min_length: int = 3,
     env_options: Any = None, make_env: Any = None, memory: Mapping[str, Any] | None = None,
     embedder: str | None = None, out_memory: str | None = None,
@@ -281,7 +281,7 @@ async def continuation_cell(
     import dataclasses
 
     from memtrials.agent.job import open_job
-    from memtrials.agent.prompts import HistoryPrompts
+    from memtrials.agent.prompts import ActorPrompts
     from memtrials.agent.review import review_transition
     from memtrials.agent.records import STEP_SCHEMA
     from memtrials.agent.runner import EpisodeSpec, episode_schema, write_episodes
@@ -302,7 +302,7 @@ async def continuation_cell(
     if base_cond == "calibrator" and not calibrator:
         raise ValueError("continuation condition 'calibrator' needs an endpoint in roles.calibrator")
     sources = select_sources(pd.read_parquet(episodes_path), pd.read_parquet(steps_path), n_sources, seed, min_length)
-    prompts = HistoryPrompts.load(prompts_dir)
+    prompts = ActorPrompts.load(actor_prompts_dir)
     cell = f"history/continuation/{model}/{env}/{condition}"
     base = {"raw": "raw", "causal_reference": "causal_reference", "memory": "raw"}.get(base_cond, "reference")
     settings = dataclasses.replace(settings, review=base_cond == "calibrator", fmt="chat" if chat else "block",

@@ -23,7 +23,7 @@ def _n_tasks(cell: Mapping[str, Any]) -> int:
 
 
 async def rollouts(config: Mapping[str, Any], model: str, env: str, condition: str, cell: Mapping[str, Any],
-                   prompts_dir: str, tasks_path: str, out_episodes: str, out_steps: str, out_calls: str) -> None:
+                   actor_prompts_dir: str, tasks_path: str, out_episodes: str, out_steps: str, out_calls: str) -> None:
     """One full-rollout cell: the configured task list of ``env``, paired seeds."""
     tasks = read_tasks(tasks_path, _n_tasks(cell), cell["split"], int(cell["seed"]), env, cell.get("task_types"),
                        cell.get("tasks"))
@@ -32,13 +32,13 @@ async def rollouts(config: Mapping[str, Any], model: str, env: str, condition: s
     seeds = [seed_of(int(cell["seed"]), env, t) for t in tasks]
     settings = actor_settings(model, condition, cell["actor"], shuffle=cell["shuffle"])
     await rollout_cell(config, model=model, env=env, condition=condition, tasks=tasks, seeds=seeds,
-                       settings=settings, prompts_dir=prompts_dir, in_flight=int(cell["in_flight"]),
+                       settings=settings, actor_prompts_dir=actor_prompts_dir, in_flight=int(cell["in_flight"]),
                        out_episodes=out_episodes, out_steps=out_steps, out_calls=out_calls,
                        env_options=cell["env_options"])
 
 
 async def continuation(config: Mapping[str, Any], model: str, env: str, condition: str,
-                       cell: Mapping[str, Any], prompts_dir: str, episodes_path: str, steps_path: str,
+                       cell: Mapping[str, Any], actor_prompts_dir: str, episodes_path: str, steps_path: str,
                        out_episodes: str, out_steps: str, out_calls: str, out_memory: str | None = None) -> None:
     """One reference-continuation cell over the Raw sources of (model, env); a memory
     condition's cell also writes its memory's snapshot to ``out_memory``."""
@@ -48,19 +48,21 @@ async def continuation(config: Mapping[str, Any], model: str, env: str, conditio
     await continuation_cell(
         config, model=model, env=env, condition=condition, episodes_path=episodes_path, steps_path=steps_path,
         n_sources=int(cont["sources_per_cell"]), seed=int(cell["seed"]), settings=settings,
-        prompts_dir=prompts_dir, in_flight=int(cell["in_flight"]), out_episodes=out_episodes,
+        actor_prompts_dir=actor_prompts_dir, in_flight=int(cell["in_flight"]), out_episodes=out_episodes,
         out_steps=out_steps, out_calls=out_calls, calibrator=calibrator,
         min_length=int(cont["min_source_steps"]), env_options=cell["env_options"], memory=cell.get("memory"),
         embedder=(cell.get("embedder") or {}).get("name"), out_memory=out_memory)
 
 
-async def probe(config: Mapping[str, Any], model: str, env: str, cell: Mapping[str, Any], prompts_dir: str,
-                episodes_path: str, steps_path: str, out_responses: str, out_screen: str, out_calls: str) -> None:
+async def probe(config: Mapping[str, Any], model: str, env: str, cell: Mapping[str, Any], actor_prompts_dir: str,
+                prompts_dir: str, episodes_path: str, steps_path: str, out_responses: str, out_screen: str,
+                out_calls: str) -> None:
     """The repetition probe of one Raw cell, screened by the judge role's endpoint."""
     judge = (cell.get("judge") or {}).get("name")
     if not judge:
         raise ValueError("the repetition probe needs roles.judge in the config")
     settings = actor_settings(model, "raw", cell["actor"])
     await probe_cell(config, model=model, judge=judge, env=env, episodes_path=episodes_path, steps_path=steps_path,
-                     settings=settings, prompts_dir=prompts_dir, out_responses=out_responses, out_screen=out_screen,
+                     settings=settings, actor_prompts_dir=actor_prompts_dir, prompts_dir=prompts_dir,
+                     out_responses=out_responses, out_screen=out_screen,
                      out_calls=out_calls, conditions=tuple(cell["probe"]["conditions"]))

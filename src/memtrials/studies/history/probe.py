@@ -21,11 +21,12 @@ import pandas as pd
 
 from memtrials.agent.actor import ActorSettings
 from memtrials.agent.parse import normalize, parse_action
-from memtrials.agent.prompts import JUDGE_SCHEMA, HistoryPrompts
+from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.review import review_transition
 from memtrials.agent.render import Segment
 from memtrials.agent.views import Entry, apply_view, current_label, raw
 from memtrials.studies.history.design import PROBE_CONDITIONS
+from memtrials.studies.history.prompts import JUDGE_SCHEMA, JudgePrompts
 
 import pyarrow as pa  # noqa: E402
 
@@ -89,17 +90,19 @@ def select_pairs(episodes: pd.DataFrame, steps: pd.DataFrame) -> list[RepeatPair
 
 async def probe_cell(
     config: Any, *, model: str, judge: str, env: str, episodes_path: str, steps_path: str,
-    settings: ActorSettings, prompts_dir: str, out_responses: str, out_screen: str, out_calls: str,
+    settings: ActorSettings, actor_prompts_dir: str, prompts_dir: str, out_responses: str, out_screen: str,
+    out_calls: str,
     conditions: Sequence[str] = PROBE_CONDITIONS,
 ) -> pd.DataFrame:
-    """Screen the repeat pairs of one Raw cell and ask the actor for one next action per condition."""
+    """Screen the repeat pairs of one Raw cell and ask the actor for one next action per condition
+    (the actor's prompts from ``actor_prompts_dir``, the screen's from ``prompts_dir``)."""
     from memtrials.io import write_parquet
     from memtrials.llm import open_client
 
     bad = [c for c in conditions if c not in PROBE_CONDITIONS]
     if bad:
         raise ValueError(f"unknown probe condition(s) {bad}; known: {', '.join(PROBE_CONDITIONS)}")
-    prompts = HistoryPrompts.load(prompts_dir)
+    prompts, judge_prompts = ActorPrompts.load(actor_prompts_dir), JudgePrompts.load(prompts_dir)
     pairs = select_pairs(pd.read_parquet(episodes_path), pd.read_parquet(steps_path))
     cell = f"history/probe/{model}/{env}"
     mode = settings.mode
@@ -108,8 +111,8 @@ async def probe_cell(
         client.expect(len(pairs) * (1 + 2 * len(conditions)))
 
         async def screen(p: RepeatPair) -> dict[str, Any]:
-            msgs = prompts.judge_messages(env=env, task=p.task, history=[Segment.of(raw(p.entries))],
-                                          action=p.action, observation=p.current_observation)
+            msgs = judge_prompts.judge_messages(prompts, env=env, task=p.task, history=[Segment.of(raw(p.entries))],
+                                                action=p.action, observation=p.current_observation)
             j = await client.complete_json(judge, msgs, schema=JUDGE_SCHEMA, purpose="judge",
                                            max_tokens=settings.review_max_tokens or settings.max_output_tokens)
             supports = j.value["supports_repetition"] if j.valid and j.value else None

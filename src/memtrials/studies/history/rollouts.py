@@ -16,7 +16,7 @@ import pandas as pd
 
 from memtrials.agent.actor import ActorSettings, Composer
 from memtrials.agent.job import open_job
-from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.records import STEP_SCHEMA
 from memtrials.agent.runner import EpisodeSpec, episode_schema, write_episodes
 
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 async def rollout_cell(
     config: Mapping[str, Any], *, model: str, env: str, condition: str, tasks: Sequence[str],
-    seeds: Sequence[int], settings: ActorSettings, prompts_dir: str, in_flight: int,
+    seeds: Sequence[int], settings: ActorSettings, actor_prompts_dir: str, in_flight: int,
     out_episodes: str, out_steps: str, out_calls: str, env_options: Mapping[str, Any] | None = None,
     make_env: Callable[[], Any] | None = None, composer: Callable[[int], Composer] | None = None,
     memory: Any = None,
@@ -39,7 +39,7 @@ async def rollout_cell(
         raise ValueError(f"{len(tasks)} tasks but {len(seeds)} seeds")
     if len(set(tasks)) != len(tasks):
         raise ValueError("rollout cell: the task list has duplicates")
-    prompts = HistoryPrompts.load(prompts_dir)
+    prompts = ActorPrompts.load(actor_prompts_dir)
     cell = f"history/rollouts/{model}/{env}/{condition}"
     specs = [EpisodeSpec(env, t, f"{cell}/{t}", s, settings, composer=composer(s) if composer else None)
              for t, s in zip(tasks, seeds)]

@@ -36,6 +36,7 @@ class HistoryWorkflow(Study):
         self.envs = list(self.h["envs"])
         self.conditions = rollout_conditions(self.h)
         self.prompts_dir = str(self.h["prompts_dir"])
+        self.actor_prompts_dir = str(self.h["actor_prompts_dir"])
         self.cont = dict(self.h["continuation"])
         self.cont_conditions = list(self.cont["conditions"]) + [f"{c}-chat" for c in self.cont["chat_conditions"]]
         self.cont_enabled = bool(self.cont["enabled"]) and bool(self.cont_conditions)
@@ -89,12 +90,19 @@ class HistoryWorkflow(Study):
         return source_files(self.config, served[0]) if served else []
 
     def prompt_files(self) -> list[str]:
-        from memtrials.agent.prompts import PROMPT_FILES
+        """The study's own prompt files (the repetition screen's: the probe reads them)."""
+        from memtrials.studies.history.prompts import PROMPT_FILES
 
         return [f"{self.prompts_dir}/{f}" for f in PROMPT_FILES]
 
     def in_flight(self) -> int:
         return int(self.h["in_flight"])
+
+    def actor_prompt_files(self) -> list[str]:
+        """The actor's prompt files (every rule that runs the actor, the calibrator's too)."""
+        from memtrials.agent.prompts import PROMPT_FILES
+
+        return [f"{self.actor_prompts_dir}/{f}" for f in PROMPT_FILES]
 
     def cell(self, model: str, env: str, part: str | None = None, condition: str | None = None) -> dict[str, Any]:
         """Everything of the config that determines one cell's output (a memory condition's

@@ -49,7 +49,7 @@ from memtrials.memory.retrieval import top_k
 from memtrials.config.prompts import PromptFiles
 from memtrials.stats.shapley import subset_shapley
 from memtrials.studies.playbook.methods import (  # noqa: F401  (re-exported)
-    DC_PROMPT_FILES, EVALUATION, JUDGE_PROMPT_FILES, METHODS, PRACTICE,
+    BASELINE_PROMPTS_KEY, DC_PROMPT_FILES, EVALUATION, JUDGE_PROMPT_FILES, METHODS, PRACTICE,
 )
 
 SELECT_SCHEMA = {"type": "object", "properties": {"keep": {"type": "array", "items": {"type": "string"}}},
@@ -260,7 +260,7 @@ async def dc_select(client: Any, curator: str, prompts_dir: str, lessons: pd.Dat
     """One DC-curator call choosing which fixed lessons to keep within ``budget`` (DC_self when
     ``with_outcome`` is false: no outcome, no reward, no score is in the prompt).  The kept
     ids are taken in the order the curator lists them, unknown ids dropped, then cut to B."""
-    prompts = PromptFiles.load(prompts_dir, DC_PROMPT_FILES, what="playbook")
+    prompts = PromptFiles.load(prompts_dir, DC_PROMPT_FILES, what="playbook", key=BASELINE_PROMPTS_KEY)
     tok = _tokens(lessons)
     cap = cap_of(lessons, budget)
     listing = "\n".join(f"[{r.lesson_id}] ({int(r.tokens)} tokens) {r.text}" for r in lessons.itertuples(index=False))
@@ -283,7 +283,7 @@ async def judge_labels(client: Any, judge: str, prompts_dir: str, episodes: pd.D
                        *, max_tokens: int | None = 4) -> pd.DataFrame:
     """One goal-check call per episode (task and transcript, no outcome): ``episode_id``,
     ``design_episode`` (if present), ``judged`` (1 for yes), ``reply``, ``call_id``."""
-    prompts = PromptFiles.load(prompts_dir, JUDGE_PROMPT_FILES, what="playbook")
+    prompts = PromptFiles.load(prompts_dir, JUDGE_PROMPT_FILES, what="playbook", key=BASELINE_PROMPTS_KEY)
     rows = []
     for ep in episodes.itertuples(index=False):
         st = steps[steps["episode_id"] == ep.episode_id].sort_values("step").to_dict("records")

@@ -28,3 +28,5 @@ METHODS: dict[str, tuple[str, str, str]] = {  # key -> (label, combine, allowed 
 #: The prompt files of Dynamic Cheatsheet's selection and of the judge-based baseline (``playbook.baselines.prompts_dir``).
 DC_PROMPT_FILES = ("dc_select_system.txt", "dc_select_user.txt")
 JUDGE_PROMPT_FILES = ("judge_goal_system.txt", "judge_goal_user.txt")
+BASELINE_PROMPTS_KEY = "playbook.baselines.prompts_dir"
+"""The config key naming their folder (a missing file's error says to fix it)."""

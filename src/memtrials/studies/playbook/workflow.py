@@ -299,7 +299,7 @@ class PlaybookWorkflow(Study):
         from memtrials.memory.ace import PROMPT_FILES as ACE
         from memtrials.memory.cheatsheet import PROMPT_FILES as DC
 
-        return [f"{self.p['prompts_dir']}/{f}" for f in (*ACE, *DC)]
+        return [f"{self.p['memory_prompts_dir']}/{f}" for f in (*ACE, *DC)]
 
     def baseline_prompt_files(self) -> list[str]:
         from memtrials.studies.playbook.methods import DC_PROMPT_FILES, JUDGE_PROMPT_FILES

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from memtrials.agent.parse import parse_action
-from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.records import table
 from memtrials.io import write_parquet
 from memtrials.llm import open_client
@@ -38,14 +38,14 @@ def screened(contexts: Sequence[Context], generated: pd.DataFrame, screen: pd.Da
     return [(c, e) for c, e in candidates(contexts, generated) if c.context_id in ok]
 
 
-def actor_messages(hp: HistoryPrompts, c: Context, exp: str | None, mode: str) -> list[dict[str, str]]:
+def actor_messages(hp: ActorPrompts, c: Context, exp: str | None, mode: str) -> list[dict[str, str]]:
     """The recipient actor's block-format prompt at step ``t+1``, with ``exp`` beside ``A_t`` or without."""
     return hp.actor_messages(env=c.env, task=c.task, history=c.actor_history(exp), current_observation=c.observation,
                              current_label="Current observation", step_count=c.step, admissible=c.next_actions,
                              mode=mode, fmt="block")
 
 
-async def compare_pair(client: Any, hp: HistoryPrompts, cp: CalibratorPrompts, *, actor: str, judge: str, c: Context,
+async def compare_pair(client: Any, hp: ActorPrompts, cp: CalibratorPrompts, *, actor: str, judge: str, c: Context,
                        exp: str, actor_cfg: Mapping[str, Any], judge_max_tokens: int | None) -> dict[str, Any]:
     """One within-actor pair and, unless its actions are identical, its two judgements."""
     mode = str(actor_cfg["mode"])
@@ -79,12 +79,12 @@ async def compare_pair(client: Any, hp: HistoryPrompts, cp: CalibratorPrompts, *
 
 
 async def compare_stage(config: Mapping[str, Any], *, actor: str, judge: str, contexts_path: str,
-                        generated_path: str, screen_path: str, prompts_dir: str, calibrator_prompts_dir: str,
+                        generated_path: str, screen_path: str, actor_prompts_dir: str, calibrator_prompts_dir: str,
                         actor_cfg: Mapping[str, Any], judge_max_tokens: int | None, out: str,
                         out_calls: str) -> pd.DataFrame:
     """Every screened candidate with one recipient actor; one row per pair."""
     pairs = screened(read_contexts(contexts_path), pd.read_parquet(generated_path), pd.read_parquet(screen_path))
-    hp, cp = HistoryPrompts.load(prompts_dir), CalibratorPrompts.load(calibrator_prompts_dir)
+    hp, cp = ActorPrompts.load(actor_prompts_dir), CalibratorPrompts.load(calibrator_prompts_dir)
     async with open_client(config, f"calibrator/compare/{actor}", out_calls) as client:
         client.expect(4 * len(pairs))
         rows = list(await asyncio.gather(*(

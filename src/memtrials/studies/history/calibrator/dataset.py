@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import pyarrow as pa
 
-from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.records import table
 from memtrials.io import atomic_write_text, write_parquet
 from memtrials.studies.history.calibrator.contexts import Context
@@ -81,7 +81,7 @@ def label_rows(contexts: Sequence[Context], generated: pd.DataFrame, screen: pd.
     return rows
 
 
-def examples(contexts: Sequence[Context], labels: pd.DataFrame, prompts: HistoryPrompts,
+def examples(contexts: Sequence[Context], labels: pd.DataFrame, prompts: ActorPrompts,
              variant: str) -> list[dict[str, Any]]:
     """The SFT examples of ``variant``: ``prompt`` (the G.2 review messages) and ``target``."""
     if variant not in VARIANTS:
@@ -110,12 +110,12 @@ def write_labels(*, contexts_path: str, generated_path: str, screen_path: str, c
     return table(rows, LABEL_SCHEMA).to_pandas()
 
 
-def write_dataset(*, contexts_path: str, labels_path: str, prompts_dir: str, variant: str, out_jsonl: str,
+def write_dataset(*, contexts_path: str, labels_path: str, actor_prompts_dir: str, variant: str, out_jsonl: str,
                   out_parquet: str) -> list[dict[str, Any]]:
     """``out_jsonl``: one ``{"context_id", "env", "task_id", "prompt": [messages], "target", "messages":
     [... + assistant]}``
     line per example; ``out_parquet``: the same rows (``DATASET_SCHEMA``)."""
-    exs = examples(read_contexts(contexts_path), pd.read_parquet(labels_path), HistoryPrompts.load(prompts_dir),
+    exs = examples(read_contexts(contexts_path), pd.read_parquet(labels_path), ActorPrompts.load(actor_prompts_dir),
                    variant)
     lines = [json.dumps({"context_id": e["context_id"], "env": e["env"], "task_id": e["task_id"],
                          "prompt": e["prompt"], "target": e["target"],

@@ -21,7 +21,7 @@ from memtrials.studies.history.rollouts import rollout_cell
 log = logging.getLogger(__name__)
 
 
-async def sources(config: Mapping[str, Any], *, model: str, env: str, cell: Mapping[str, Any], prompts_dir: str,
+async def sources(config: Mapping[str, Any], *, model: str, env: str, cell: Mapping[str, Any], actor_prompts_dir: str,
                   tasks_path: str, out_episodes: str, out_steps: str, out_calls: str) -> None:
     """Raw rollouts of one source actor on the calibrator's training split, after checking that
     none of its tasks is an evaluation task of the history study (section 6.1)."""
@@ -29,7 +29,7 @@ async def sources(config: Mapping[str, Any], *, model: str, env: str, cell: Mapp
     seeds = [seed_of(int(cell["seed"]), env, t) for t in tasks]
     settings = actor_settings(model, "raw", cell["actor"])
     await rollout_cell(config, model=model, env=env, condition="calibrator-source", tasks=tasks, seeds=seeds,
-                       settings=settings, prompts_dir=prompts_dir, in_flight=int(cell["in_flight"]),
+                       settings=settings, actor_prompts_dir=actor_prompts_dir, in_flight=int(cell["in_flight"]),
                        out_episodes=out_episodes, out_steps=out_steps, out_calls=out_calls,
                        env_options=cell["env_options"])
 

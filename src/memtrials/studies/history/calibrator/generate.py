@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.records import table
 from memtrials.agent.review import review_transition
 from memtrials.io import write_parquet
@@ -24,7 +24,7 @@ def read_contexts(path: str) -> list[Context]:
     return [Context.from_row(r) for r in pd.read_parquet(path).to_dict("records")]
 
 
-async def review_contexts(client: Any, prompts: HistoryPrompts, generator: str, contexts: Sequence[Context],
+async def review_contexts(client: Any, prompts: ActorPrompts, generator: str, contexts: Sequence[Context],
                           max_tokens: int | None) -> list[dict[str, Any]]:
     """One G.2 review per context (rows of ``GENERATE_SCHEMA``, in context order)."""
 
@@ -37,11 +37,11 @@ async def review_contexts(client: Any, prompts: HistoryPrompts, generator: str, 
     return list(await asyncio.gather(*(one(c) for c in contexts)))
 
 
-async def generate_stage(config: Mapping[str, Any], *, generator: str, contexts_path: str, prompts_dir: str,
+async def generate_stage(config: Mapping[str, Any], *, generator: str, contexts_path: str, actor_prompts_dir: str,
                          max_tokens: int | None, out: str, out_calls: str) -> pd.DataFrame:
     """Review every context with ``generator``; write the candidates and the call records."""
     contexts = read_contexts(contexts_path)
-    prompts = HistoryPrompts.load(prompts_dir)
+    prompts = ActorPrompts.load(actor_prompts_dir)
     async with open_client(config, f"calibrator/generate/{generator}", out_calls) as client:
         client.expect(len(contexts))
         rows = await review_contexts(client, prompts, generator, contexts, max_tokens)

@@ -78,10 +78,10 @@ def _examples(episodes: Sequence[str], arm: str, prompts: JointActorPrompts) -> 
 
 
 def write_joint_data(*, calibrator_rollouts: Sequence[str], raw_rollouts: Sequence[str], out_joint: str,
-                     out_action_only: str, prompts_dir: str, calibrator_prompts_dir: str) -> tuple[int, int]:
+                     out_action_only: str, actor_prompts_dir: str, calibrator_prompts_dir: str) -> tuple[int, int]:
     """Write both datasets, each cut to the smaller one's size (in a fixed order)."""
-    j = _examples(calibrator_rollouts, "joint", load_prompts(prompts_dir, calibrator_prompts_dir, "joint"))
-    a = _examples(raw_rollouts, "action_only", load_prompts(prompts_dir, calibrator_prompts_dir, "action_only"))
+    j = _examples(calibrator_rollouts, "joint", load_prompts(actor_prompts_dir, calibrator_prompts_dir, "joint"))
+    a = _examples(raw_rollouts, "action_only", load_prompts(actor_prompts_dir, calibrator_prompts_dir, "action_only"))
     n = min(len(j), len(a))
     for rows, path in ((j[:n], out_joint), (a[:n], out_action_only)):
         lines = [json.dumps({**x, "messages": [*x["prompt"], {"role": "assistant", "content": x["target"]}]},

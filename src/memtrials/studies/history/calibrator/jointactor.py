@@ -11,7 +11,7 @@
 - **action_only**: the Raw history and the action alone in ``<action>`` tags.
 
 Both arms see the same actor prompt as the history study's block format except for the reply
-instruction (ours, ``config/prompts/history/calibrator/respond_*.txt``), and
+instruction (ours, ``config/prompts/calibrator/respond_*.txt``), and
 :func:`actor_prompt` renders it both for the rollouts (through the actor loop) and for the
 SFT data (:mod:`.joint`), so a trained actor is evaluated on the prompts it was trained on.
 Each arm runs on the history study's task list and seeds of each environment.  The joint arm's
@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 from memtrials.agent.actor import ActorSettings, ViewComposer
 from memtrials.agent.job import open_job, pool_size
-from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.records import STEP_SCHEMA
 from memtrials.agent.render import Message
 from memtrials.agent.runner import EpisodeSpec, write_episodes
@@ -43,27 +43,27 @@ ARMS: dict[str, tuple[str, str]] = {"joint": ("experience", "joint"), "action_on
 
 
 @dataclasses.dataclass(frozen=True)
-class JointActorPrompts(HistoryPrompts):
-    """The history study's actor prompt with an arm's reply instruction (``respond``: listed
+class JointActorPrompts(ActorPrompts):
+    """The actor's prompt (as the history study renders it) with an arm's reply instruction (``respond``: listed
     actions, ``respond_code``: AppWorld's code actions)."""
 
     respond: str = ""
     respond_code: str = ""
 
     @classmethod
-    def for_arm(cls, history: HistoryPrompts, calibrator: CalibratorPrompts, arm: str) -> "JointActorPrompts":
+    def for_arm(cls, actor: ActorPrompts, calibrator: CalibratorPrompts, arm: str) -> "JointActorPrompts":
         if arm not in ARMS:
             raise ValueError(f"unknown joint-actor arm {arm!r}; known: {', '.join(ARMS)}")
-        return cls(directory=history.directory, texts=history.texts, resolved=history.resolved,
+        return cls(directory=actor.directory, texts=actor.texts, resolved=actor.resolved,
                    respond=calibrator.t(f"respond_{arm}.txt"), respond_code=calibrator.t(f"respond_{arm}_code.txt"))
 
     def response_instruction(self, mode: str, admissible: Sequence[str] | None) -> str:
         return self.respond_code if admissible is None else self.respond
 
 
-def load_prompts(prompts_dir: str, calibrator_prompts_dir: str, arm: str) -> JointActorPrompts:
-    return JointActorPrompts.for_arm(HistoryPrompts.load(prompts_dir), CalibratorPrompts.load(calibrator_prompts_dir),
-                                     arm)
+def load_prompts(actor_prompts_dir: str, calibrator_prompts_dir: str, arm: str) -> JointActorPrompts:
+    return JointActorPrompts.for_arm(ActorPrompts.load(actor_prompts_dir),
+                                     CalibratorPrompts.load(calibrator_prompts_dir), arm)
 
 
 REPLIES = ("constrained", "free")
@@ -101,7 +101,7 @@ def actor_prompt(prompts: JointActorPrompts, *, env: str, task: str, entries: Se
 
 
 async def joint_rollouts(config: Mapping[str, Any], *, arm: str, model: str, env: str, cell: Mapping[str, Any],
-                         max_output_tokens: int | None, prompts_dir: str, calibrator_prompts_dir: str,
+                         max_output_tokens: int | None, actor_prompts_dir: str, calibrator_prompts_dir: str,
                          tasks_path: str, out_episodes: str, out_steps: str, out_calls: str,
                          make_env: Any = None) -> None:
     """One arm's cell for endpoint ``model`` on the task list of the history study's (env) cells."""
@@ -110,7 +110,7 @@ async def joint_rollouts(config: Mapping[str, Any], *, arm: str, model: str, env
     seeds = [seed_of(int(cell["seed"]), env, t) for t in tasks]
     settings = arm_settings(model, arm, cell["actor"], max_output_tokens, cell["reply"],
                             cell["max_experience_chars"])
-    prompts = load_prompts(prompts_dir, calibrator_prompts_dir, arm)
+    prompts = load_prompts(actor_prompts_dir, calibrator_prompts_dir, arm)
     name = f"calibrator/joint/{arm}/{model}/{env}"
     specs = [EpisodeSpec(env, t, f"{name}/{t}", s, settings) for t, s in zip(tasks, seeds)]
     in_flight = pool_size(int(cell["in_flight"]), len(tasks))

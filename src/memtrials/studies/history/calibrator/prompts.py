@@ -1,15 +1,15 @@
-"""The calibrator's own prompt files (``config/prompts/history/calibrator/``): the judge's
+"""The calibrator's own prompt files (``config/prompts/calibrator/``): the judge's
 content screen and its blind next-action comparison, and the reply instructions of the joint
 actor and its action-only baseline (section 6.4).  The paper describes the screen and the
 comparison (section 6.1, Appendices D.4 and G.3) and prints only the calibration block's two
 forms (G.3), no prompt: every text here is the project's own (``SOURCES.md`` there).  The
-review itself is the history study's Appendix G.2 prompt."""
+review itself is the actor's Appendix G.2 prompt (:mod:`memtrials.agent.prompts`)."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from memtrials.agent.prompts import HistoryPrompts, fill
+from memtrials.agent.prompts import ActorPrompts, fill
 from memtrials.agent.render import Message, Segment, render_block
 from memtrials.config.prompts import PromptFiles
 
@@ -34,13 +34,10 @@ class CalibratorPrompts(PromptFiles):
     NAMES = PROMPT_FILES
     WHAT = "calibrator"
 
-    def t(self, name: str) -> str:
-        return self.texts[name].rstrip("\n")
-
-    def screen_messages(self, history_prompts: HistoryPrompts, *, env: str, task: str, history: Sequence[Segment],
+    def screen_messages(self, actor: ActorPrompts, *, env: str, task: str, history: Sequence[Segment],
                         action: str, observation: str, experience: str) -> list[Message]:
         """The content screen: unsupported claims, restatement of the observation (section 6.1)."""
-        user = fill(self.t("screen_user.txt"), environment=history_prompts.environment(env), task=task,
+        user = fill(self.t("screen_user.txt"), environment=actor.environment(env), task=task,
                     history=render_block(history), action=action, observation=observation, experience=experience)
         return [{"role": "system", "content": self.t("screen_system.txt")}, {"role": "user", "content": user}]
 

@@ -33,24 +33,25 @@ def calibrator_settings(model: str, calibrator: str, actor: Mapping[str, Any], s
 
 
 async def calibrator_rollouts(config: Mapping[str, Any], *, model: str, env: str, cell: Mapping[str, Any],
-                              calibrator: str, prompts_dir: str, tasks_path: str, out_episodes: str, out_steps: str,
-                              out_calls: str, make_env: Any = None, condition: str = "calibrator") -> None:
+                              calibrator: str, actor_prompts_dir: str, tasks_path: str, out_episodes: str,
+                              out_steps: str, out_calls: str, make_env: Any = None,
+                              condition: str = "calibrator") -> None:
     """One Calibrator cell on the task list of the history study's (model, env) cells
     (``condition``: ``calibrator``, or ``calibrator-<variant>`` for Table 9's cells)."""
     tasks = read_tasks(tasks_path, int(cell["tasks_per_cell"]), cell["split"], int(cell["seed"]), env,
                        cell.get("task_types"))
     await _play(config, model=model, env=env, cell=cell, calibrator=calibrator, tasks=tasks, condition=condition,
-                prompts_dir=prompts_dir, outs=(out_episodes, out_steps, out_calls), make_env=make_env)
+                actor_prompts_dir=actor_prompts_dir, outs=(out_episodes, out_steps, out_calls), make_env=make_env)
 
 
 async def _play(config: Mapping[str, Any], *, model: str, env: str, cell: Mapping[str, Any], calibrator: str,
-                tasks: list[str], condition: str, prompts_dir: str, outs: tuple[str, str, str],
+                tasks: list[str], condition: str, actor_prompts_dir: str, outs: tuple[str, str, str],
                 make_env: Any) -> None:
     """A Calibrator cell of ``model`` on ``tasks`` (their seeds from the cell's seed)."""
     seeds = [seed_of(int(cell["seed"]), env, t) for t in tasks]
     settings = calibrator_settings(model, calibrator, cell["actor"], cell["shuffle"])
     await rollout_cell(config, model=model, env=env, condition=condition, tasks=tasks, seeds=seeds,
-                       settings=settings, prompts_dir=prompts_dir, in_flight=int(cell["in_flight"]),
+                       settings=settings, actor_prompts_dir=actor_prompts_dir, in_flight=int(cell["in_flight"]),
                        out_episodes=outs[0], out_steps=outs[1], out_calls=outs[2],
                        env_options=cell["env_options"], make_env=make_env)
 
@@ -72,14 +73,14 @@ def training_tasks(tasks_path: str, cell: Mapping[str, Any], env: str) -> list[s
 
 
 async def joint_source_rollouts(config: Mapping[str, Any], *, model: str, env: str, cell: Mapping[str, Any],
-                                calibrator: str, prompts_dir: str, tasks_path: str, out_episodes: str,
+                                calibrator: str, actor_prompts_dir: str, tasks_path: str, out_episodes: str,
                                 out_steps: str, out_calls: str, make_env: Any = None) -> None:
     """Calibrator rollouts of ``model`` on the calibrator's training split (the joint actor's SFT
     data, section 6.4): the tasks and seeds of the Raw source cell of (model, env), so that the
     joint and action-only datasets come from the same training tasks and never an evaluation one."""
     await _play(config, model=model, env=env, cell=cell, calibrator=calibrator,
                 tasks=training_tasks(tasks_path, cell, env), condition="calibrator-joint-source",
-                prompts_dir=prompts_dir, outs=(out_episodes, out_steps, out_calls), make_env=make_env)
+                actor_prompts_dir=actor_prompts_dir, outs=(out_episodes, out_steps, out_calls), make_env=make_env)
 
 
 def checkpoint_digest(folder: str | Path) -> str:

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from memtrials.agent.prompts import HistoryPrompts
+from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.records import table
 from memtrials.io import write_parquet
 from memtrials.llm import open_client
@@ -30,7 +30,7 @@ def candidates(contexts: Sequence[Context], generated: pd.DataFrame) -> list[tup
     return [(c, exp[c.context_id]) for c in contexts if c.context_id in exp]
 
 
-async def screen_candidates(client: Any, hp: HistoryPrompts, cp: CalibratorPrompts, judge: str,
+async def screen_candidates(client: Any, hp: ActorPrompts, cp: CalibratorPrompts, judge: str,
                             cands: Sequence[tuple[Context, str]], max_tokens: int | None) -> list[dict[str, Any]]:
     async def one(c: Context, e: str) -> dict[str, Any]:
         msgs = cp.screen_messages(hp, env=c.env, task=c.task, history=c.review_history(), action=c.action,
@@ -48,10 +48,10 @@ async def screen_candidates(client: Any, hp: HistoryPrompts, cp: CalibratorPromp
 
 
 async def screen_stage(config: Mapping[str, Any], *, judge: str, contexts_path: str, generated_path: str,
-                       prompts_dir: str, calibrator_prompts_dir: str, max_tokens: int | None, out: str,
+                       actor_prompts_dir: str, calibrator_prompts_dir: str, max_tokens: int | None, out: str,
                        out_calls: str) -> pd.DataFrame:
     cands = candidates(read_contexts(contexts_path), pd.read_parquet(generated_path))
-    hp, cp = HistoryPrompts.load(prompts_dir), CalibratorPrompts.load(calibrator_prompts_dir)
+    hp, cp = ActorPrompts.load(actor_prompts_dir), CalibratorPrompts.load(calibrator_prompts_dir)
     async with open_client(config, f"calibrator/screen/{judge}", out_calls) as client:
         client.expect(len(cands))
         rows = await screen_candidates(client, hp, cp, judge, cands, max_tokens)
