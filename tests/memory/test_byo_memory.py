@@ -131,9 +131,9 @@ async def _antipersist(cfg, wf, root, tasks, out: Path) -> None:
     common = dict(model="loop", env="alfworld", design="memory-notes", seed_index=1,
                   cell=wf.cell("loop", "alfworld", "memory-notes"), prompts_dir=os.path.dirname(wf.prompt_files()[0]),
                   actor_prompts_dir=os.path.dirname(wf.actor_prompt_files()[0]), tasks_path=str(tasks))
-    await train_stream(cfg, **common, out_episodes=str(out / "train.parquet"), out_steps=str(out / "train.steps.parquet"),
-                       out_calls=str(out / "train.calls.parquet"), out_memory=str(out / "memory.json"),
-                       out_rounds=str(out / "rounds.json"))
+    await train_stream(cfg, **common, out_episodes=str(out / "train.parquet"),
+                       out_steps=str(out / "train.steps.parquet"), out_calls=str(out / "train.calls.parquet"),
+                       out_memory=str(out / "memory.json"), out_rounds=str(out / "rounds.json"))
     await evaluate(cfg, **common, memory_path=str(out / "memory.json"), out_episodes=str(out / "eval.parquet"),
                    out_steps=str(out / "eval.steps.parquet"), out_calls=str(out / "eval.calls.parquet"),
                    out_record=str(out / "eval.json"))
@@ -162,7 +162,8 @@ def test_the_example_is_trained_on_a_stream_and_evaluated_frozen(games, example,
     assert [json.loads(x) for x in steps.sort_values(["round", "step"])["memory_ids"]] == [[], [], ["note-0001"],
                                                                                           ["note-0001"]]
     rounds = json.loads((out / "rounds.json").read_text())
-    assert [len(s["state"]["notes"]) for s in rounds["snapshots"]] == [1, 2] and rounds["calls"]["by_purpose"]["notes"] == 2
+    assert [len(s["state"]["notes"]) for s in rounds["snapshots"]] == [1, 2]
+    assert rounds["calls"]["by_purpose"]["notes"] == 2
     assert_calls_recorded(notes, out / "train.calls.parquet")
     # frozen: the held-out episode is served both notes (k = 2), the memory is unchanged, no note is written
     record = json.loads((out / "eval.json").read_text())

@@ -297,7 +297,8 @@ async def continuation_cell(
         base_cond, sep, fmt = condition.partition("-")
         if base_cond not in CONTINUATION_CONDITIONS or (sep and fmt != "chat"):
             raise ValueError(f"unknown continuation condition {condition!r}; known: "
-                             f"{', '.join(CONTINUATION_CONDITIONS)} (each optionally followed by '-chat'), memory-<name>")
+                             f"{', '.join(CONTINUATION_CONDITIONS)} (each optionally followed by '-chat'), "
+                             "memory-<name>")
         chat = fmt == "chat"
     if base_cond == "calibrator" and not calibrator:
         raise ValueError("continuation condition 'calibrator' needs an endpoint in roles.calibrator")
@@ -342,7 +343,8 @@ async def continuation_cell(
               "calibrator": calibrator if base_cond == "calibrator" else None} for s in sources]
     schema, step_schema = continuation_schema(), STEP_SCHEMA
     if view is not None:  # the columns a user's memory declares
-        schema, step_schema = episode_schema(view.episode_columns, schema), episode_schema(view.step_columns, step_schema)
+        schema = episode_schema(view.episode_columns, schema)
+        step_schema = episode_schema(view.step_columns, step_schema)
     return write_episodes(episodes, {"model": model, "env": env, "condition": condition},
                           {s.task_id: i for i, s in enumerate(sources)}, out_episodes, out_steps,
                           extra=extra, schema=schema, step_schema=step_schema)
