@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from memtrials.envs.base import Env, Observation
+from memtrials.envs.base import Env, Observation, data_root
 
 # Official folder names of ALFWorld's three splits under $ALFWORLD_DATA/json_2.1.1.
 OFFICIAL_SPLITS: dict[str, str] = {
@@ -93,15 +93,7 @@ class AlfworldEnv(Env):
         from memtrials.envs.alfworld import speed as textworld_speed
 
         textworld_speed.install()  # memoized parsing in TextWorld's PDDL backend (same results, less CPU)
-        if root is None:
-            if official:
-                off = official_root()
-                if off is None:
-                    raise FileNotFoundError(ALFWORLD_ROOT_HELP)
-                root = off
-            else:
-                root = Path("resources/alfworld/games")
-        self.root = Path(root)
+        self.root = data_root(root, official, official_root, ALFWORLD_ROOT_HELP, "resources/alfworld/games")
         self.max_steps = max_steps
         infos = textworld.EnvInfos(admissible_commands=True, won=True, extras=["gamefile"])
         self.engine = AlfredInfos(AlfredDemangler(PddlEnv(infos), shuffle=False))

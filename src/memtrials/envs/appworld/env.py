@@ -26,7 +26,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from memtrials.envs.base import Env, Observation
+from memtrials.envs.base import Env, Observation, data_root
 
 OFFICIAL_SPLITS: tuple[str, ...] = ("train", "dev", "test_normal", "test_challenge")
 GENERATED_SPLITS: tuple[str, ...] = ("train", "practice", "eval")
@@ -77,15 +77,7 @@ class AppWorldEnv(Env):
 
     def __init__(self, root: str | os.PathLike | None = None, official: bool = False,
                  max_steps: int | None = None, experiment: str | None = None) -> None:
-        if root is None:
-            if official:
-                off = official_root()
-                if off is None:
-                    raise FileNotFoundError(APPWORLD_ROOT_HELP)
-                root = off
-            else:
-                root = Path("resources/appworld")
-        self.root = Path(root)
+        self.root = data_root(root, official, official_root, APPWORLD_ROOT_HELP, "resources/appworld")
         if not (self.root / "data" / "tasks").is_dir():
             raise FileNotFoundError(
                 f"appworld: no task data under {self.root / 'data' / 'tasks'}; build it with "
@@ -215,12 +207,8 @@ def solution_body(code: str) -> str:
 
 def task_rows(root: str | os.PathLike | None = None, official: bool = False) -> list[dict]:
     """One task-table row per task listed in ``data/datasets/<split>.txt``."""
-    if official:
-        off = official_root()
-        if off is None:
-            raise FileNotFoundError(APPWORLD_ROOT_HELP)
-        root = off
-    root = Path(root if root is not None else "resources/appworld")
+    # official: the official data, whatever ``root`` says
+    root = data_root(None if official else root, official, official_root, APPWORLD_ROOT_HELP, "resources/appworld")
     data = root / "data"
     rows = []
     for split in (OFFICIAL_SPLITS if official else GENERATED_SPLITS):
