@@ -22,11 +22,7 @@ from memtrials.config.prompts import check_prompts
 
 
 def _models(args: argparse.Namespace) -> int:
-    try:
-        models = load_models(args.models)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    models = load_models(args.models)
     if args.action == "list":
         for name, ep in models.items():
             where = ep.base_url or f"embedded:{ep.embedded.distribution if ep.embedded else ''}"
@@ -65,13 +61,9 @@ def check_studies(config: dict, files: list[str]) -> None:
 
 
 def _config(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.config, args.configfile)
-        check_prompts(config, " + ".join([args.config, *args.configfile]))
-        check_studies(config, [args.config, *args.configfile])
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    config = load_config(args.config, args.configfile)
+    check_prompts(config, " + ".join([args.config, *args.configfile]))
+    check_studies(config, [args.config, *args.configfile])
     print(f"ok: {args.config}" + "".join(f" + {f}" for f in args.configfile))
     return 0
 
@@ -79,11 +71,7 @@ def _config(args: argparse.Namespace) -> int:
 def _spend(args: argparse.Namespace) -> int:
     from memtrials.llm.cache.backends import open_cache
 
-    try:
-        config = load_config(args.config, args.configfile)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    config = load_config(args.config, args.configfile)
     path = Path(config["cache"]["path"])
     backends = [config["cache"]["backend"]]
     other = {"sqlite": path.is_file(), "shards": (path.parent / "shards").is_dir()}
@@ -102,11 +90,7 @@ def _spend(args: argparse.Namespace) -> int:
 def _cache(args: argparse.Namespace) -> int:
     from memtrials.llm.cache.backends import open_cache
 
-    try:
-        config = load_config(args.config, args.configfile)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    config = load_config(args.config, args.configfile)
     shards = Path(config["cache"]["path"]).parent / "shards"
     if not shards.is_dir():
         print(f"error: no {shards}/: only a cache written with cache.backend: shards (the cluster profiles) "
@@ -154,7 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     _config_arguments(compact)
     compact.set_defaults(func=_cache)
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:  # every command: a config error is one line naming file and key, status 2
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
