@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 from memtrials.config import ConfigError, Sources, check_config, load_config, load_models, load_overlay
 from memtrials.config.prompts import check_prompts
@@ -106,10 +107,13 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--config`` and its ``--configfile`` overlays, as every config-reading command takes them."""
+def _config_command(sub: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> None:
+    """Command ``name`` (``sub``: its parent's subparsers) run by ``func``, with ``--config`` and
+    its ``--configfile`` overlays, as every config-reading command takes them."""
+    parser = sub.add_parser(name, help=help_text)
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--configfile", nargs="*", default=[], help="overlays, in the order Snakemake merges them")
+    parser.set_defaults(func=func)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,18 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--timeout", type=float, default=30.0)
         p.set_defaults(func=_models)
     cfg = sub.add_parser("config", help="validate the config, its overlays, the registry and the prompt folders")
-    csub = cfg.add_subparsers(dest="action", required=True)
-    check = csub.add_parser("check", help="what the workflow checks before any job (the studies' checks included)")
-    _config_arguments(check)
-    check.set_defaults(func=_config)
-    spend = sub.add_parser("spend", help="what was paid so far, per endpoint")
-    _config_arguments(spend)
-    spend.set_defaults(func=_spend)
+    _config_command(cfg.add_subparsers(dest="action", required=True), "check",
+                    "what the workflow checks before any job (the studies' checks included)", _config)
+    _config_command(sub, "spend", "what was paid so far, per endpoint", _spend)
     cache = sub.add_parser("cache", help="maintain the response cache")
-    cache_sub = cache.add_subparsers(dest="action", required=True)
-    compact = cache_sub.add_parser("compact", help="merge a shards cache's finished shards into one file")
-    _config_arguments(compact)
-    compact.set_defaults(func=_cache)
+    _config_command(cache.add_subparsers(dest="action", required=True), "compact",
+                    "merge a shards cache's finished shards into one file", _cache)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
