@@ -4,8 +4,9 @@ Studies score *success* (``won``, the environment's own flag), not progress.
 State restore is by deterministic replay of an action prefix (``restore``), checked
 against the observations that were recorded when the prefix was first played.
 Also what the environments share around it: where an environment's data lives
-(:func:`data_root`: the project's generated data or the official data) and the check of a
-replay's recorded observations (:func:`check_replay`).
+(:func:`data_root`: the project's generated data or the official data, :func:`official_data`,
+:func:`official_data_help`)
+and the check of a replay's recorded observations (:func:`check_replay`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,24 @@ class Observation:
 
 class RestoreMismatch(RuntimeError):
     """Replaying an action prefix did not reproduce the recorded observations."""
+
+
+def official_data_help(env: str, variable: str, missing: str, download: str) -> str:
+    """The error for official data that is not there: ``missing`` (a path under ``$variable``)
+    does not exist; the fix names ``download``, the command that fetches the data."""
+    return (f"{env}: official data requested (envs.{env}.source: official) but {missing} does not exist; "
+            f"set {variable} to the folder where `{download}` put the data on a machine with internet, "
+            "or use source: generated")
+
+
+def official_data(variable: str, folder: str = "", holding: str = "") -> Path | None:
+    """The official data's folder ``$variable/<folder>`` if the environment variable is set and
+    that folder (with a ``holding`` folder inside, when named) exists, else ``None``."""
+    value = os.environ.get(variable)
+    if not value:
+        return None
+    root = Path(value) / folder
+    return root if (root / holding).is_dir() else None
 
 
 def data_root(root: str | os.PathLike | None, official: bool, official_root: Callable[[], Path | None],

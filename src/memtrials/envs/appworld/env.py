@@ -26,21 +26,17 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from memtrials.envs.base import Env, Observation, data_root
+from memtrials.envs.base import Env, Observation, data_root, official_data, official_data_help
 
 OFFICIAL_SPLITS: tuple[str, ...] = ("train", "dev", "test_normal", "test_challenge")
 GENERATED_SPLITS: tuple[str, ...] = ("train", "practice", "eval")
-APPWORLD_ROOT_HELP = (
-    "appworld: official data requested (envs.appworld.source: official) but $APPWORLD_ROOT/data/tasks "
-    "does not exist; set APPWORLD_ROOT to the folder where `appworld download data` put the data on a "
-    "machine with internet, or use source: generated"
-)
+APPWORLD_ROOT_HELP = official_data_help("appworld", "APPWORLD_ROOT", "$APPWORLD_ROOT/data/tasks",
+                                        "appworld download data")
 
 
 def official_root() -> Path | None:
     """``$APPWORLD_ROOT`` if it holds ``data/tasks``, else ``None``."""
-    root = os.environ.get("APPWORLD_ROOT")
-    return Path(root) if root and (Path(root) / "data" / "tasks").is_dir() else None
+    return official_data("APPWORLD_ROOT", holding="data/tasks")
 
 
 def _activate_root(root: Path) -> None:
