@@ -3,10 +3,10 @@
 Studies score *success* (``won``, the environment's own flag), not progress.
 State restore is by deterministic replay of an action prefix (``restore``), checked
 against the observations that were recorded when the prefix was first played.
-Also what the environments share around it: where an environment's data lives
-(:func:`data_root`: the project's generated data or the official data, :func:`official_data`,
-:func:`official_data_help`)
-and the check of a replay's recorded observations (:func:`check_replay`).
+Also what the environments share around it: where an environment's data lives (the
+project's generated data or the official data: :func:`data_root`, :func:`official_data`,
+:func:`official_data_help`) and the check of a replay's recorded observations
+(:func:`check_replay`).
 """
 
 from __future__ import annotations
