@@ -1,12 +1,14 @@
 """Shared pieces of the reliability drills (``benchmarks/drill_*.py``): a workflow copy in
 a temporary folder (results, logs and ``.snakemake/`` land there, never in the
-checkout), Snakemake in it, and the loopback endpoint as a registry entry.
+checkout), Snakemake in it, the loopback endpoint as a registry entry, each study's cells
+run in-process, and the options the drills share.
 
 Not a drill itself: ``python benchmarks/drill_common.py`` prints where a copy would go.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -294,3 +296,28 @@ def antipersist_cells(cfg: Mapping[str, Any], out: Path,
 # the cells each drill can run, by study: ``STUDY_CELLS[name](cfg, out)`` -> that study's files
 STUDY_CELLS = {"luck": luck_cells, "history": history_cells, "playbook": playbook_cells,
                "antipersist": antipersist_cells}
+STUDIES = tuple(STUDY_CELLS)
+
+
+def drill_parser(doc: str) -> argparse.ArgumentParser:
+    """A drill's argument parser, described by the first paragraph of its docstring ``doc``."""
+    return argparse.ArgumentParser(description=doc.split("\n\n")[0])
+
+
+def cell_drill_arguments(ap: argparse.ArgumentParser, seed: int) -> None:
+    """The options of a drill that runs every study's cells in-process (:data:`STUDY_CELLS`)."""
+    ap.add_argument("--tasks", type=int, default=2, help="ScienceWorld tasks per history cell")
+    ap.add_argument("--steps", type=int, default=4, help="actions per episode")
+    ap.add_argument("--seed", type=int, default=seed)
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--studies", nargs="+", default=list(STUDIES), choices=list(STUDIES),
+                    help="which studies' cells to run (default: all four)")
+
+
+def workflow_drill_arguments(doc: str, argv: list[str] | None, quick: str) -> argparse.Namespace:
+    """The options of a drill on a workflow copy: ``--quick`` (what it then does: ``quick``)
+    and ``--keep``, parsed from ``argv``."""
+    ap = drill_parser(doc)
+    ap.add_argument("--quick", action="store_true", help=quick)
+    ap.add_argument("--keep", action="store_true", help="keep the temporary workflow copy")
+    return ap.parse_args(argv)

@@ -36,7 +36,6 @@ made, a traceback, or the pasted key echoed).
 
 from __future__ import annotations
 
-import argparse
 import re
 import secrets
 import shutil
@@ -47,7 +46,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from drill_common import PY, REPO, env, loopback_overlay, snakemake_args, workflow_copy
+from drill_common import PY, REPO, env, loopback_overlay, snakemake_args, workflow_copy, workflow_drill_arguments
 
 from memtrials.testing import LoopbackServer
 
@@ -184,10 +183,7 @@ def judge(v: Variant, out: str, rc: int, requests: int) -> tuple[bool, list[str]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="config check only (no snakemake -n)")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary workflow copy")
-    args = ap.parse_args(argv)
+    args = workflow_drill_arguments(__doc__, argv, quick="config check only (no snakemake -n)")
     t0 = time.monotonic()
     wf = workflow_copy(prefix="memtrials-drill-configs-")
     (wf / "bin").mkdir()  # bin/run as it is; its set-up replaced by a no-op, the checkout's .venv linked

@@ -30,7 +30,6 @@ The last line is the figure.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import socket
@@ -44,7 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from drill_common import STUDY_CELLS, cell_config, loopback_registry
+from drill_common import STUDIES, STUDY_CELLS, cell_config, cell_drill_arguments, drill_parser, loopback_registry
 
 from memtrials.testing import Faults, LoopbackServer
 
@@ -57,8 +56,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
-
-STUDIES = tuple(STUDY_CELLS)
 
 
 def run_once(tmp: Path, port: int, faults: Faults | None, tasks: int, steps: int, timeout_s: float,
@@ -125,14 +122,9 @@ def compare(a: Path, b: Path) -> tuple[bool, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = drill_parser(__doc__)
     ap.add_argument("--rate", type=float, default=0.20, help="share of requests that fail, over all fault kinds")
-    ap.add_argument("--tasks", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--studies", nargs="+", default=list(STUDIES), choices=list(STUDIES),
-                    help="which studies' cells to run (default: all four)")
+    cell_drill_arguments(ap, seed=1)
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="memtrials-drill-faults-"))

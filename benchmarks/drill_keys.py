@@ -17,7 +17,6 @@ study at its default size as well.  The last line is the figure: files scanned, 
 
 from __future__ import annotations
 
-import argparse
 import secrets
 import shutil
 import sqlite3
@@ -25,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from drill_common import loopback_overlay, snakemake, workflow_copy
+from drill_common import loopback_overlay, snakemake, workflow_copy, workflow_drill_arguments
 
 from memtrials.testing import LoopbackServer
 
@@ -75,10 +74,7 @@ def scan(root: Path, key: str) -> tuple[int, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="the smoke check only")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary workflow copy")
-    args = ap.parse_args(argv)
+    args = workflow_drill_arguments(__doc__, argv, quick="the smoke check only")
     t0 = time.monotonic()
     key = "sk-drill-" + secrets.token_hex(24)
     wf = workflow_copy(prefix="memtrials-drill-keys-")

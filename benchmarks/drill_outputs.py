@@ -27,7 +27,6 @@ with its raw text, rows recording one otherwise, served replies in no row, cells
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
@@ -38,12 +37,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from drill_common import STUDY_CELLS, cell_config, loopback_registry
+from drill_common import STUDY_CELLS, cell_config, cell_drill_arguments, drill_parser, loopback_registry
 
 from memtrials.testing import LoopbackServer
 from memtrials.testing.policies import BadOutputs
 
-STUDIES = tuple(STUDY_CELLS)
 NOT_VALID_ANSWER = {"invalid", "recovered"}
 NOT_VALID_STEP = {"unparsable", "inadmissible"}
 
@@ -73,13 +71,8 @@ def memory_rows(files: dict[str, Path]) -> list[tuple[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tasks", type=int, default=2, help="ScienceWorld tasks per history cell")
-    ap.add_argument("--steps", type=int, default=4, help="actions per episode")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--studies", nargs="+", default=list(STUDIES), choices=list(STUDIES),
-                    help="which studies' cells to run (default: all four)")
+    ap = drill_parser(__doc__)
+    cell_drill_arguments(ap, seed=0)
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="memtrials-drill-outputs-"))

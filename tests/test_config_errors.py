@@ -190,12 +190,20 @@ def test_duplicate_endpoint_names_are_rejected_with_file_line_and_key(tmp_path):
         load_models(path)
 
 
-def test_duplicate_keys_in_a_config_overlay_are_rejected(tmp_path):
+BAD_OVERLAYS = {  # an overlay's text -> what loading it says after its name ({path}: the file), what checking it says
+    "duplicate key": ("smoke:\n  enabled: false\n  enabled: true\n",
+                      r"line 3, column 3: key 'enabled' appears twice", r"key 'enabled' appears twice"),
+    "empty": ("# nothing yet\n", r"the file is empty.*Fix: .*drop --configfile {path}", r"the file is empty"),
+}
+
+
+@pytest.mark.parametrize("text,loaded,checked", BAD_OVERLAYS.values(), ids=BAD_OVERLAYS)
+def test_a_bad_config_overlay_is_rejected_with_its_name(tmp_path, text, loaded, checked):
     overlay = tmp_path / "overlay.yaml"
-    overlay.write_text("smoke:\n  enabled: false\n  enabled: true\n")
-    with pytest.raises(ConfigError, match=rf"^{overlay}: line 3, column 3: key 'enabled' appears twice"):
+    overlay.write_text(text)
+    with pytest.raises(ConfigError, match=rf"^{overlay}: " + loaded.format(path=overlay)):
         load_config(REPO / "config" / "config.yaml", [overlay])
-    with pytest.raises(ConfigError, match=r"key 'enabled' appears twice"):
+    with pytest.raises(ConfigError, match=checked):
         check_config_files([REPO / "config" / "config.yaml", overlay])
 
 
@@ -212,15 +220,6 @@ def test_yaml_syntax_error_names_file_line_and_column(tmp_path):
     bad.write_text("panel: [smollm2\nsmoke:\n  enabled: true\n")
     with pytest.raises(ConfigError, match=rf"^{bad}: not valid YAML at line \d+, column \d+: .*Fix: correct"):
         load_config(REPO / "config" / "config.yaml", [bad])
-
-
-def test_an_empty_overlay_is_rejected_with_its_name(tmp_path):
-    empty = tmp_path / "empty.yaml"
-    empty.write_text("# nothing yet\n")
-    with pytest.raises(ConfigError, match=rf"^{empty}: the file is empty.*Fix: .*drop --configfile {empty}"):
-        load_config(REPO / "config" / "config.yaml", [empty])
-    with pytest.raises(ConfigError, match=r"the file is empty"):
-        check_config_files([empty])
 
 
 def test_default_config_files_have_no_duplicate_keys():

@@ -21,7 +21,9 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -118,25 +120,37 @@ def test_concurrent_writers_in_separate_processes_lose_nothing(tmp_path):
 
 
 HOLDER = """
-import sys, time
+import json, socket, sys, time
+host, options = sys.argv[2], json.loads(sys.argv[3])
+if host:
+    socket.gethostname = lambda: host  # as a job on another host of the cluster
 from memtrials.llm.cache.shards import ShardCache
-cache = ShardCache(sys.argv[1])
+cache = ShardCache(sys.argv[1], **options)
 assert cache.claim("k", "holder", 3600) is True
 print("claimed", flush=True)
 time.sleep(120)
 """
 
 
-def test_a_killed_claimants_claim_is_taken_over(tmp_path):
-    path = tmp_path / "llm.sqlite"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True)
+@contextmanager
+def claim_held(path: Path, host: str = "", **options: float) -> Iterator[None]:
+    """A process of its own holds the claim on key "k" (on host ``host`` when it names one;
+    ``options``: its ShardCache's) until the block ends: then it is killed (SIGKILL)."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), host, json.dumps(options)],
+                              stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "claimed"
-        waiter = ShardCache(path)
-        assert waiter.claim("k", "waiter", stale_s=3600) is False  # a live owner on this host: wait
+        yield
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
+
+
+def test_a_killed_claimants_claim_is_taken_over(tmp_path):
+    path = tmp_path / "llm.sqlite"
+    with claim_held(path):
+        waiter = ShardCache(path)
+        assert waiter.claim("k", "waiter", stale_s=3600) is False  # a live owner on this host: wait
     assert waiter.claim("k", "waiter", stale_s=3600) is True  # its process is gone: taken over at once
     assert waiter.store("k", _record("k", "after the kill"), "run")["response_text"] == "after the kill"
     other = ShardCache(path)
@@ -477,29 +491,13 @@ def test_processes_embedding_the_same_texts_at_once_store_one_entry_each(loopbac
     assert srv.stats.requests == 0  # a rerun replays every text
 
 
-FAR_HOLDER = """
-import socket, sys, time
-socket.gethostname = lambda: "another-node"  # as a job on another host of the cluster
-from memtrials.llm.cache.shards import ShardCache
-cache = ShardCache(sys.argv[1], heartbeat_s=0.1)
-assert cache.claim("k", "far", 3600) is True
-print("claimed", flush=True)
-time.sleep(120)
-"""
-
-
 def test_a_claim_from_another_host_is_taken_over_once_its_heartbeat_stops(tmp_path):
     path = tmp_path / "llm.sqlite"
-    holder = subprocess.Popen([sys.executable, "-c", FAR_HOLDER, str(path)], stdout=subprocess.PIPE, text=True)
     waiter = ShardCache(path, lost_after_s=1.5)
-    try:
-        assert holder.stdout.readline().strip() == "claimed"
+    with claim_held(path, "another-node", heartbeat_s=0.1):
         assert json.loads(waiter.claims.path("k").read_text())["host"] == "another-node"
         time.sleep(2.0)
         assert waiter.claim("k", "here", stale_s=3600) is False  # its pid means nothing here: the heartbeat does
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(timeout=30)
     killed = time.monotonic()
     while (got := waiter.claim("k", "here", stale_s=3600)) is False and time.monotonic() < killed + 30:
         time.sleep(0.05)

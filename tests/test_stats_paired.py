@@ -19,30 +19,29 @@ def paired_binary(rng, n, p_x, p_y, rho=0.5):
     return (a < norm.ppf(p_x)).astype(int), (b < norm.ppf(p_y)).astype(int)
 
 
-def test_planted_effect_is_detected_and_covered():
-    rng = np.random.default_rng(1)
+def coverage_and_rejections(seed: int, sims: int, n: int, p_x: float, p_y: float, truth: float) -> tuple[float, float]:
+    """Over ``sims`` simulated samples of ``n`` pairs: the share of bootstrap intervals (level
+    0.95) that cover ``truth`` and the share of exact McNemar tests that reject at 0.05."""
+    rng = np.random.default_rng(seed)
     covered = rejected = 0
-    sims = 150
     for s in range(sims):
-        x, y = paired_binary(rng, 300, 0.40, 0.52)
-        r = paired_difference(x, y, n_boot=1000, seed=s)
-        covered += r.diff.lo <= 0.12 <= r.diff.hi
+        x, y = paired_binary(rng, n, p_x, p_y)
+        r = paired_difference(x, y, n_boot=1000, seed=s)  # paired_bootstrap and mcnemar_exact of the pairs
+        covered += r.diff.lo <= truth <= r.diff.hi
         rejected += r.p_mcnemar < 0.05
-    assert covered / sims > 0.88          # nominal 0.95
-    assert rejected / sims > 0.8          # power against a 12-point paired gain
+    return covered / sims, rejected / sims
+
+
+def test_planted_effect_is_detected_and_covered():
+    covered, rejected = coverage_and_rejections(1, 150, 300, 0.40, 0.52, truth=0.12)
+    assert covered > 0.88          # nominal 0.95
+    assert rejected > 0.8          # power against a 12-point paired gain
 
 
 def test_null_is_rarely_rejected_and_interval_covers_zero():
-    rng = np.random.default_rng(2)
-    rejected = covered = 0
-    sims = 200
-    for s in range(sims):
-        x, y = paired_binary(rng, 200, 0.45, 0.45)
-        rejected += mcnemar_exact(x, y) < 0.05
-        iv = paired_bootstrap(x, y, n_boot=1000, seed=s)
-        covered += iv.lo <= 0 <= iv.hi
-    assert rejected / sims < 0.08         # exact test: at most about 5 %
-    assert covered / sims > 0.9
+    covered, rejected = coverage_and_rejections(2, 200, 200, 0.45, 0.45, truth=0)
+    assert rejected < 0.08         # exact test: at most about 5 %
+    assert covered > 0.9
 
 
 def test_exact_values_and_errors():

@@ -16,17 +16,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 from memtrials.config import ConfigError, Sources, check_config, load_config, load_models, load_overlay
 from memtrials.config.prompts import check_prompts
 
 
 def _models(args: argparse.Namespace) -> int:
-    try:
-        models = load_models(args.models)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    models = load_models(args.models)
     if args.action == "list":
         for name, ep in models.items():
             where = ep.base_url or f"embedded:{ep.embedded.distribution if ep.embedded else ''}"
@@ -65,13 +62,9 @@ def check_studies(config: dict, files: list[str]) -> None:
 
 
 def _config(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.config, args.configfile)
-        check_prompts(config, " + ".join([args.config, *args.configfile]))
-        check_studies(config, [args.config, *args.configfile])
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    config = load_config(args.config, args.configfile)
+    check_prompts(config, " + ".join([args.config, *args.configfile]))
+    check_studies(config, [args.config, *args.configfile])
     print(f"ok: {args.config}" + "".join(f" + {f}" for f in args.configfile))
     return 0
 
@@ -79,11 +72,7 @@ def _config(args: argparse.Namespace) -> int:
 def _spend(args: argparse.Namespace) -> int:
     from memtrials.llm.cache.backends import open_cache
 
-    try:
-        config = load_config(args.config, args.configfile)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    config = load_config(args.config, args.configfile)
     path = Path(config["cache"]["path"])
     backends = [config["cache"]["backend"]]
     other = {"sqlite": path.is_file(), "shards": (path.parent / "shards").is_dir()}
@@ -102,11 +91,7 @@ def _spend(args: argparse.Namespace) -> int:
 def _cache(args: argparse.Namespace) -> int:
     from memtrials.llm.cache.backends import open_cache
 
-    try:
-        config = load_config(args.config, args.configfile)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    config = load_config(args.config, args.configfile)
     shards = Path(config["cache"]["path"]).parent / "shards"
     if not shards.is_dir():
         print(f"error: no {shards}/: only a cache written with cache.backend: shards (the cluster profiles) "
@@ -122,10 +107,13 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--config`` and its ``--configfile`` overlays, as every config-reading command takes them."""
+def _config_command(sub: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> None:
+    """Command ``name`` (``sub``: its parent's subparsers) run by ``func``, with ``--config`` and
+    its ``--configfile`` overlays, as every config-reading command takes them."""
+    parser = sub.add_parser(name, help=help_text)
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--configfile", nargs="*", default=[], help="overlays, in the order Snakemake merges them")
+    parser.set_defaults(func=func)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,20 +129,18 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--timeout", type=float, default=30.0)
         p.set_defaults(func=_models)
     cfg = sub.add_parser("config", help="validate the config, its overlays, the registry and the prompt folders")
-    csub = cfg.add_subparsers(dest="action", required=True)
-    check = csub.add_parser("check", help="what the workflow checks before any job (the studies' checks included)")
-    _config_arguments(check)
-    check.set_defaults(func=_config)
-    spend = sub.add_parser("spend", help="what was paid so far, per endpoint")
-    _config_arguments(spend)
-    spend.set_defaults(func=_spend)
+    _config_command(cfg.add_subparsers(dest="action", required=True), "check",
+                    "what the workflow checks before any job (the studies' checks included)", _config)
+    _config_command(sub, "spend", "what was paid so far, per endpoint", _spend)
     cache = sub.add_parser("cache", help="maintain the response cache")
-    cache_sub = cache.add_subparsers(dest="action", required=True)
-    compact = cache_sub.add_parser("compact", help="merge a shards cache's finished shards into one file")
-    _config_arguments(compact)
-    compact.set_defaults(func=_cache)
+    _config_command(cache.add_subparsers(dest="action", required=True), "compact",
+                    "merge a shards cache's finished shards into one file", _cache)
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:  # every command: a config error is one line naming file and key, status 2
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ the embedded model servers (:mod:`memtrials.llm.local.shared`), the environment 
 (:mod:`memtrials.envs.process.forkserver`) and the warm job server (:mod:`memtrials.pipeline.jobserver`).
 Each keeps one ``.json`` info file per process under an ``fcntl`` lock and stops once idle;
 the pieces they share live here, below every layer (this module imports nothing of the
-package).  A server child runs :func:`watch_in_thread`, which ends it when its parent is
-gone (a per-cell server) or when no live lease has existed for ``idle`` seconds (a shared one).
+package but :mod:`memtrials.io`).  A server child runs :func:`watch_in_thread`, which ends it
+when its parent is gone (a per-cell server) or when no live lease has existed for ``idle``
+seconds (a shared one).  The two fork servers also share how they listen, register and refuse
+to fork (:func:`listen_abstract`, :func:`register_server`, :func:`may_fork`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
+
+from memtrials.io import atomic_write_text
 
 
 def server_dir(config: Mapping[str, Any]) -> Path:
@@ -52,6 +56,34 @@ def connect_abstract(address: str) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def listen_abstract(address: str) -> socket.socket:
+    """A stream socket listening at ``address`` in Linux's abstract namespace (the server's end
+    of :func:`connect_abstract`)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0" + address)
+    listener.listen(64)
+    return listener
+
+
+def register_server(info: Path, address: str, name: str, warm_cpu: float, **extra: Any) -> None:
+    """Write a fork server's ``info`` file, where jobs find it: this process, its socket
+    ``address``, ``name``, host, warm-up CPU seconds and start time, and ``extra``'s fields."""
+    atomic_write_text(info, json.dumps({"pid": os.getpid(), "address": address, "name": name,
+                                        "host": socket.gethostname(), "warm_cpu_s": round(warm_cpu, 3),
+                                        "started_at": time.time(), **extra}, sort_keys=True))
+
+
+def may_fork(label: str, conn: socket.socket) -> bool:
+    """Whether a fork server may fork a child for ``conn`` now: only while it runs one thread
+    (a child gets no copy of the others, and a lock one of them held stays held); else it says
+    so in its log (``label``) and closes ``conn``."""
+    if threading.active_count() != 1:
+        print(f"{label}: {threading.active_count()} threads, refusing to fork", flush=True)
+        conn.close()
+        return False
+    return True
 
 
 def peer_uid(conn: socket.socket) -> int | None:

@@ -40,15 +40,26 @@ def is_judge(body: Mapping[str, Any]) -> bool:
     return bool(msgs) and "supports_repetition" in str(msgs[0].get("content", ""))
 
 
-def gold_policy(gold: Mapping[str, list[str]], review: str = '{"decision":"NOUPDATE","experience":null}',
-                judge: str = '{"supports_repetition": false}') -> Callable[[Mapping[str, Any]], str]:
-    """Follow each task's gold path (task found by its description in the prompt)."""
+def actor_policy(act: Callable[[Mapping[str, Any]], str], review: str,
+                 judge: str) -> Callable[[Mapping[str, Any]], str]:
+    """Answer a review request with ``review``, a probe judge's with ``judge``, and an actor's
+    with ``act(body)``."""
 
     def policy(body: Mapping[str, Any]) -> str:
         if is_review(body):
             return review
         if is_judge(body):
             return judge
+        return act(body)
+
+    return policy
+
+
+def gold_policy(gold: Mapping[str, list[str]], review: str = '{"decision":"NOUPDATE","experience":null}',
+                judge: str = '{"supports_repetition": false}') -> Callable[[Mapping[str, Any]], str]:
+    """Follow each task's gold path (task found by its description in the prompt)."""
+
+    def act(body: Mapping[str, Any]) -> str:
         text = "\n".join(str(m.get("content", "")) for m in body.get("messages") or [])
         for desc, actions in gold.items():
             if task_clause(desc) in text:  # the prompt holds the task without its leading "Your task is to"
@@ -56,18 +67,10 @@ def gold_policy(gold: Mapping[str, list[str]], review: str = '{"decision":"NOUPD
                 return wrap(body, actions[k] if k < len(actions) else actions[-1])
         raise AssertionError("no known task in the prompt")
 
-    return policy
+    return actor_policy(act, review, judge)
 
 
 def repeat_policy(action: str, review: str = '{"decision":"CALIBRATE","experience":"Repeating did not help."}',
                   judge: str = '{"supports_repetition": false}') -> Callable[[Mapping[str, Any]], str]:
     """Always the same action (a repetition the probe must select)."""
-
-    def policy(body: Mapping[str, Any]) -> str:
-        if is_review(body):
-            return review
-        if is_judge(body):
-            return judge
-        return wrap(body, action)
-
-    return policy
+    return actor_policy(lambda body: wrap(body, action), review, judge)

@@ -35,35 +35,44 @@ def _calls(n: int, prefix: str, params: dict, model: str = "org/model-a") -> pa.
                           for i in range(n)])
 
 
+def registered_freeze(tmp: Path, sl: dict, per_domain: int) -> tuple[Path, Path, Path, list]:
+    """Seeded worlds (2 domains of ``per_domain``), the study's prompts and a registered freeze
+    of config slice ``sl`` under ``tmp``: (worlds file, prompts folder, registered.json, worlds)."""
+    prompts = tmp / "prompts"
+    shutil.copytree(REPO / "config/prompts/luck", prompts)
+    worlds = tmp / "worlds.parquet"
+    entry.make_worlds(seed=5, domains=2, per_domain=per_domain, margin=0.10, out=str(worlds))
+    reg = tmp / "freeze/registered.json"
+    entry.freeze(worlds=str(worlds), prompts_dir=str(prompts), config_slice=sl, registered=str(reg),
+                 out=str(tmp / "freeze/manifest.json"))
+    return worlds, prompts, reg, entry.load_worlds(str(worlds))
+
+
+def write_records(d: Path, model: str, ws: list, ans: pd.DataFrame, sent: dict) -> None:
+    """One endpoint's complete records in ``d``: a lesson for every world and cell, the answers
+    ``ans`` (the columns of ANSWER_SCHEMA), and the calls of both with the registered ``sent``."""
+    lessons = [lesson_row(model, w, i, dd, o, "# Memory Item 1\nKeep the tool.", "stop", "c", "p")
+               for w in ws for i in INSTRUCTIONS for dd in DECISIONS for o in OUTCOMES]
+    write_parquet(pa.Table.from_pylist(lessons, schema=LESSON_SCHEMA), d / "lessons.parquet")
+    write_parquet(pa.Table.from_pandas(ans, schema=ANSWER_SCHEMA, preserve_index=False), d / "answers.parquet")
+    for n, prefix, role, name in ((len(lessons), "w", "writer", "lessons"), (len(ans), "r", "reader", "answers")):
+        params = sent[role]["params"] | {"extra_body": sent[role]["extra_body"]}
+        write_parquet(_calls(n, prefix, params), d / f"{name}.calls.parquet")
+
+
 @pytest.fixture
 def complete_run(tmp_path: Path):
     """A registered freeze and one endpoint's complete records (simulated answers)."""
     lw = workflow()
     sl = lw.slice()
-    prompts = tmp_path / "prompts"
-    shutil.copytree(REPO / "config/prompts/luck", prompts)
-    worlds_path = tmp_path / "worlds.parquet"
-    entry.make_worlds(seed=5, domains=2, per_domain=4, margin=0.10, out=str(worlds_path))
-    reg = tmp_path / "freeze/registered.json"
-    entry.freeze(worlds=str(worlds_path), prompts_dir=str(prompts), config_slice=sl, registered=str(reg),
-                 out=str(tmp_path / "freeze/manifest.json"))
-    ws = entry.load_worlds(str(worlds_path))
+    worlds_path, prompts, reg, ws = registered_freeze(tmp_path, sl, per_domain=4)
     d = tmp_path / "loop"
-    lessons = [lesson_row("loop", w, i, dd, o, "# Memory Item 1\nKeep the tool.", "stop", "c", "p")
-               for w in ws for i in INSTRUCTIONS for dd in DECISIONS for o in OUTCOMES]
-    write_parquet(pa.Table.from_pylist(lessons, schema=LESSON_SCHEMA), d / "lessons.parquet")
     ans = simulate_answers(ws, "loop", np.random.default_rng(0), p2=0.3)
     for c in ANSWER_SCHEMA.names:
         if c not in ans.columns:
             ans[c] = None
     ans["sample"] = 0
-    write_parquet(pa.Table.from_pandas(ans[ANSWER_SCHEMA.names], schema=ANSWER_SCHEMA, preserve_index=False),
-                  d / "answers.parquet")
-    sent = sl["endpoints"]["loop"]["sent"]
-    write_parquet(_calls(len(lessons), "w", sent["writer"]["params"] | {"extra_body": sent["writer"]["extra_body"]}),
-                  d / "lessons.calls.parquet")
-    write_parquet(_calls(len(ans), "r", sent["reader"]["params"] | {"extra_body": sent["reader"]["extra_body"]}),
-                  d / "answers.calls.parquet")
+    write_records(d, "loop", ws, ans[ANSWER_SCHEMA.names], sl["endpoints"]["loop"]["sent"])
     kw = dict(worlds=str(worlds_path), answers=[str(d / "answers.parquet")], lessons=[str(d / "lessons.parquet")],
               prompts_dir=str(prompts), config_slice=sl, registered=str(reg), rules=lw.analysis_rules(),
               outdir=str(tmp_path / "analysis"))

@@ -8,12 +8,10 @@ from __future__ import annotations
 import ast
 import json
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pytest
 from scipy import stats
 
@@ -22,14 +20,12 @@ from memtrials.studies.luck import entry
 from memtrials.studies.luck import reimpl, reimpl_compare, reimpl_stats
 from memtrials.studies.luck.analysis import TABLES, analyse
 from memtrials.studies.luck.inference import Rules
-from memtrials.studies.luck.design import DECISIONS, INSTRUCTIONS, OUTCOMES
 from memtrials.studies.luck.freeze import CODE_FILES
 from memtrials.studies.luck.readers import ANSWER_SCHEMA
 from memtrials.studies.luck.simulate import simulate_answers
 from memtrials.studies.luck.worlds import generate_worlds, worlds_frame
-from memtrials.studies.luck.writers import LESSON_SCHEMA, lesson_row
 from tests.luck.test_luck_freeze import REPO, workflow
-from tests.luck.test_luck_lock import _calls
+from tests.luck.test_luck_lock import registered_freeze, write_records
 
 RULES = dict(level=0.95, alpha=0.05, robust_alpha=0.025, margin=0.10, bet=0.75, min_complete=8,
              panel_min_endpoints=2, ceiling=0.90)
@@ -47,10 +43,6 @@ def _answers(ws, model: str, seed: int, **scenario) -> pd.DataFrame:
     return ans[ANSWER_SCHEMA.names]
 
 
-def _write(df: pd.DataFrame, path: Path) -> None:
-    write_parquet(pa.Table.from_pandas(df, schema=ANSWER_SCHEMA, preserve_index=False), path)
-
-
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     """A registered freeze over 16 worlds and two endpoints' complete records, analysed."""
@@ -59,26 +51,11 @@ def study(tmp_path_factory):
     sl = lw.slice()
     sl["panel"] = ["loop", "loop2"]
     sl["endpoints"]["loop2"] = sl["endpoints"]["loop"]
-    prompts = tmp / "prompts"
-    shutil.copytree(REPO / "config/prompts/luck", prompts)
-    worlds = tmp / "worlds.parquet"
-    entry.make_worlds(seed=5, domains=2, per_domain=8, margin=0.10, out=str(worlds))
-    reg = tmp / "freeze/registered.json"
-    entry.freeze(worlds=str(worlds), prompts_dir=str(prompts), config_slice=sl, registered=str(reg),
-                 out=str(tmp / "freeze/manifest.json"))
-    ws = entry.load_worlds(str(worlds))
+    worlds, prompts, reg, ws = registered_freeze(tmp, sl, per_domain=8)
     paths = []
     for k, model in enumerate(("loop", "loop2")):
         d = tmp / model
-        lessons = [lesson_row(model, w, i, dd, o, "# Memory Item 1\nKeep the tool.", "stop", "c", "p")
-                   for w in ws for i in INSTRUCTIONS for dd in DECISIONS for o in OUTCOMES]
-        write_parquet(pa.Table.from_pylist(lessons, schema=LESSON_SCHEMA), d / "lessons.parquet")
-        ans = _answers(ws, model, k, p2=0.6, discordance=0.05)
-        _write(ans, d / "answers.parquet")
-        sent = sl["endpoints"]["loop"]["sent"]
-        for n, prefix, role, name in ((len(lessons), "w", "writer", "lessons"), (len(ans), "r", "reader", "answers")):
-            params = sent[role]["params"] | {"extra_body": sent[role]["extra_body"]}
-            write_parquet(_calls(n, prefix, params), d / f"{name}.calls.parquet")
+        write_records(d, model, ws, _answers(ws, model, k, p2=0.6, discordance=0.05), sl["endpoints"]["loop"]["sent"])
         paths.append(d)
     kw = dict(worlds=str(worlds), answers=[str(d / "answers.parquet") for d in paths],
               lessons=[str(d / "lessons.parquet") for d in paths], prompts_dir=str(prompts), config_slice=sl,

@@ -3,13 +3,19 @@
 Studies score *success* (``won``, the environment's own flag), not progress.
 State restore is by deterministic replay of an action prefix (``restore``), checked
 against the observations that were recorded when the prefix was first played.
+Also what the environments share around it: where an environment's data lives (the
+project's generated data or the official data: :func:`data_root`, :func:`official_data`,
+:func:`official_data_help`) and the check of a replay's recorded observations
+(:func:`check_replay`).
 """
 
 from __future__ import annotations
 
 import abc
+import os
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,49 @@ class RestoreMismatch(RuntimeError):
     """Replaying an action prefix did not reproduce the recorded observations."""
 
 
+def official_data_help(env: str, variable: str, missing: str, download: str) -> str:
+    """The error for official data that is not there: ``missing`` (a path under ``$variable``)
+    does not exist; the fix names ``download``, the command that fetches the data."""
+    return (f"{env}: official data requested (envs.{env}.source: official) but {missing} does not exist; "
+            f"set {variable} to the folder where `{download}` put the data on a machine with internet, "
+            "or use source: generated")
+
+
+def official_data(variable: str, folder: str = "", holding: str = "") -> Path | None:
+    """The official data's folder ``$variable/<folder>`` if the environment variable is set and
+    that folder (with a ``holding`` folder inside, when named) exists, else ``None``."""
+    value = os.environ.get(variable)
+    if not value:
+        return None
+    root = Path(value) / folder
+    return root if (root / holding).is_dir() else None
+
+
+def data_root(root: str | os.PathLike | None, official: bool, official_root: Callable[[], Path | None],
+              missing: str, generated: str) -> Path:
+    """The data folder an environment opens: ``root`` if given; else with ``official`` the
+    official data (``official_root()``; FileNotFoundError with ``missing``, the fix, when it is
+    not there); else the project's ``generated`` data."""
+    if root is None:
+        if official:
+            off = official_root()
+            if off is None:
+                raise FileNotFoundError(missing)
+            root = off
+        else:
+            root = Path(generated)
+    return Path(root)
+
+
+def check_replay(actions: Sequence[str], expected: Sequence[str] | None) -> None:
+    """A ValueError unless ``expected`` (the observations recorded after each action) is
+    absent or as long as ``actions``."""
+    if expected is not None and len(expected) != len(actions):
+        raise ValueError(
+            f"restore: {len(actions)} actions but {len(expected)} expected observations"
+        )
+
+
 class Env(abc.ABC):
     """A reusable environment: one engine start, many tasks (no world start per episode)."""
 
@@ -57,12 +106,7 @@ class Env(abc.ABC):
         """The current admissible actions, fetched on demand; ``None`` if the engine has none."""
         return None
 
-    def restore(
-        self,
-        task_id: str,
-        actions: Sequence[str],
-        expected: Sequence[str] | None = None,
-    ) -> Observation:
+    def restore(self, task_id: str, actions: Sequence[str], expected: Sequence[str] | None = None) -> Observation:
         """Reach the state after ``actions`` by replay from ``reset(task_id)``.
 
         ``expected`` are the observation texts recorded after each action (same length as
@@ -70,10 +114,7 @@ class Env(abc.ABC):
         :class:`RestoreMismatch` names the first step that differs.
         """
         obs = self.reset(task_id)
-        if expected is not None and len(expected) != len(actions):
-            raise ValueError(
-                f"restore: {len(actions)} actions but {len(expected)} expected observations"
-            )
+        check_replay(actions, expected)
         for i, action in enumerate(actions):
             obs = self.step(action)
             if expected is not None and obs.text != expected[i]:

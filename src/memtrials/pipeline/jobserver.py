@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import logging
 import os
 import pickle
@@ -50,8 +49,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from memtrials.io import atomic_write_text
-from memtrials.machine import IdleClock, peer_uid, read_info, retire, same_user
+from memtrials.machine import (IdleClock, listen_abstract, may_fork, peer_uid, read_info, register_server, retire,
+                                same_user)
 from memtrials.pipeline import jobclient
 from memtrials.pipeline.jobwarmup import denied_loaded, warm_up
 
@@ -209,9 +208,7 @@ def serve_forever(address: str, info: Path, lock: Path, idle_s: float, scripts: 
     gc.collect()
     gc.freeze()  # the children's collections skip the warm-up's objects (and leave their pages shared)
     warm_cpu = _cpu()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind("\0" + address)
-    listener.listen(64)
+    listener = listen_abstract(address)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
@@ -225,9 +222,7 @@ def serve_forever(address: str, info: Path, lock: Path, idle_s: float, scripts: 
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    atomic_write_text(info, json.dumps({"pid": os.getpid(), "address": address, "name": jobclient.NAME,
-                                        "host": socket.gethostname(), "warm_cpu_s": round(warm_cpu, 3),
-                                        "started_at": time.time()}, sort_keys=True))
+    register_server(info, address, jobclient.NAME, warm_cpu)
     print(f"jobserver: ready (pid {os.getpid()}, warm-up {warm_cpu:.2f} CPU-s, {len(sys.modules)} modules)",
           flush=True)
     children: dict[int, socket.socket] = {}
@@ -238,9 +233,7 @@ def serve_forever(address: str, info: Path, lock: Path, idle_s: float, scripts: 
 
     def fork(conn: socket.socket) -> None:
         nonlocal forked
-        if threading.active_count() != 1:
-            print(f"jobserver: {threading.active_count()} threads, refusing to fork", flush=True)
-            conn.close()
+        if not may_fork("jobserver", conn):
             return
         sys.stdout.flush()
         sys.stderr.flush()

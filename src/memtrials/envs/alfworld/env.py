@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from memtrials.envs.base import Env, Observation
+from memtrials.envs.base import Env, Observation, data_root, official_data, official_data_help
 
 # Official folder names of ALFWorld's three splits under $ALFWORLD_DATA/json_2.1.1.
 OFFICIAL_SPLITS: dict[str, str] = {
@@ -30,20 +30,12 @@ OFFICIAL_SPLITS: dict[str, str] = {
 }
 
 
-ALFWORLD_ROOT_HELP = (
-    "alfworld: official data requested (envs.alfworld.source: official) but "
-    "$ALFWORLD_DATA/json_2.1.1 does not exist; set ALFWORLD_DATA to the folder where "
-    "`alfworld-download` put the data on a machine with internet, or use source: generated"
-)
+ALFWORLD_ROOT_HELP = official_data_help("alfworld", "ALFWORLD_DATA", "$ALFWORLD_DATA/json_2.1.1", "alfworld-download")
 
 
 def official_root() -> Path | None:
     """``$ALFWORLD_DATA/json_2.1.1`` if the variable is set and the folder exists, else ``None``."""
-    data = os.environ.get("ALFWORLD_DATA")
-    if not data:
-        return None
-    root = Path(data) / "json_2.1.1"
-    return root if root.is_dir() else None
+    return official_data("ALFWORLD_DATA", folder="json_2.1.1")
 
 
 def game_dirs(root: str | os.PathLike) -> list[Path]:
@@ -93,15 +85,7 @@ class AlfworldEnv(Env):
         from memtrials.envs.alfworld import speed as textworld_speed
 
         textworld_speed.install()  # memoized parsing in TextWorld's PDDL backend (same results, less CPU)
-        if root is None:
-            if official:
-                off = official_root()
-                if off is None:
-                    raise FileNotFoundError(ALFWORLD_ROOT_HELP)
-                root = off
-            else:
-                root = Path("resources/alfworld/games")
-        self.root = Path(root)
+        self.root = data_root(root, official, official_root, ALFWORLD_ROOT_HELP, "resources/alfworld/games")
         self.max_steps = max_steps
         infos = textworld.EnvInfos(admissible_commands=True, won=True, extras=["gamefile"])
         self.engine = AlfredInfos(AlfredDemangler(PddlEnv(infos), shuffle=False))

@@ -26,21 +26,17 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from memtrials.envs.base import Env, Observation
+from memtrials.envs.base import Env, Observation, data_root, official_data, official_data_help
 
 OFFICIAL_SPLITS: tuple[str, ...] = ("train", "dev", "test_normal", "test_challenge")
 GENERATED_SPLITS: tuple[str, ...] = ("train", "practice", "eval")
-APPWORLD_ROOT_HELP = (
-    "appworld: official data requested (envs.appworld.source: official) but $APPWORLD_ROOT/data/tasks "
-    "does not exist; set APPWORLD_ROOT to the folder where `appworld download data` put the data on a "
-    "machine with internet, or use source: generated"
-)
+APPWORLD_ROOT_HELP = official_data_help("appworld", "APPWORLD_ROOT", "$APPWORLD_ROOT/data/tasks",
+                                        "appworld download data")
 
 
 def official_root() -> Path | None:
     """``$APPWORLD_ROOT`` if it holds ``data/tasks``, else ``None``."""
-    root = os.environ.get("APPWORLD_ROOT")
-    return Path(root) if root and (Path(root) / "data" / "tasks").is_dir() else None
+    return official_data("APPWORLD_ROOT", holding="data/tasks")
 
 
 def _activate_root(root: Path) -> None:
@@ -77,15 +73,7 @@ class AppWorldEnv(Env):
 
     def __init__(self, root: str | os.PathLike | None = None, official: bool = False,
                  max_steps: int | None = None, experiment: str | None = None) -> None:
-        if root is None:
-            if official:
-                off = official_root()
-                if off is None:
-                    raise FileNotFoundError(APPWORLD_ROOT_HELP)
-                root = off
-            else:
-                root = Path("resources/appworld")
-        self.root = Path(root)
+        self.root = data_root(root, official, official_root, APPWORLD_ROOT_HELP, "resources/appworld")
         if not (self.root / "data" / "tasks").is_dir():
             raise FileNotFoundError(
                 f"appworld: no task data under {self.root / 'data' / 'tasks'}; build it with "
@@ -215,12 +203,8 @@ def solution_body(code: str) -> str:
 
 def task_rows(root: str | os.PathLike | None = None, official: bool = False) -> list[dict]:
     """One task-table row per task listed in ``data/datasets/<split>.txt``."""
-    if official:
-        off = official_root()
-        if off is None:
-            raise FileNotFoundError(APPWORLD_ROOT_HELP)
-        root = off
-    root = Path(root if root is not None else "resources/appworld")
+    # official: the official data, whatever ``root`` says
+    root = data_root(None if official else root, official, official_root, APPWORLD_ROOT_HELP, "resources/appworld")
     data = root / "data"
     rows = []
     for split in (OFFICIAL_SPLITS if official else GENERATED_SPLITS):

@@ -43,10 +43,9 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from memtrials.io import atomic_write_text
 from memtrials.machine import (  # noqa: F401  (CLUSTER_VARIABLES: re-exported)
-    CLUSTER_VARIABLES, IdleClock, alive, cluster_job, connect_abstract, locked, peer_uid, proc_stat, read_info,
-    retire, same_user, server_dir, start_detached,
+    CLUSTER_VARIABLES, IdleClock, alive, cluster_job, connect_abstract, listen_abstract, locked, may_fork, peer_uid,
+    proc_stat, read_info, register_server, retire, same_user, server_dir, start_detached,
 )
 
 log = logging.getLogger(__name__)
@@ -250,13 +249,8 @@ def serve_forever(name: str, warm: Mapping[str, Any], address: str, info: Path, 
     """The server: warm up, register, fork a child per connection, stop when idle."""
     warm_up(name, warm)
     warm_cpu = os.times().user + os.times().system  # the interpreter's start, imports and warm-up
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind("\0" + address)
-    listener.listen(64)
-    atomic_write_text(info, json.dumps({"pid": os.getpid(), "address": address, "name": f"envfork-{name}",
-                                        "host": socket.gethostname(), "warm": dict(warm),
-                                        "warm_cpu_s": round(warm_cpu, 3), "started_at": time.time()},
-                                       sort_keys=True))
+    listener = listen_abstract(address)
+    register_server(info, address, f"envfork-{name}", warm_cpu, warm=dict(warm))
     print(f"envfork {name}: ready (pid {os.getpid()}, warm-up {warm_cpu:.2f} CPU-s)", flush=True)
     children: set[int] = set()
     clock = IdleClock(idle_s)
@@ -264,9 +258,7 @@ def serve_forever(name: str, warm: Mapping[str, Any], address: str, info: Path, 
 
     def fork(conn: socket.socket) -> None:
         nonlocal forked
-        if threading.active_count() != 1:
-            print(f"envfork {name}: {threading.active_count()} threads, refusing to fork", flush=True)
-            conn.close()
+        if not may_fork(f"envfork {name}", conn):
             return
         pid = os.fork()
         if pid == 0:

@@ -45,7 +45,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
-from memtrials.envs.base import Env, Observation, RestoreMismatch
+from memtrials.envs.base import Env, Observation, RestoreMismatch, check_replay
 from memtrials.envs.scienceworld import jvm as scienceworld_jvm
 from memtrials.envs.scienceworld.ambiguity import OPTION_PREFIX, parse_options, same_observation
 from memtrials.envs.scienceworld.engine import JVM_OPTIONS, lent_engine_class, own_engine_class, start_engine
@@ -220,12 +220,7 @@ class ScienceWorldEnv(Env):
                 return tuple(joined)
         return tuple(str(a) for a in items)
 
-    def restore(
-        self,
-        task_id: str,
-        actions: Sequence[str],
-        expected: Sequence[str] | None = None,
-    ) -> Observation:
+    def restore(self, task_id: str, actions: Sequence[str], expected: Sequence[str] | None = None) -> Observation:
         """Replay ``actions``; numeric answers to ambiguity prompts follow the recorded option text.
 
         With ``expected`` (the recorded observation after each action), an answer ``"k"`` to a
@@ -233,10 +228,7 @@ class ScienceWorldEnv(Env):
         two prompts match when they offer the same options in any order.  Without it, only
         actions in the ``"@option <text>"`` form (``obs.info["replay_action"]``) replay exactly.
         """
-        if expected is not None and len(expected) != len(actions):
-            raise ValueError(
-                f"restore: {len(actions)} actions but {len(expected)} expected observations"
-            )
+        check_replay(actions, expected)
         obs = self.reset(task_id)
         for i, action in enumerate(actions):
             act = action

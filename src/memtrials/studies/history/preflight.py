@@ -68,9 +68,10 @@ def _check_listed(types: Sequence[str] | None, allowed: Sequence[str], where: st
                          f"{', '.join(allowed)}; remove them or set {key}: null (every type)")
 
 
-def _per_env(h: Mapping[str, Any], name: str, value: str, null_means: str) -> Mapping[str, Any]:
-    """``history.<name>``, a mapping of environments to ``value`` or null; a ConfigError naming
-    the key for anything else or an unknown environment."""
+def _per_env(h: Mapping[str, Any], name: str, value: str, null_means: str) -> list[tuple[str, Any, str]]:
+    """``history.<name>``, a mapping of environments to ``value`` or null: (environment, value,
+    its key) for each of ``history.envs`` that it gives a value; a ConfigError naming the key
+    for anything else or an unknown environment."""
     per_env = h[name] or {}
     if not isinstance(per_env, Mapping):
         raise ConfigError(f"config key history.{name}: {per_env!r} is not a mapping; give "
@@ -79,7 +80,7 @@ def _per_env(h: Mapping[str, Any], name: str, value: str, null_means: str) -> Ma
     if unknown_envs:
         raise ConfigError(f"config key history.{name}: unknown environment(s) {unknown_envs}; "
                           f"allowed: {', '.join(ENV_NAMES)}; remove or rename the entry")
-    return per_env
+    return [(env, per_env[env], f"history.{name}.{env}") for env in h["envs"] if per_env.get(env) is not None]
 
 
 def check_task_types(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
@@ -90,12 +91,7 @@ def check_task_types(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
     after this check).  Raises :class:`memtrials.config.ConfigError` naming the key, the allowed values
     and the fix; a type list that cannot be known yet is checked by the cell
     (:func:`read_tasks`)."""
-    chosen = _per_env(h, "task_types", "[task types]", "every type")
-    for env in h["envs"]:
-        types = chosen.get(env)
-        if types is None:
-            continue
-        key = f"history.task_types.{env}"
+    for env, types, key in _per_env(h, "task_types", "[task types]", "every type"):
         known = known_task_types(env, envs_cfg, tasks_dir)
         if known is None:
             continue
@@ -120,11 +116,7 @@ def check_named_tasks(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
     named = _per_env(h, "tasks", "[task ids]", "the seeded draw from history.task_types")
     n = h["tasks_per_cell"]
     n = n if isinstance(n, int) else 1
-    for env in h["envs"]:
-        tasks = named.get(env)
-        if tasks is None:
-            continue
-        key = f"history.tasks.{env}"
+    for env, tasks, key in named:
         table = built_table(env, envs_cfg, tasks_dir)
         if table is not None:
             df = pd.read_parquet(table, columns=["task_id", "split"])

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import gc
 import math
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -134,6 +135,30 @@ def simulate_answers(worlds: list[World], model: str, rng: np.random.Generator,
     return pd.DataFrame(rows)
 
 
+@contextmanager
+def _gc_frozen() -> Iterator[None]:
+    """Freeze the garbage collector's objects while replicating (statsmodels' multipletests
+    calls gc.collect(); keep it cheap), unfreezing after unless they were frozen before."""
+    frozen = gc.isfrozen() if hasattr(gc, "isfrozen") else False
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not frozen:
+            gc.unfreeze()
+
+
+def _rates(s: Scenario, reps: int, n_worlds: int, counts: dict[str, int]) -> dict[str, Any]:
+    """The scenario, the replication's size, and each count's rate over ``reps`` with its
+    binomial standard error (``<count>_se``)."""
+    out: dict[str, Any] = {"scenario": asdict(s), "reps": reps, "n_worlds": n_worlds}
+    for k, c in counts.items():
+        r = c / reps
+        out[k] = r
+        out[f"{k}_se"] = math.sqrt(max(r * (1 - r), 1.0 / reps) / reps)
+    return out
+
+
 def operating_characteristics(s: Scenario, rules: Any, reps: int, n_worlds: int = 256,
                               seed: int = 0) -> dict[str, Any]:
     """Replicate one endpoint ``reps`` times through the registered readings.
@@ -147,9 +172,7 @@ def operating_characteristics(s: Scenario, rules: Any, reps: int, n_worlds: int 
     rng = np.random.default_rng(seed)
     ids = [f"s{i:04d}" for i in range(n_worlds)]
     counts = {"P2": 0, "P3m": 0, "either": 0, "t_alone_either": 0, "P2_luck_carrying": 0}
-    frozen = gc.isfrozen() if hasattr(gc, "isfrozen") else False
-    gc.freeze()  # statsmodels' multipletests calls gc.collect(); keep it cheap
-    try:
+    with _gc_frozen():
         for _ in range(reps):
             readings, summ = endpoint_primaries(y_frame(simulate_y(n_worlds, s, rng), ids), rules)
             det = {p: readings[p].detected for p in ("P2", "P3m")}
@@ -160,15 +183,7 @@ def operating_characteristics(s: Scenario, rules: Any, reps: int, n_worlds: int 
             counts["either"] += det["P2"] or det["P3m"]
             counts["t_alone_either"] += any(t_alone)
             counts["P2_luck_carrying"] += readings["P2"].word == "luck-carrying"
-    finally:
-        if not frozen:
-            gc.unfreeze()
-    out: dict[str, Any] = {"scenario": asdict(s), "reps": reps, "n_worlds": n_worlds}
-    for k, c in counts.items():
-        r = c / reps
-        out[k] = r
-        out[f"{k}_se"] = math.sqrt(max(r * (1 - r), 1.0 / reps) / reps)
-    return out
+    return _rates(s, reps, n_worlds, counts)
 
 
 def detection_rates(s: Scenario, rules: Any, reps: int, n_worlds: int = 256,
@@ -190,9 +205,7 @@ def detection_rates(s: Scenario, rules: Any, reps: int, n_worlds: int = 256,
             v[_COL[cell]] = k
         coef[p] = (v, c.support)
     counts = {"P2": 0, "P3m": 0, "either": 0, "t_alone_either": 0}
-    frozen = gc.isfrozen() if hasattr(gc, "isfrozen") else False
-    gc.freeze()
-    try:
+    with _gc_frozen():
         for _ in range(reps):
             y = simulate_y(n_worlds, s, rng)
             summ = {}
@@ -208,15 +221,7 @@ def detection_rates(s: Scenario, rules: Any, reps: int, n_worlds: int = 256,
             counts["P3m"] += det[1]
             counts["either"] += any(det)
             counts["t_alone_either"] += any(t_alone)
-    finally:
-        if not frozen:
-            gc.unfreeze()
-    out: dict[str, Any] = {"scenario": asdict(s), "reps": reps, "n_worlds": n_worlds}
-    for k, c in counts.items():
-        r = c / reps
-        out[k] = r
-        out[f"{k}_se"] = math.sqrt(max(r * (1 - r), 1.0 / reps) / reps)
-    return out
+    return _rates(s, reps, n_worlds, counts)
 
 
 # the scenarios of docs/luck.md's operating-characteristics table (name, scenario, paper's figure)

@@ -1,5 +1,7 @@
 """What every authored AppWorld task family shares: logging in, looking up the supervisor's
-user row, datetimes, word lists, and the ``evaluate(...)`` code blocks (AppWorld unit tests).
+user row, datetimes, word lists, the ``evaluate(...)`` code blocks (AppWorld unit tests), and
+the two kinds of task: a :func:`question` (an answer, nothing changed) and a :func:`chore`
+(a change, no answer).
 
 A family is a function ``family(rng) -> dict`` returning the fields of
 :class:`memtrials.envs.appworld.tasks.TaskSpec` other than id, split and family:
@@ -11,7 +13,7 @@ AppWorld's evaluator after :data:`EVAL_HEAD`), optionally ``public`` (data the c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from memtrials.envs.appworld.cast import SUPERVISOR
 
@@ -82,3 +84,42 @@ with test("no {model} record is changed"):
     added, updated, removed = models.changed_records("{model}")
     test.case(len(added) + len(updated) + len(removed), "==", 0)
 """
+
+
+CHANGES = {
+    "one added": '    test.case(len(added), "==", 1)\n    test.case(len(updated) + len(removed), "==", 0)\n',
+    "one added, none removed": '    test.case(len(added), "==", 1)\n    test.case(len(removed), "==", 0)\n',
+    "one updated": '    test.case(len(added) + len(removed), "==", 0)\n    test.case(len(updated), "==", 1)\n',
+    "n_deleted removed": ('    test.case(len(added) + len(updated), "==", 0)\n'
+                          '    test.case(len(removed), "==", public_data.n_deleted)\n'),
+}
+"""What a unit test of :func:`changed` first checks of the records a task added, updated and
+removed (``n_deleted``: the count ``public`` holds)."""
+
+
+def changed(model: str, change: str, requirement: str) -> str:
+    """The start of a unit test on the records of ``model`` (``app.Model``) that the task
+    added, updated and removed: ``requirement``, then the counts of ``change`` (a key of
+    :data:`CHANGES`); the task's own ``test.case`` lines follow it."""
+    return (f'\nwith test("{requirement}"):\n'
+            f'    added, updated, removed = models.changed_records("{model}")\n' + CHANGES[change])
+
+
+def question(app: str, difficulty: int, answer: Any, setup: Callable[[Any, dict], None], instruction: str,
+             steps: str, reply: str, keeps: str) -> dict:
+    """A family's fields for a task that asks for ``answer`` and must change nothing: the
+    solution logs into ``app``, runs ``steps`` and completes the task with ``answer=<reply>``;
+    the checks compare the answer and test that no ``keeps`` record (``app.Model``) changed."""
+    return dict(apps=(app,), difficulty=difficulty, answer=answer, setup=setup, instruction=instruction,
+                solution=login(app) + steps + f"apis.supervisor.complete_task(answer={reply})\n",
+                checks=EVAL_ANSWER + unchanged(keeps))
+
+
+def chore(app: str, difficulty: int, setup: Callable[[Any, dict], None], public: dict, instruction: str,
+          steps: str, checks: str) -> dict:
+    """A family's fields for a task that asks for a change and no answer: the solution logs
+    into ``app``, runs ``steps`` and completes the task without an answer; the checks test
+    that none was given, then run ``checks`` (unit tests reading ``public``)."""
+    return dict(apps=(app,), difficulty=difficulty, answer=None, setup=setup, public=public, instruction=instruction,
+                solution=login(app) + steps + "apis.supervisor.complete_task()\n",
+                checks=EVAL_NO_ANSWER + checks)

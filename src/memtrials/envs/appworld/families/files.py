@@ -17,8 +17,7 @@ import random
 from typing import Any, Callable
 
 from memtrials.envs.appworld.cast import SUPERVISOR
-from memtrials.envs.appworld.families.common import (EVAL_ANSWER, EVAL_NO_ANSWER, WORDS, dt, login, unchanged,
-                                                     user)
+from memtrials.envs.appworld.families.common import WORDS, changed, chore, dt, question, user
 
 HOME = f"/home/{SUPERVISOR['first_name'].lower()}/"
 FOLDERS = ["documents/", "documents/work/", "documents/travel/", "downloads/", "photos/", "music/"]
@@ -55,14 +54,12 @@ def fs_count_ext(rng: random.Random) -> dict:
     files[f"{folder}{rng.choice(WORDS)}_index.{rng.choice(EXTS)}"] = "index"  # the folder holds at least one file
     ext = rng.choice(sorted({p.rsplit(".", 1)[1] for p in files if p.startswith(folder)}))
     answer = sum(p.startswith(folder) and p.endswith("." + ext) for p in files)
-    return dict(apps=("file_system",), difficulty=1, answer=answer, setup=_fs_setup(files),
-                instruction=f"How many .{ext} files are there in my ~/{folder} directory, counting its "
-                            "sub-directories too?",
-                solution=login("file_system")
-                + f"paths = apis.file_system.show_directory(directory_path='~/{folder}', entry_type='files', "
-                  "recursive=True, access_token=token)\n"
-                  f"apis.supervisor.complete_task(answer=sum(p.endswith('.{ext}') for p in paths))\n",
-                checks=EVAL_ANSWER + unchanged("file_system.File"))
+    return question("file_system", 1, answer=answer, setup=_fs_setup(files),
+                    instruction=f"How many .{ext} files are there in my ~/{folder} directory, counting its "
+                                "sub-directories too?",
+                    steps=f"paths = apis.file_system.show_directory(directory_path='~/{folder}', entry_type='files', "
+                          "recursive=True, access_token=token)\n",
+                    reply=f"sum(p.endswith('.{ext}') for p in paths)", keeps="file_system.File")
 
 
 def fs_sum_csv(rng: random.Random) -> dict:
@@ -73,32 +70,26 @@ def fs_sum_csv(rng: random.Random) -> dict:
     for m in MONTHS:  # every month has a budget file; the others are distractors
         rows = zip(items, amounts) if m == month else ((i, rng.randint(5, 400)) for i in items)
         files[f"documents/budget/{m}.csv"] = "item,amount\n" + "".join(f"{i},{a}\n" for i, a in rows)
-    return dict(apps=("file_system",), difficulty=2, answer=sum(amounts), setup=_fs_setup(files),
-                instruction=f"What is the total of the amount column in my budget file "
-                            f"~/documents/budget/{month}.csv?",
-                solution=login("file_system")
-                + f"text = apis.file_system.show_file(file_path='~/documents/budget/{month}.csv', "
-                  "access_token=token)['content']\n"
-                  "rows = [line.split(',') for line in text.strip().splitlines()[1:]]\n"
-                  "apis.supervisor.complete_task(answer=sum(int(r[1]) for r in rows))\n",
-                checks=EVAL_ANSWER + unchanged("file_system.File"))
+    return question("file_system", 2, answer=sum(amounts), setup=_fs_setup(files),
+                    instruction=f"What is the total of the amount column in my budget file "
+                                f"~/documents/budget/{month}.csv?",
+                    steps=f"text = apis.file_system.show_file(file_path='~/documents/budget/{month}.csv', "
+                          "access_token=token)['content']\n"
+                          "rows = [line.split(',') for line in text.strip().splitlines()[1:]]\n",
+                    reply="sum(int(r[1]) for r in rows)", keeps="file_system.File")
 
 
 def fs_create_file(rng: random.Random) -> dict:
     files = _tree(rng, rng.randint(4, 8))
     rel = f"documents/{rng.choice(['work', 'travel'])}/{rng.choice(WORDS)}_{rng.choice(['plan', 'todo', 'ideas'])}.txt"
     content = f"Pack the {rng.choice(WORDS)} bag and call {rng.choice(['Ravi', 'Lena', 'Tom'])}."
-    return dict(apps=("file_system",), difficulty=1, answer=None, setup=_fs_setup(files),
-                public={"path": HOME + rel, "content": content},
-                instruction=f"Create a file at ~/{rel} containing exactly: {content}",
-                solution=login("file_system")
-                + f"apis.file_system.create_file(file_path='~/{rel}', content={content!r}, access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("exactly one file is added, at the requested path with the requested content, and none changed"):
-    added, updated, removed = models.changed_records("file_system.File")
-    test.case(len(added), "==", 1)
-    test.case(len(updated) + len(removed), "==", 0)
+    return chore("file_system", 1, setup=_fs_setup(files), public={"path": HOME + rel, "content": content},
+                 instruction=f"Create a file at ~/{rel} containing exactly: {content}",
+                 steps=f"apis.file_system.create_file(file_path='~/{rel}', content={content!r}, access_token=token)\n",
+                 checks=changed("file_system.File", "one added",
+                                "exactly one file is added, at the requested path with the requested content, "
+                                "and none changed")
+                 + """\
     test.case(added[0].path, "==", public_data.path)
     test.case(added[0].content.strip(), "==", public_data.content)
 """)
@@ -111,22 +102,17 @@ def fs_delete_ext(rng: random.Random) -> dict:
         files[f"downloads/{rng.choice(['', 'old/'])}{name}.tmp"] = "temporary"
     files[f"documents/{rng.choice(WORDS)}_keep.txt"] = "not temporary"
     n_tmp = sum(p.endswith(".tmp") for p in files)
-    return dict(apps=("file_system",), difficulty=2, answer=None, setup=_fs_setup(files),
-                public={"n_deleted": n_tmp},
-                instruction="Delete every .tmp file in my ~/downloads/ directory, including its sub-directories. "
-                            "Leave all other files alone.",
-                solution=login("file_system")
-                + "paths = apis.file_system.show_directory(directory_path='~/downloads/', entry_type='files', "
-                  "recursive=True, access_token=token)\n"
-                  "for p in paths:\n"
-                  "    if p.endswith('.tmp'):\n"
-                  "        apis.file_system.delete_file(file_path=p, access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("exactly the .tmp files under ~/downloads are deleted and no other file is changed"):
-    added, updated, removed = models.changed_records("file_system.File")
-    test.case(len(added) + len(updated), "==", 0)
-    test.case(len(removed), "==", public_data.n_deleted)
+    return chore("file_system", 2, setup=_fs_setup(files), public={"n_deleted": n_tmp},
+                 instruction="Delete every .tmp file in my ~/downloads/ directory, including its sub-directories. "
+                             "Leave all other files alone.",
+                 steps="paths = apis.file_system.show_directory(directory_path='~/downloads/', entry_type='files', "
+                       "recursive=True, access_token=token)\n"
+                       "for p in paths:\n"
+                       "    if p.endswith('.tmp'):\n"
+                       "        apis.file_system.delete_file(file_path=p, access_token=token)\n",
+                 checks=changed("file_system.File", "n_deleted removed",
+                                "exactly the .tmp files under ~/downloads are deleted and no other file is changed")
+                 + """\
     test.case(all(f.path.endswith(".tmp") and "/downloads/" in f.path for f in removed), "==", True)
 """)
 
@@ -136,16 +122,14 @@ def fs_move_file(rng: random.Random) -> dict:
     name = f"{rng.choice(WORDS)}_{rng.choice(['invoice', 'ticket', 'receipt'])}.txt"
     files[f"downloads/{name}"] = f"{name} for order {rng.randint(1000, 9999)}"
     dest = rng.choice(["work", "travel"])
-    return dict(apps=("file_system",), difficulty=2, answer=None, setup=_fs_setup(files),
-                public={"old": HOME + f"downloads/{name}", "new": HOME + f"documents/{dest}/{name}",
-                        "content": files[f"downloads/{name}"], "n_files": len(files)},
-                instruction=f"Move the file ~/downloads/{name} into my ~/documents/{dest}/ directory, keeping "
-                            "its name.",
-                solution=login("file_system")
-                + f"apis.file_system.move_file(source_file_path='~/downloads/{name}', "
-                  f"destination_file_path='~/documents/{dest}/{name}', access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
+    return chore("file_system", 2, setup=_fs_setup(files),
+                 public={"old": HOME + f"downloads/{name}", "new": HOME + f"documents/{dest}/{name}",
+                         "content": files[f"downloads/{name}"], "n_files": len(files)},
+                 instruction=f"Move the file ~/downloads/{name} into my ~/documents/{dest}/ directory, keeping "
+                             "its name.",
+                 steps=f"apis.file_system.move_file(source_file_path='~/downloads/{name}', "
+                       f"destination_file_path='~/documents/{dest}/{name}', access_token=token)\n",
+                 checks="""
 with test("the file is at the new path with its content, no longer at the old path, and no file is lost"):
     me = models.end.file_system.User.find_one(email=main_user.email)
     moved = models.end.file_system.File.find_one(path=public_data.new, user_id=me.id)

@@ -18,9 +18,7 @@ import random
 from typing import Any, Callable
 
 from memtrials.envs.appworld.cast import FRIENDS
-from memtrials.envs.appworld.families.common import (EVAL_ANSWER, EVAL_NO_ANSWER, WORDS, dt as _dt,
-                                                     login as _login, paged, unchanged as _unchanged,
-                                                     user as _user)
+from memtrials.envs.appworld.families.common import WORDS, changed, chore, dt as _dt, paged, question, user as _user
 
 
 def venmo_balance(rng: random.Random) -> dict:
@@ -30,30 +28,25 @@ def venmo_balance(rng: random.Random) -> dict:
         user = _user(models, "venmo")
         user.venmo_balance = balance
         user.save()
-    return dict(apps=("venmo",), difficulty=1, answer=balance, setup=setup,
-                instruction="What is my current Venmo balance (in dollars)?",
-                solution=_login("venmo")
-                + "apis.supervisor.complete_task(answer=apis.venmo.show_venmo_balance(access_token=token)['venmo_balance'])\n",
-                checks=EVAL_ANSWER + _unchanged("venmo.Transaction"))
+    return question("venmo", 1, answer=balance, setup=setup,
+                    instruction="What is my current Venmo balance (in dollars)?",
+                    steps="", reply="apis.venmo.show_venmo_balance(access_token=token)['venmo_balance']",
+                    keeps="venmo.Transaction")
 
 
 def venmo_pay(rng: random.Random) -> dict:
     friend = rng.choice(FRIENDS)
     amount = float(rng.randint(5, 60))
     note = f"{rng.choice(['Pizza', 'Tickets', 'Groceries', 'Taxi', 'Books'])} share"
-    return dict(apps=("venmo",), difficulty=2, answer=None, setup=lambda models, ctx: None,
-                public={"email": friend["email"], "amount": amount, "description": note},
-                instruction=f"Send ${amount:.0f} to {friend['first_name']} {friend['last_name']} on Venmo "
-                            f"with the description '{note}'.",
-                solution=_login("venmo")
-                + f"apis.venmo.create_transaction(receiver_email={friend['email']!r}, amount={amount}, "
-                  f"description={note!r}, access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("exactly one transaction is made, to the friend, with the amount and description asked"):
-    added, updated, removed = models.changed_records("venmo.Transaction")
-    test.case(len(added), "==", 1)
-    test.case(len(updated) + len(removed), "==", 0)
+    return chore("venmo", 2, setup=lambda models, ctx: None,
+                 public={"email": friend["email"], "amount": amount, "description": note},
+                 instruction=f"Send ${amount:.0f} to {friend['first_name']} {friend['last_name']} on Venmo "
+                             f"with the description '{note}'.",
+                 steps=f"apis.venmo.create_transaction(receiver_email={friend['email']!r}, amount={amount}, "
+                       f"description={note!r}, access_token=token)\n",
+                 checks=changed("venmo.Transaction", "one added",
+                                "exactly one transaction is made, to the friend, with the amount and description asked")
+                 + """\
     test.case(added[0].receiver.email, "==", public_data.email)
     test.case(added[0].sender.email, "==", main_user.email)
     test.case(round(added[0].amount, 2), "==", public_data.amount)
@@ -80,34 +73,24 @@ def split_group_count(rng: random.Random) -> dict:
     names = rng.sample(["Roommates", "Ski trip", "Book club", "Lunch crew", "Road trip", "Band", "Family"], 5)
     groups = [(n, rng.random() < 0.6) for n in names]
     answer = sum(m for _, m in groups)
-    return dict(apps=("splitwise",), difficulty=1, answer=answer, setup=_group_setup(groups),
-                instruction="How many Splitwise groups am I a member of?",
-                solution=_login("splitwise")
-                + "groups, page = [], 0\n"
-                  "while True:\n"
-                  "    batch = apis.splitwise.show_groups(access_token=token, page_index=page, page_limit=20)\n"
-                  "    if not batch:\n        break\n"
-                  "    groups += batch\n    page += 1\n"
-                  "apis.supervisor.complete_task(answer=len(groups))\n",
-                checks=EVAL_ANSWER + _unchanged("splitwise.Group"))
+    return question("splitwise", 1, answer=answer, setup=_group_setup(groups),
+                    instruction="How many Splitwise groups am I a member of?",
+                    steps=paged("splitwise.show_groups(access_token=token)", "groups"),
+                    reply="len(groups)", keeps="splitwise.Group")
 
 
 def split_create_group(rng: random.Random) -> dict:
     name = f"{rng.choice(WORDS).title()} weekend"
     members = rng.sample(FRIENDS, 2)
     emails = [m["email"] for m in members]
-    return dict(apps=("splitwise",), difficulty=3, answer=None, setup=_group_setup([("Old flat", True)]),
-                public={"name": name, "emails": sorted(emails)},
-                instruction=f"Create a Splitwise group named '{name}' with {members[0]['first_name']} "
-                            f"{members[0]['last_name']} and {members[1]['first_name']} {members[1]['last_name']}.",
-                solution=_login("splitwise")
-                + f"apis.splitwise.create_group(name={name!r}, member_emails={emails!r}, access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("exactly one group is added, with the requested name"):
-    added, updated, removed = models.changed_records("splitwise.Group")
-    test.case(len(added), "==", 1)
-    test.case(len(removed), "==", 0)
+    return chore("splitwise", 3, setup=_group_setup([("Old flat", True)]),
+                 public={"name": name, "emails": sorted(emails)},
+                 instruction=f"Create a Splitwise group named '{name}' with {members[0]['first_name']} "
+                             f"{members[0]['last_name']} and {members[1]['first_name']} {members[1]['last_name']}.",
+                 steps=f"apis.splitwise.create_group(name={name!r}, member_emails={emails!r}, access_token=token)\n",
+                 checks=changed("splitwise.Group", "one added, none removed",
+                                "exactly one group is added, with the requested name")
+                 + """\
     test.case(added[0].name, "==", public_data.name)
 with test("the new group has the two friends and the supervisor as members"):
     group = models.end.splitwise.Group.find_one(name=public_data.name)
@@ -136,15 +119,13 @@ def venmo_received(rng: random.Random) -> dict:
             models.venmo.Transaction.create_save(sender_id=sender.id, receiver_id=receiver.id, amount=a,
                                                  description=text, private=False,
                                                  created_at=when, updated_at=when)
-    return dict(apps=("venmo",), difficulty=2, answer=answer, setup=setup,
-                instruction=f"How much money in total (in dollars) has {friend['first_name']} {friend['last_name']} "
-                            "sent me on Venmo?",
-                solution=_login("venmo")
-                + paged(f"venmo.show_transactions(user_email={friend['email']!r}, direction='received', "
-                        "access_token=token)", "txs")
-                + f"apis.supervisor.complete_task(answer=round(sum(t['amount'] for t in txs "
-                  f"if t['sender']['email'] == {friend['email']!r}), 2))\n",
-                checks=EVAL_ANSWER + _unchanged("venmo.Transaction"))
+    return question("venmo", 2, answer=answer, setup=setup,
+                    instruction=f"How much money in total (in dollars) has {friend['first_name']} "
+                                f"{friend['last_name']} sent me on Venmo?",
+                    steps=paged(f"venmo.show_transactions(user_email={friend['email']!r}, direction='received', "
+                                "access_token=token)", "txs"),
+                    reply=f"round(sum(t['amount'] for t in txs if t['sender']['email'] == {friend['email']!r}), 2)",
+                    keeps="venmo.Transaction")
 
 
 def split_group_size(rng: random.Random) -> dict:
@@ -152,14 +133,12 @@ def split_group_size(rng: random.Random) -> dict:
     groups = [(n, True) for n in names]
     i = rng.randrange(len(groups))
     answer = 2 + i % 2  # _group_setup: my groups hold me and the first 1 + i % 2 friends
-    return dict(apps=("splitwise",), difficulty=2, answer=answer, setup=_group_setup(groups),
-                instruction=f"How many members does my Splitwise group '{names[i]}' have, counting me?",
-                solution=_login("splitwise")
-                + paged("splitwise.show_groups(access_token=token)", "groups")
-                + f"gid = [g for g in groups if g['name'] == {names[i]!r}][0]['group_id']\n"
-                  "group = apis.splitwise.show_group(group_id=gid, access_token=token)\n"
-                  "apis.supervisor.complete_task(answer=len(group['members']))\n",
-                checks=EVAL_ANSWER + _unchanged("splitwise.GroupMember"))
+    return question("splitwise", 2, answer=answer, setup=_group_setup(groups),
+                    instruction=f"How many members does my Splitwise group '{names[i]}' have, counting me?",
+                    steps=paged("splitwise.show_groups(access_token=token)", "groups")
+                    + f"gid = [g for g in groups if g['name'] == {names[i]!r}][0]['group_id']\n"
+                      "group = apis.splitwise.show_group(group_id=gid, access_token=token)\n",
+                    reply="len(group['members'])", keeps="splitwise.GroupMember")
 
 
 FAMILIES: dict[str, Callable[[random.Random], dict]] = {

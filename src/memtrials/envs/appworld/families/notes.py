@@ -16,8 +16,8 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from memtrials.envs.appworld.families.common import (EVAL_ANSWER, EVAL_NO_ANSWER, TAGS, WORDS, dt as _dt,
-                                                     login as _login, unchanged as _unchanged, user as _user)
+from memtrials.envs.appworld.families.common import (TAGS, WORDS, changed, chore, dt as _dt, paged, question,
+                                                     user as _user)
 
 
 def _notes(rng: random.Random, n: int, tags: list[str]) -> list[dict]:
@@ -41,56 +41,41 @@ def _note_setup(notes: list[dict]) -> Callable[[Any, dict], None]:
     return setup
 
 
-ALL_NOTES = (
-    "notes, page = [], 0\n"
-    "while True:\n"
-    "    batch = apis.simple_note.search_notes(access_token=token, page_index=page, page_limit=20)\n"
-    "    if not batch:\n"
-    "        break\n"
-    "    notes += batch\n"
-    "    page += 1\n"
-)
+ALL_NOTES = paged("simple_note.search_notes(access_token=token)", "notes")
 
 
 def note_tag_count(rng: random.Random) -> dict:
     notes = _notes(rng, rng.randint(5, 9), rng.sample(TAGS, 4))
     tag = rng.choice(sorted({t for n in notes for t in n["tags"]}))
     answer = sum(tag in n["tags"] for n in notes)
-    return dict(apps=("simple_note",), difficulty=1, answer=answer, setup=_note_setup(notes),
-                instruction=f"How many of my Simple Note notes are tagged '{tag}'?",
-                solution=_login("simple_note") + ALL_NOTES
-                + f"apis.supervisor.complete_task(answer=sum('{tag}' in n['tags'] for n in notes))\n",
-                checks=EVAL_ANSWER + _unchanged("simple_note.Note"))
+    return question("simple_note", 1, answer=answer, setup=_note_setup(notes),
+                    instruction=f"How many of my Simple Note notes are tagged '{tag}'?",
+                    steps=ALL_NOTES, reply=f"sum('{tag}' in n['tags'] for n in notes)", keeps="simple_note.Note")
 
 
 def note_latest_title(rng: random.Random) -> dict:
     notes = _notes(rng, rng.randint(4, 7), rng.sample(TAGS, 3))
     rng.shuffle(notes)
     answer = max(notes, key=lambda n: n["created_at"])["title"]
-    return dict(apps=("simple_note",), difficulty=2, answer=answer, setup=_note_setup(notes),
-                instruction="What is the title of my most recently created Simple Note note?",
-                solution=_login("simple_note") + ALL_NOTES
-                + "ids = [n['note_id'] for n in notes]\n"
-                  "full = [apis.simple_note.show_note(note_id=i, access_token=token) for i in ids]\n"
-                  "apis.supervisor.complete_task(answer=max(full, key=lambda n: n['created_at'])['title'])\n",
-                checks=EVAL_ANSWER + _unchanged("simple_note.Note"))
+    return question("simple_note", 2, answer=answer, setup=_note_setup(notes),
+                    instruction="What is the title of my most recently created Simple Note note?",
+                    steps=ALL_NOTES
+                    + "ids = [n['note_id'] for n in notes]\n"
+                      "full = [apis.simple_note.show_note(note_id=i, access_token=token) for i in ids]\n",
+                    reply="max(full, key=lambda n: n['created_at'])['title']", keeps="simple_note.Note")
 
 
 def note_create(rng: random.Random) -> dict:
     notes = _notes(rng, 3, rng.sample(TAGS, 3))
     title = f"{rng.choice(WORDS).title()} plan"
     content = f"Buy {rng.choice(WORDS)} and {rng.choice(WORDS)} before Friday."
-    return dict(apps=("simple_note",), difficulty=1, answer=None, setup=_note_setup(notes),
-                public={"title": title, "content": content},
-                instruction=f"Create a Simple Note note titled '{title}' with the content '{content}'.",
-                solution=_login("simple_note")
-                + f"apis.simple_note.create_note(title={title!r}, content={content!r}, access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("exactly one note is added, with the requested title and content, and none changed or removed"):
-    added, updated, removed = models.changed_records("simple_note.Note")
-    test.case(len(added), "==", 1)
-    test.case(len(updated) + len(removed), "==", 0)
+    return chore("simple_note", 1, setup=_note_setup(notes), public={"title": title, "content": content},
+                 instruction=f"Create a Simple Note note titled '{title}' with the content '{content}'.",
+                 steps=f"apis.simple_note.create_note(title={title!r}, content={content!r}, access_token=token)\n",
+                 checks=changed("simple_note.Note", "one added",
+                                "exactly one note is added, with the requested title and content, "
+                                "and none changed or removed")
+                 + """\
     test.case(added[0].title, "==", public_data.title)
     test.case(added[0].content.strip(), "==", public_data.content)
 """)
@@ -100,18 +85,15 @@ def note_delete_tag(rng: random.Random) -> dict:
     notes = _notes(rng, rng.randint(5, 8), rng.sample(TAGS, 3))
     tag = rng.choice(sorted({t for n in notes for t in n["tags"]}))
     keep = [n["title"] for n in notes if tag not in n["tags"]]
-    return dict(apps=("simple_note",), difficulty=2, answer=None, setup=_note_setup(notes),
-                public={"tag": tag, "n_deleted": len(notes) - len(keep)},
-                instruction=f"Delete all my Simple Note notes that are tagged '{tag}'.",
-                solution=_login("simple_note") + ALL_NOTES
-                + f"for n in notes:\n    if '{tag}' in n['tags']:\n"
-                  "        apis.simple_note.delete_note(note_id=n['note_id'], access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("exactly the notes with the tag are deleted and no other note is changed"):
-    added, updated, removed = models.changed_records("simple_note.Note")
-    test.case(len(added) + len(updated), "==", 0)
-    test.case(len(removed), "==", public_data.n_deleted)
+    return chore("simple_note", 2, setup=_note_setup(notes),
+                 public={"tag": tag, "n_deleted": len(notes) - len(keep)},
+                 instruction=f"Delete all my Simple Note notes that are tagged '{tag}'.",
+                 steps=ALL_NOTES
+                 + f"for n in notes:\n    if '{tag}' in n['tags']:\n"
+                   "        apis.simple_note.delete_note(note_id=n['note_id'], access_token=token)\n",
+                 checks=changed("simple_note.Note", "n_deleted removed",
+                                "exactly the notes with the tag are deleted and no other note is changed")
+                 + """\
     test.case(all(public_data.tag in n.tags for n in removed), "==", True)
 """)
 
@@ -120,22 +102,18 @@ def note_append(rng: random.Random) -> dict:
     notes = _notes(rng, rng.randint(4, 7), rng.sample(TAGS, 3))
     target = rng.choice(notes)
     line = f"Remember the {rng.choice(WORDS)} {rng.choice(['tickets', 'keys', 'charger', 'umbrella', 'receipts'])}."
-    return dict(apps=("simple_note",), difficulty=2, answer=None, setup=_note_setup(notes),
-                public={"title": target["title"], "content": target["content"] + "\n" + line},
-                instruction=f"Add the line '{line}' at the end of my Simple Note note titled '{target['title']}', "
-                            "on a new line, keeping the rest of the note as it is.",
-                solution=_login("simple_note")
-                + ALL_NOTES
-                + f"nid = [n for n in notes if n['title'] == {target['title']!r}][0]['note_id']\n"
-                  "note = apis.simple_note.show_note(note_id=nid, access_token=token)\n"
-                  f"apis.simple_note.update_note(note_id=nid, content=note['content'] + '\\n' + {line!r}, "
-                  "access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("only the named note is updated, and its content is the old content plus the new line"):
-    added, updated, removed = models.changed_records("simple_note.Note")
-    test.case(len(added) + len(removed), "==", 0)
-    test.case(len(updated), "==", 1)
+    return chore("simple_note", 2, setup=_note_setup(notes),
+                 public={"title": target["title"], "content": target["content"] + "\n" + line},
+                 instruction=f"Add the line '{line}' at the end of my Simple Note note titled '{target['title']}', "
+                             "on a new line, keeping the rest of the note as it is.",
+                 steps=ALL_NOTES
+                 + f"nid = [n for n in notes if n['title'] == {target['title']!r}][0]['note_id']\n"
+                   "note = apis.simple_note.show_note(note_id=nid, access_token=token)\n"
+                   f"apis.simple_note.update_note(note_id=nid, content=note['content'] + '\\n' + {line!r}, "
+                   "access_token=token)\n",
+                 checks=changed("simple_note.Note", "one updated",
+                                "only the named note is updated, and its content is the old content plus the new line")
+                 + """\
     test.case(updated[0].title, "==", public_data.title)
     test.case(updated[0].content.strip(), "==", public_data.content)
 """)

@@ -16,8 +16,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from memtrials.envs.appworld.families.common import (EVAL_ANSWER, EVAL_NO_ANSWER, WORDS, dt, login, paged,
-                                                     unchanged, user)
+from memtrials.envs.appworld.families.common import WORDS, changed, chore, dt, paged, question, user
 
 FIRST = ["Maya", "Jonas", "Priya", "Omar", "Elena", "Kenji", "Sofia", "Liam", "Amara", "Diego", "Nora", "Felix"]
 LAST = ["Silva", "Novak", "Haddad", "Kim", "Rossi", "Berg", "Mensah", "Costa", "Ivanova", "Walsh", "Tanaka", "Duarte"]
@@ -61,12 +60,10 @@ def phone_contact_count(rng: random.Random) -> dict:
     contacts = _contacts(rng, rng.randint(5, 9))
     rel = rng.choice(sorted({r for c in contacts for r in c["relationships"]}))
     answer = sum(rel in c["relationships"] for c in contacts)
-    return dict(apps=("phone",), difficulty=1, answer=answer, setup=_contact_setup(contacts),
-                instruction=f"How many people in my phone's contact book are listed with the relationship '{rel}'?",
-                solution=login("phone")
-                + paged(f"phone.search_contacts(relationship={rel!r}, access_token=token)", "contacts")
-                + "apis.supervisor.complete_task(answer=len(contacts))\n",
-                checks=EVAL_ANSWER + unchanged("phone.Contact"))
+    return question("phone", 1, answer=answer, setup=_contact_setup(contacts),
+                    instruction=f"How many people in my phone's contact book are listed with the relationship '{rel}'?",
+                    steps=paged(f"phone.search_contacts(relationship={rel!r}, access_token=token)", "contacts"),
+                    reply="len(contacts)", keeps="phone.Contact")
 
 
 def phone_add_contact(rng: random.Random) -> dict:
@@ -74,21 +71,18 @@ def phone_add_contact(rng: random.Random) -> dict:
     new = contacts.pop()  # a name and email not in the contact book
     new["phone_number"] = f"6465550{rng.randint(100, 999)}"
     rel = rng.choice(RELATIONS)
-    return dict(apps=("phone",), difficulty=1, answer=None, setup=_contact_setup(contacts),
-                public={"first_name": new["first_name"], "last_name": new["last_name"],
-                        "phone_number": new["phone_number"], "email": new["email"], "relationship": rel},
-                instruction=f"Add {new['first_name']} {new['last_name']} to my phone's contacts with the phone number "
-                            f"{new['phone_number']}, the email {new['email']} and the relationship '{rel}'.",
-                solution=login("phone")
-                + f"apis.phone.add_contact(first_name={new['first_name']!r}, last_name={new['last_name']!r}, "
-                  f"phone_number={new['phone_number']!r}, email={new['email']!r}, relationships=[{rel!r}], "
-                  "access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("exactly one contact is added, with the requested name, number and relationship, and none changed"):
-    added, updated, removed = models.changed_records("phone.Contact")
-    test.case(len(added), "==", 1)
-    test.case(len(updated) + len(removed), "==", 0)
+    return chore("phone", 1, setup=_contact_setup(contacts),
+                 public={"first_name": new["first_name"], "last_name": new["last_name"],
+                         "phone_number": new["phone_number"], "email": new["email"], "relationship": rel},
+                 instruction=f"Add {new['first_name']} {new['last_name']} to my phone's contacts with the phone number "
+                             f"{new['phone_number']}, the email {new['email']} and the relationship '{rel}'.",
+                 steps=f"apis.phone.add_contact(first_name={new['first_name']!r}, last_name={new['last_name']!r}, "
+                       f"phone_number={new['phone_number']!r}, email={new['email']!r}, relationships=[{rel!r}], "
+                       "access_token=token)\n",
+                 checks=changed("phone.Contact", "one added",
+                                "exactly one contact is added, with the requested name, number and relationship, "
+                                "and none changed")
+                 + """\
     test.case(added[0].first_name, "==", public_data.first_name)
     test.case(added[0].last_name, "==", public_data.last_name)
     test.case(added[0].phone_number.replace("-", "").replace(" ", ""), "==", public_data.phone_number)
@@ -103,12 +97,10 @@ def phone_earliest_alarm(rng: random.Random) -> dict:
         if any(a["enabled"] for a in alarms) and not all(a["enabled"] for a in alarms):
             break
     answer = min(a["time"] for a in alarms if a["enabled"])
-    return dict(apps=("phone",), difficulty=2, answer=answer, setup=_alarm_setup(alarms),
-                instruction="At what time does my earliest enabled phone alarm ring? Answer in HH:MM format.",
-                solution=login("phone")
-                + paged("phone.show_alarms(access_token=token)", "alarms")
-                + "apis.supervisor.complete_task(answer=min(a['time'] for a in alarms if a['enabled']))\n",
-                checks=EVAL_ANSWER + unchanged("phone.Alarm"))
+    return question("phone", 2, answer=answer, setup=_alarm_setup(alarms),
+                    instruction="At what time does my earliest enabled phone alarm ring? Answer in HH:MM format.",
+                    steps=paged("phone.show_alarms(access_token=token)", "alarms"),
+                    reply="min(a['time'] for a in alarms if a['enabled'])", keeps="phone.Alarm")
 
 
 def phone_alarm_create(rng: random.Random) -> dict:
@@ -117,17 +109,12 @@ def phone_alarm_create(rng: random.Random) -> dict:
     t = rng.choice([m for m in range(5 * 60, 11 * 60, 15) if f"{m // 60:02d}:{m % 60:02d}" not in taken])
     time = f"{t // 60:02d}:{t % 60:02d}"
     label = f"{rng.choice(WORDS).title()} {rng.choice(['walk', 'run', 'train', 'call'])}"
-    return dict(apps=("phone",), difficulty=1, answer=None, setup=_alarm_setup(alarms),
-                public={"time": time, "label": label},
-                instruction=f"Set a new phone alarm for {time} with the label '{label}'.",
-                solution=login("phone")
-                + f"apis.phone.create_alarm(time={time!r}, label={label!r}, access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("exactly one alarm is added, enabled, at the requested time with the requested label"):
-    added, updated, removed = models.changed_records("phone.Alarm")
-    test.case(len(added), "==", 1)
-    test.case(len(updated) + len(removed), "==", 0)
+    return chore("phone", 1, setup=_alarm_setup(alarms), public={"time": time, "label": label},
+                 instruction=f"Set a new phone alarm for {time} with the label '{label}'.",
+                 steps=f"apis.phone.create_alarm(time={time!r}, label={label!r}, access_token=token)\n",
+                 checks=changed("phone.Alarm", "one added",
+                                "exactly one alarm is added, enabled, at the requested time with the requested label")
+                 + """\
     test.case(added[0].time, "==", public_data.time)
     test.case(added[0].label, "==", public_data.label)
     test.case(added[0].enabled, "==", True)
@@ -138,20 +125,15 @@ def phone_alarm_disable(rng: random.Random) -> dict:
     alarms = _alarms(rng, rng.randint(4, 6))
     target = rng.choice(alarms)
     target["enabled"] = True
-    return dict(apps=("phone",), difficulty=2, answer=None, setup=_alarm_setup(alarms),
-                public={"label": target["label"], "time": target["time"]},
-                instruction=f"Turn off my phone alarm labelled '{target['label']}' without deleting it or changing "
-                            "anything else.",
-                solution=login("phone")
-                + paged("phone.show_alarms(access_token=token)", "alarms")
-                + f"aid = [a for a in alarms if a['label'] == {target['label']!r}][0]['alarm_id']\n"
-                  "apis.phone.update_alarm(alarm_id=aid, enabled=False, access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("only the labelled alarm is updated: it is disabled and keeps its time"):
-    added, updated, removed = models.changed_records("phone.Alarm")
-    test.case(len(added) + len(removed), "==", 0)
-    test.case(len(updated), "==", 1)
+    return chore("phone", 2, setup=_alarm_setup(alarms), public={"label": target["label"], "time": target["time"]},
+                 instruction=f"Turn off my phone alarm labelled '{target['label']}' without deleting it or changing "
+                             "anything else.",
+                 steps=paged("phone.show_alarms(access_token=token)", "alarms")
+                 + f"aid = [a for a in alarms if a['label'] == {target['label']!r}][0]['alarm_id']\n"
+                   "apis.phone.update_alarm(alarm_id=aid, enabled=False, access_token=token)\n",
+                 checks=changed("phone.Alarm", "one updated",
+                                "only the labelled alarm is updated: it is disabled and keeps its time")
+                 + """\
     test.case(updated[0].label, "==", public_data.label)
     test.case(updated[0].enabled, "==", False)
     test.case(updated[0].time, "==", public_data.time)

@@ -17,8 +17,7 @@ import random
 from typing import Any, Callable
 
 from memtrials.envs.appworld.cast import FRIENDS
-from memtrials.envs.appworld.families.common import (EVAL_ANSWER, EVAL_NO_ANSWER, WORDS, dt, login, paged,
-                                                     unchanged, user)
+from memtrials.envs.appworld.families.common import WORDS, changed, chore, dt, paged, question, user
 
 ARTISTS = ["The Lanterns", "Mira Vale", "Northbound", "Otis Grey", "Saffron Kid", "Velvet Coast"]
 GENRES = ["pop", "rock", "jazz", "indie", "folk"]
@@ -69,31 +68,24 @@ def spot_playlist_count(rng: random.Random) -> dict:
     mine = _playlists(rng, songs, rng.randint(2, 7))
     others = _playlists(rng, songs, 3)
     others = {k: v for k, v in others.items() if k not in mine}
-    return dict(apps=("spotify",), difficulty=1, answer=len(mine), setup=_spotify_setup(songs, [], mine, others),
-                instruction="How many playlists do I have in my Spotify playlist library?",
-                solution=login("spotify")
-                + paged("spotify.show_playlist_library(access_token=token)", "playlists")
-                + "apis.supervisor.complete_task(answer=len(playlists))\n",
-                checks=EVAL_ANSWER + unchanged("spotify.Playlist"))
+    return question("spotify", 1, answer=len(mine), setup=_spotify_setup(songs, [], mine, others),
+                    instruction="How many playlists do I have in my Spotify playlist library?",
+                    steps=paged("spotify.show_playlist_library(access_token=token)", "playlists"),
+                    reply="len(playlists)", keeps="spotify.Playlist")
 
 
 def spot_like_song(rng: random.Random) -> dict:
     songs = _catalogue(rng, rng.randint(8, 12))
     target = rng.choice(songs)
-    return dict(apps=("spotify",), difficulty=1, answer=None,
-                setup=_spotify_setup(songs, [s["title"] for s in songs[:4]], {}),
-                public={"title": target["title"]},
-                instruction=f"Like the song '{target['title']}' by {target['artist']} on Spotify.",
-                solution=login("spotify")
-                + paged(f"spotify.search_songs(query={target['title']!r}, access_token=token)", "found")
-                + f"sid = [s for s in found if s['title'] == {target['title']!r}][0]['song_id']\n"
-                  "apis.spotify.like_song(song_id=sid, access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("exactly one song like is added, for the requested song"):
-    added, updated, removed = models.changed_records("spotify.SongLike")
-    test.case(len(added), "==", 1)
-    test.case(len(updated) + len(removed), "==", 0)
+    return chore("spotify", 1, setup=_spotify_setup(songs, [s["title"] for s in songs[:4]], {}),
+                 public={"title": target["title"]},
+                 instruction=f"Like the song '{target['title']}' by {target['artist']} on Spotify.",
+                 steps=paged(f"spotify.search_songs(query={target['title']!r}, access_token=token)", "found")
+                 + f"sid = [s for s in found if s['title'] == {target['title']!r}][0]['song_id']\n"
+                   "apis.spotify.like_song(song_id=sid, access_token=token)\n",
+                 checks=changed("spotify.SongLike", "one added",
+                                "exactly one song like is added, for the requested song")
+                 + """\
     test.case(models.end.spotify.Song.find_one(id=added[0].song_id).title, "==", public_data.title)
 """)
 
@@ -102,25 +94,21 @@ def spot_longest_song(rng: random.Random) -> dict:
     songs = _catalogue(rng, 12)
     library = rng.sample([s["title"] for s in songs], rng.randint(4, 9))
     answer = max((s for s in songs if s["title"] in library), key=lambda s: s["duration"])["title"]
-    return dict(apps=("spotify",), difficulty=2, answer=answer, setup=_spotify_setup(songs, library, {}),
-                instruction="What is the title of the longest song in my Spotify song library?",
-                solution=login("spotify")
-                + paged("spotify.show_song_library(access_token=token)", "library")
-                + "apis.supervisor.complete_task(answer=max(library, key=lambda s: s['duration'])['title'])\n",
-                checks=EVAL_ANSWER + unchanged("spotify.UserLibrarySong"))
+    return question("spotify", 2, answer=answer, setup=_spotify_setup(songs, library, {}),
+                    instruction="What is the title of the longest song in my Spotify song library?",
+                    steps=paged("spotify.show_song_library(access_token=token)", "library"),
+                    reply="max(library, key=lambda s: s['duration'])['title']", keeps="spotify.UserLibrarySong")
 
 
 def spot_playlist_size(rng: random.Random) -> dict:
     songs = _catalogue(rng, 10)
     mine = _playlists(rng, songs, rng.randint(2, 5))
     name = rng.choice(sorted(mine))
-    return dict(apps=("spotify",), difficulty=2, answer=len(mine[name]), setup=_spotify_setup(songs, [], mine),
-                instruction=f"How many songs are in my Spotify playlist '{name}'?",
-                solution=login("spotify")
-                + paged("spotify.show_playlist_library(access_token=token)", "playlists")
-                + f"apis.supervisor.complete_task(answer=len([p for p in playlists if p['title'] == {name!r}][0]"
-                  "['song_ids']))\n",
-                checks=EVAL_ANSWER + unchanged("spotify.PlaylistSong"))
+    return question("spotify", 2, answer=len(mine[name]), setup=_spotify_setup(songs, [], mine),
+                    instruction=f"How many songs are in my Spotify playlist '{name}'?",
+                    steps=paged("spotify.show_playlist_library(access_token=token)", "playlists"),
+                    reply=f"len([p for p in playlists if p['title'] == {name!r}][0]['song_ids'])",
+                    keeps="spotify.PlaylistSong")
 
 
 def spot_make_playlist(rng: random.Random) -> dict:
@@ -128,22 +116,19 @@ def spot_make_playlist(rng: random.Random) -> dict:
     library = rng.sample([s["title"] for s in songs], 6)
     picks = rng.sample(library, 3)
     title = f"{rng.choice(WORDS).title()} {rng.choice(['evenings', 'workout', 'roadtrip', 'focus'])}"
-    return dict(apps=("spotify",), difficulty=3, answer=None, setup=_spotify_setup(songs, library, {}),
-                public={"title": title, "songs": sorted(picks)},
-                instruction=f"Create a Spotify playlist named '{title}' holding exactly these songs from my library: "
-                            + ", ".join(f"'{p}'" for p in picks) + ".",
-                solution=login("spotify")
-                + paged("spotify.show_song_library(access_token=token)", "library")
-                + f"pid = apis.spotify.create_playlist(title={title!r}, access_token=token)['playlist_id']\n"
-                  f"for s in library:\n"
-                  f"    if s['title'] in {picks!r}:\n"
-                  "        apis.spotify.add_song_to_playlist(playlist_id=pid, song_id=s['song_id'], access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("exactly one playlist is added, with the requested name"):
-    added, updated, removed = models.changed_records("spotify.Playlist")
-    test.case(len(added), "==", 1)
-    test.case(len(removed), "==", 0)
+    return chore("spotify", 3, setup=_spotify_setup(songs, library, {}),
+                 public={"title": title, "songs": sorted(picks)},
+                 instruction=f"Create a Spotify playlist named '{title}' holding exactly these songs from my library: "
+                             + ", ".join(f"'{p}'" for p in picks) + ".",
+                 steps=paged("spotify.show_song_library(access_token=token)", "library")
+                 + f"pid = apis.spotify.create_playlist(title={title!r}, access_token=token)['playlist_id']\n"
+                   f"for s in library:\n"
+                   f"    if s['title'] in {picks!r}:\n"
+                   "        apis.spotify.add_song_to_playlist(playlist_id=pid, song_id=s['song_id'], "
+                   "access_token=token)\n",
+                 checks=changed("spotify.Playlist", "one added, none removed",
+                                "exactly one playlist is added, with the requested name")
+                 + """\
     test.case(added[0].title, "==", public_data.title)
 with test("the new playlist holds exactly the requested songs"):
     playlist = models.end.spotify.Playlist.find_one(title=public_data.title)

@@ -15,8 +15,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from memtrials.envs.appworld.families.common import (EVAL_ANSWER, EVAL_NO_ANSWER, WORDS, dt as _dt,
-                                                     login as _login, unchanged as _unchanged, user as _user)
+from memtrials.envs.appworld.families.common import WORDS, changed, chore, dt as _dt, question, user as _user
 
 
 def _todo_setup(projects: dict[str, list[tuple[str, bool]]]) -> Callable[[Any, dict], None]:
@@ -41,20 +40,23 @@ def _projects(rng: random.Random) -> dict[str, list[tuple[str, bool]]]:
 
 
 ALL_PROJECTS = ("projects = apis.todoist.show_projects(access_token=token, page_limit=20)\n")
+ALL_TASKS = ("res = apis.todoist.show_tasks(project_id=pid, access_token=token)\n"
+             "tasks = res['no_section_tasks'] + [t for s in res.get('sections', []) for t in s.get('tasks', [])]\n")
+
+
+def _project_id(name: str) -> str:
+    """Solution line: ``pid``, the id of project ``name`` among ``projects``."""
+    return f"pid = [p for p in projects if p['name'] == {name!r}][0]['project_id']\n"
 
 
 def todo_open_count(rng: random.Random) -> dict:
     projects = _projects(rng)
     name = rng.choice(sorted(projects))
     answer = sum(not done for _, done in projects[name])
-    return dict(apps=("todoist",), difficulty=2, answer=answer, setup=_todo_setup(projects),
-                instruction=f"How many tasks in my Todoist project '{name}' are not completed yet?",
-                solution=_login("todoist") + ALL_PROJECTS
-                + f"pid = [p for p in projects if p['name'] == {name!r}][0]['project_id']\n"
-                  "res = apis.todoist.show_tasks(project_id=pid, access_token=token)\n"
-                  "tasks = res['no_section_tasks'] + [t for s in res.get('sections', []) for t in s.get('tasks', [])]\n"
-                  "apis.supervisor.complete_task(answer=sum(not t['is_completed'] for t in tasks))\n",
-                checks=EVAL_ANSWER + _unchanged("todoist.Task"))
+    return question("todoist", 2, answer=answer, setup=_todo_setup(projects),
+                    instruction=f"How many tasks in my Todoist project '{name}' are not completed yet?",
+                    steps=ALL_PROJECTS + _project_id(name) + ALL_TASKS,
+                    reply="sum(not t['is_completed'] for t in tasks)", keeps="todoist.Task")
 
 
 def todo_complete(rng: random.Random) -> dict:
@@ -62,46 +64,32 @@ def todo_complete(rng: random.Random) -> dict:
     name = rng.choice(sorted(projects))
     title = f"Renew {rng.choice(WORDS)} permit"
     projects[name].append((title, False))
-    return dict(apps=("todoist",), difficulty=2, answer=None, setup=_todo_setup(projects),
-                public={"title": title},
-                instruction=f"Mark the task '{title}' in my Todoist project '{name}' as completed.",
-                solution=_login("todoist") + ALL_PROJECTS
-                + f"pid = [p for p in projects if p['name'] == {name!r}][0]['project_id']\n"
-                  "res = apis.todoist.show_tasks(project_id=pid, access_token=token)\n"
-                  "tasks = res['no_section_tasks'] + [t for s in res.get('sections', []) for t in s.get('tasks', [])]\n"
-                  f"tid = [t for t in tasks if t['title'] == {title!r}][0]['task_id']\n"
-                  "apis.todoist.update_task(task_id=tid, is_completed=True, access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("only the requested task is updated, and it is now completed"):
-    added, updated, removed = models.changed_records("todoist.Task")
-    test.case(len(added) + len(removed), "==", 0)
-    test.case(len(updated), "==", 1)
+    return chore("todoist", 2, setup=_todo_setup(projects), public={"title": title},
+                 instruction=f"Mark the task '{title}' in my Todoist project '{name}' as completed.",
+                 steps=ALL_PROJECTS + _project_id(name) + ALL_TASKS
+                 + f"tid = [t for t in tasks if t['title'] == {title!r}][0]['task_id']\n"
+                   "apis.todoist.update_task(task_id=tid, is_completed=True, access_token=token)\n",
+                 checks=changed("todoist.Task", "one updated",
+                                "only the requested task is updated, and it is now completed")
+                 + """\
     test.case(updated[0].title, "==", public_data.title)
     test.case(updated[0].is_completed, "==", True)
 """)
 
-
-ALL_TASKS = ("res = apis.todoist.show_tasks(project_id=pid, access_token=token)\n"
-             "tasks = res['no_section_tasks'] + [t for s in res.get('sections', []) for t in s.get('tasks', [])]\n")
 
 
 def todo_add_task(rng: random.Random) -> dict:
     projects = _projects(rng)
     name = rng.choice(sorted(projects))
     title = f"{rng.choice(['Book', 'Order', 'Return', 'Print', 'Pack'])} the {rng.choice(WORDS)} {rng.choice(['tickets', 'boxes', 'forms', 'samples'])}"
-    return dict(apps=("todoist",), difficulty=1, answer=None, setup=_todo_setup(projects),
-                public={"title": title, "project": name},
-                instruction=f"Add a task titled '{title}' to my Todoist project '{name}'.",
-                solution=_login("todoist") + ALL_PROJECTS
-                + f"pid = [p for p in projects if p['name'] == {name!r}][0]['project_id']\n"
-                  f"apis.todoist.create_task(project_id=pid, title={title!r}, access_token=token)\n"
-                  "apis.supervisor.complete_task()\n",
-                checks=EVAL_NO_ANSWER + """
-with test("exactly one task is added, with the requested title, in the requested project, and none changed"):
-    added, updated, removed = models.changed_records("todoist.Task")
-    test.case(len(added), "==", 1)
-    test.case(len(updated) + len(removed), "==", 0)
+    return chore("todoist", 1, setup=_todo_setup(projects), public={"title": title, "project": name},
+                 instruction=f"Add a task titled '{title}' to my Todoist project '{name}'.",
+                 steps=ALL_PROJECTS + _project_id(name)
+                 + f"apis.todoist.create_task(project_id=pid, title={title!r}, access_token=token)\n",
+                 checks=changed("todoist.Task", "one added",
+                                "exactly one task is added, with the requested title, in the requested project, "
+                                "and none changed")
+                 + """\
     test.case(added[0].title, "==", public_data.title)
     project = models.end.todoist.Project.find_one(id=added[0].project_id)
     test.case(project.name, "==", public_data.project)
@@ -116,17 +104,16 @@ def todo_most_open(rng: random.Random) -> dict:
         if list(counts.values()).count(best) == 1:
             break
     answer = max(counts, key=counts.get)
-    return dict(apps=("todoist",), difficulty=3, answer=answer, setup=_todo_setup(projects),
-                instruction="Which of my Todoist projects has the most tasks that are not completed yet? "
-                            "Answer with the project's name.",
-                solution=_login("todoist") + ALL_PROJECTS
-                + "counts = {}\n"
-                  "for p in projects:\n"
-                  "    pid = p['project_id']\n"
-                + "".join("    " + ln + "\n" for ln in ALL_TASKS.splitlines())
-                + "    counts[p['name']] = sum(not t['is_completed'] for t in tasks)\n"
-                  "apis.supervisor.complete_task(answer=max(counts, key=counts.get))\n",
-                checks=EVAL_ANSWER + _unchanged("todoist.Task"))
+    return question("todoist", 3, answer=answer, setup=_todo_setup(projects),
+                    instruction="Which of my Todoist projects has the most tasks that are not completed yet? "
+                                "Answer with the project's name.",
+                    steps=ALL_PROJECTS
+                    + "counts = {}\n"
+                      "for p in projects:\n"
+                      "    pid = p['project_id']\n"
+                    + "".join("    " + ln + "\n" for ln in ALL_TASKS.splitlines())
+                    + "    counts[p['name']] = sum(not t['is_completed'] for t in tasks)\n",
+                    reply="max(counts, key=counts.get)", keeps="todoist.Task")
 
 
 FAMILIES: dict[str, Callable[[random.Random], dict]] = {

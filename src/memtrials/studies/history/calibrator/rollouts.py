@@ -14,17 +14,14 @@ and the ablation's rows) and which dataset a declared checkpoint was trained on 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from memtrials.seeds import seed_of
 from memtrials.studies.history.design import actor_settings, read_tasks
+from memtrials.studies.history.calibrator.sft import MANIFEST, TRAINED_BY, weight_files, weights_digest
 from memtrials.studies.history.rollouts import rollout_cell
-
-MANIFEST = "memtrials-sft.json"
-TRAINED_BY = "calibrator_sft"
 
 
 def calibrator_settings(model: str, calibrator: str, actor: Mapping[str, Any], shuffle: str = "per_step") -> Any:
@@ -84,17 +81,12 @@ async def joint_source_rollouts(config: Mapping[str, Any], *, model: str, env: s
 
 
 def checkpoint_digest(folder: str | Path) -> str:
-    """SHA-256 over the weight files of a checkpoint folder (name and bytes, sorted)."""
-    h = hashlib.sha256()
-    files = sorted(p for p in Path(folder).iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
-    if not files:
+    """The digest the training rule records for a checkpoint folder
+    (:func:`~memtrials.studies.history.calibrator.sft.weights_digest`); a ValueError for a
+    folder without weight files."""
+    if not weight_files(Path(folder)):
         raise ValueError(f"{folder}: no weight files (*.safetensors, *.bin)")
-    for p in files:
-        h.update(p.name.encode())
-        with p.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
+    return weights_digest(Path(folder))
 
 
 def trained_endpoints(declared: Mapping[str, str]) -> dict[str, str]:

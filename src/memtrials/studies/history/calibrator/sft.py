@@ -58,9 +58,17 @@ def encode(tok: Any, row: dict[str, Any], max_length: int) -> dict[str, list[int
     return {"input_ids": prompt + target, "labels": [-100] * len(prompt) + target}
 
 
+def weight_files(folder: Path) -> list[Path]:
+    """The weight files of a checkpoint folder (``*.safetensors``, ``*.bin``), sorted."""
+    return sorted(q for q in folder.iterdir() if q.suffix in (".safetensors", ".bin") and q.is_file())
+
+
 def weights_digest(folder: Path) -> str:
+    """SHA-256 over the weight files of a checkpoint folder (name and bytes, in order); the
+    manifest's ``digest``, which :func:`memtrials.studies.history.calibrator.rollouts.trained_endpoints`
+    checks."""
     h = hashlib.sha256()
-    for p in sorted(q for q in folder.iterdir() if q.suffix in (".safetensors", ".bin") and q.is_file()):
+    for p in weight_files(folder):
         h.update(p.name.encode())
         with p.open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
