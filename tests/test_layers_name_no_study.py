@@ -29,6 +29,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("memtrials.memory.autorefine", "history"): STATE_LOG,
     ("memtrials.memory.cheatsheet", "history"): STATE_LOG,
     ("memtrials.memory.expel", "history"): STATE_LOG,
+    ("memtrials.memory.registry", "playbook"): ("the method playbook() of a memory whose lessons are measured "
+                                                "(ACE's term for its lesson set), listed among the methods a "
+                                                "class must have; it names no study"),
 }
 """(module, literal) -> why the literal is not a lower layer naming a study."""
 

@@ -25,7 +25,7 @@ import yaml
 
 from memtrials.config import ConfigError, check_config
 from memtrials.llm import read_records
-from memtrials.memory.registry import BUILTIN, NEEDS, check_class, memory_class
+from memtrials.memory.registry import BUILTIN, LIFECYCLE, PLAYBOOK, check_class, memory_class
 from memtrials.memory.snapshot import read_snapshot
 from memtrials.testing.policies import first_admissible
 from tests.conftest import REPO, base_config
@@ -356,8 +356,7 @@ def test_every_builtin_memory_has_the_interface_its_studies_call():
     playbook = {"ace", "dc", "lesson_log"}
     for name in BUILTIN:
         cls = memory_class(name)
-        check_class(cls, "playbook" if name in playbook else "antipersist", f"builtin {name}")
-        assert all(callable(getattr(cls, m)) for m in NEEDS["history"])
+        check_class(cls, PLAYBOOK if name in playbook else LIFECYCLE, "a study", f"builtin {name}")
 
 
 def test_config_check_runs_the_shipped_overlay_and_names_the_file_and_key():

@@ -94,7 +94,9 @@ rule calibrator_screen:
     params:
         stage=lambda wc: CAL.stage_params("screen"),
         actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
-        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.calibrator_prompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(
+            input.calibrator_prompts[0]
+        ),
     script:
         "../scripts/calibrator_screen.py"
 
@@ -119,7 +121,9 @@ rule calibrator_compare:
     params:
         stage=lambda wc: CAL.stage_params("compare", wc.model),
         actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
-        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.calibrator_prompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(
+            input.calibrator_prompts[0]
+        ),
     script:
         "../scripts/calibrator_compare.py"
 
@@ -292,7 +296,9 @@ rule calibrator_joint_rollouts:
     params:
         cell=lambda wc: CAL.joint_cell(HISTORY.cell(wc.model, wc.env)),
         actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
-        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.calibrator_prompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(
+            input.calibrator_prompts[0]
+        ),
     script:
         "../scripts/calibrator_joint_rollouts.py"
 
@@ -343,7 +349,9 @@ rule calibrator_joint_data:
         CONDA_ENV
     params:
         actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
-        calibrator_prompts_dir=lambda w, input: os.path.dirname(input.calibrator_prompts[0]),
+        calibrator_prompts_dir=lambda w, input: os.path.dirname(
+            input.calibrator_prompts[0]
+        ),
     script:
         "../scripts/calibrator_joint_data.py"
 

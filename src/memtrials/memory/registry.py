@@ -19,7 +19,10 @@ The module is found on ``sys.path`` (``PYTHONPATH=examples/byo_memory`` for the 
 continuation condition).  The study builds it as ``Class(context=MemoryContext(...),
 **options)`` (:func:`build`): the context says which endpoints to call and which seed to
 draw with (:class:`memtrials.memory.base.MemoryContext`); the class is whatever
-:mod:`memtrials.memory.base` asks of it (:data:`NEEDS`).
+:mod:`memtrials.memory.base` asks of it: the lifecycle (:data:`LIFECYCLE`), plus ``playbook()``
+where its lessons are measured and curated (:data:`PLAYBOOK`).  Which of the two a study needs
+is the study's to say: it hands the methods down to :func:`check_memory` (this layer names no
+study).
 
 **Checks before any job** (each study's ``check()``, so also ``python -m memtrials config
 check``): :func:`check_memory` refuses, with a :class:`memtrials.config.ConfigError` naming
@@ -51,17 +54,19 @@ BUILTIN: dict[str, str] = {
     "trajectory": "memtrials.memory.trajectory:TrajectoryMemory",
     "abstraction": "memtrials.memory.abstraction:AbstractionMemory",
     "joint": "memtrials.memory.abstraction:JointMemory",
-    "antipersist": "memtrials.memory.antipersist:AntiPersistenceMemory",
+    "antipersistence": "memtrials.memory.antipersist:AntiPersistenceMemory",
     "reflexion": "memtrials.memory.reflexion:ReflexionMemory",
     "expel": "memtrials.memory.expel:ExpeLMemory",
     "autorefine": "memtrials.memory.autorefine:AutoRefineMemory",
 }
 """Built-in memory name -> ``"module:Class"`` (the playbook study's growth systems ``ace``
 and ``dc``, the anti-persistence study's designs and baselines, the reference lesson log)."""
-LIFECYCLE = ("frozen", "update", "state", "load")
-NEEDS: dict[str, tuple[str, ...]] = {"playbook": (*LIFECYCLE, "playbook"), "antipersist": LIFECYCLE,
-                                     "history": LIFECYCLE}
-"""The methods each study calls (besides the ``kind`` class attribute)."""
+LIFECYCLE: tuple[str, ...] = ("frozen", "update", "state", "load")
+"""The methods every protocol calls (besides the ``kind`` class attribute): a memory that is
+served, learns and is snapshotted (:class:`memtrials.memory.base.Memory`)."""
+PLAYBOOK: tuple[str, ...] = (*LIFECYCLE, "playbook")
+"""The lifecycle plus ``playbook()``: a memory whose lessons are measured and curated
+(:class:`memtrials.memory.base.PlaybookMemory`)."""
 
 
 def memory_name(ref: str) -> str | None:
@@ -97,17 +102,18 @@ def memory_class(spec: str, key: str = "memory") -> type:
     return cls
 
 
-def check_class(cls: type, study: str, key: str) -> None:
+def check_class(cls: type, needs: tuple[str, ...], user: str, key: str) -> None:
     """``cls`` has a ``kind`` (a string class attribute, or a property where it depends on the
-    options) and the methods ``study`` calls (:data:`NEEDS`), ``update`` async."""
+    options) and the methods ``needs`` that ``user`` (e.g. "the playbook study") calls,
+    ``update`` async."""
     name = cls.__name__
     if not isinstance(getattr(cls, "kind", None), (str, property)):
         raise ConfigError(f"config key {key}: {name} has no class attribute `kind` (a string naming what its state "
                           "holds). Fix: add one, e.g. kind = \"notes\" (docs/memory.md)")
-    missing = [m for m in NEEDS[study] if not callable(getattr(cls, m, None))]
+    missing = [m for m in needs if not callable(getattr(cls, m, None))]
     if missing:
-        raise ConfigError(f"config key {key}: {name} lacks the method(s) {', '.join(missing)} that the {study} study "
-                          f"calls (it needs {', '.join(NEEDS[study])}). Fix: add them (memtrials.memory.base, "
+        raise ConfigError(f"config key {key}: {name} lacks the method(s) {', '.join(missing)} that {user} "
+                          f"calls (it needs {', '.join(needs)}). Fix: add them (memtrials.memory.base, "
                           "docs/memory.md)")
     if not inspect.iscoroutinefunction(getattr(cls, "update")):
         raise ConfigError(f"config key {key}: {name}.update is not async. Fix: define it as "
@@ -128,9 +134,11 @@ def check_options(cls: type, options: Mapping[str, Any], key: str) -> None:
                           f"takes: {', '.join(takes) or 'no option'}. Fix: correct or remove them") from None
 
 
-def check_memory(config: Mapping[str, Any], ref: str, study: str, key: str) -> dict[str, Any]:
-    """Check the user memory ``ref`` (``memory-<name>``, listed at config ``key``) for ``study``
-    (module docstring); return its config slice (:func:`memory_entry`)."""
+def check_memory(config: Mapping[str, Any], ref: str, key: str, *, needs: tuple[str, ...] = LIFECYCLE,
+                 user: str = "the study") -> dict[str, Any]:
+    """Check the user memory ``ref`` (``memory-<name>``, listed at config ``key``) for a study
+    that calls ``needs`` (module docstring; ``user`` names the study in messages); return its
+    config slice (:func:`memory_entry`)."""
     name = memory_name(ref)
     section = config["memory"]
     if name is None or name not in section:
@@ -143,7 +151,7 @@ def check_memory(config: Mapping[str, Any], ref: str, study: str, key: str) -> d
     entry = memory_entry(config, name)
     where = f"memory.{name}"
     cls = memory_class(entry["class"], f"{where}.class")
-    check_class(cls, study, f"{where}.class")
+    check_class(cls, needs, user, f"{where}.class")
     check_options(cls, entry["options"], where)
     return entry
 

@@ -57,7 +57,7 @@ class AntipersistWorkflow(Study):
                     raise ConfigError(f"{src}.pools.{env}.{key}: expected an integer >= 1 or null (all), got {v!r}")
         for d in a["designs"]:
             if memory_name(d) is not None:  # a user's memory as a design (memtrials.memory.registry)
-                check_memory(self.config, d, "antipersist", f"{src}.designs")
+                check_memory(self.config, d, f"{src}.designs", user="the anti-persistence study")
             elif d not in DESIGNS:
                 raise ConfigError(f"{src}.designs: unknown design {d!r}; known: {', '.join(DESIGNS)}, "
                                   "memory-<name> (a memory of the config's memory section)")

@@ -79,7 +79,8 @@ class HistoryWorkflow(Study):
         for key in ("conditions", "chat_conditions"):
             for c in self.cont[key]:
                 if memory_name(c) is not None:
-                    check_memory(self.config, c, "history", f"history.continuation.{key}")
+                    check_memory(self.config, c, f"history.continuation.{key}",
+                                 user="the history study's continuation")
         if "embedder" not in self.roles:
             raise ConfigError("config key history.continuation.conditions lists a memory, whose context names "
                               "roles.embedder: add `roles: {embedder: <endpoint>}` (e.g. minilm)")

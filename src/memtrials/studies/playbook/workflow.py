@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from memtrials.config import ConfigError
 from memtrials.envs.catalog import check_env_options, check_split, check_task_count
-from memtrials.memory.registry import check_memory, memory_entry, memory_name, source_files
+from memtrials.memory.registry import PLAYBOOK, check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
 from memtrials.studies.playbook.design import GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
@@ -62,7 +62,7 @@ class PlaybookWorkflow(Study):
                                   f"{', '.join(self.variant_names)})")
         for s in p["systems"]:
             if memory_name(s) is not None:  # a user's memory as a growth system (memtrials.memory.registry)
-                check_memory(self.config, s, "playbook", f"{src}.systems")
+                check_memory(self.config, s, f"{src}.systems", needs=PLAYBOOK, user="the playbook study")
             elif s not in ("ace", "dc"):
                 raise ConfigError(f"{src}.systems: {s!r} is not one of ace, dc, memory-<name> (a memory of the "
                                   "config's memory section)")
