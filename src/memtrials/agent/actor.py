@@ -26,7 +26,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from memtrials.agent.listing import LISTINGS
 from memtrials.agent.listing import list_actions as listed_actions  # the prompt's listing
@@ -39,6 +39,11 @@ from memtrials.io import canonical_json
 from memtrials.llm import CallFailed
 from memtrials.llm.structured import gbnf_joint
 from memtrials.memory.base import EpisodeMemory, StepContext
+
+if TYPE_CHECKING:
+    from memtrials.agent.prompts import ActorPrompts
+    from memtrials.envs.base import Env
+    from memtrials.llm import Client
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +140,14 @@ class Episode:
     ``tests``), for memories that learn from feedback; not a column of the step table."""
 
 
-def default_hooks(prompts: Any, s: ActorSettings) -> list[StepHook]:
+def default_hooks(prompts: ActorPrompts, s: ActorSettings) -> list[StepHook]:
     """The hooks ``s`` asks for: a review of every non-terminal transition when ``s.review``."""
     if not s.review:
         return []
     return [ReviewHook(prompts, s.review_model or s.model, s.review_max_tokens or s.max_output_tokens)]
 
 
-def joint_grammar(client: Any, s: ActorSettings, shown: Sequence[str] | None) -> str | None:
+def joint_grammar(client: Client, s: ActorSettings, shown: Sequence[str] | None) -> str | None:
     """The grammar of a constrained joint reply (:func:`memtrials.llm.structured.gbnf_joint`):
     only in joint mode with ``joint_grammar_chars`` set, listed actions, and an endpoint that
     takes grammars; otherwise None (the free reply, parsed or recorded invalid)."""
@@ -162,7 +167,7 @@ def attach_calibration(ep: Episode, decision: str, experience: str | None, call_
 
 
 async def run_episode(
-    client: Any, env: Any, prompts: Any, s: ActorSettings, *, env_name: str,
+    client: Client, env: Env, prompts: ActorPrompts, s: ActorSettings, *, env_name: str,
     task_id: str, episode_id: str, seed: int | str, composer: Composer | None = None,
     memory: EpisodeMemory | None = None, hooks: Sequence[StepHook] | None = None, start_obs: Any = None,
     env_call: Callable[..., Any] | None = None, task: str | None = None,

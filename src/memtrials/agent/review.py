@@ -11,10 +11,14 @@ probe (once per fixed history) all make it here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from memtrials.agent.prompts import REVIEW_SCHEMA, parse_review
 from memtrials.agent.render import Segment
+
+if TYPE_CHECKING:
+    from memtrials.agent.prompts import ActorPrompts
+    from memtrials.llm import Client
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,10 @@ class Transition:
 class StepHook(Protocol):
     """Sees every transition of an episode; may return a :class:`Review` (or None)."""
 
-    async def after_step(self, client: Any, t: Transition) -> Review | None: ...
+    async def after_step(self, client: Client, t: Transition) -> Review | None: ...
 
 
-async def review_transition(client: Any, prompts: Any, model: str, *, env: str, task: str,
+async def review_transition(client: Client, prompts: ActorPrompts, model: str, *, env: str, task: str,
                             history: Sequence[Segment], action: str, observation: str,
                             max_tokens: int | None) -> Review:
     """One Appendix G.2 review: NOUPDATE, CALIBRATE with an experience, or INVALID."""
@@ -60,11 +64,11 @@ class ReviewHook:
     """Reviews every non-terminal transition with ``model`` (the actor itself, C_actor, or a
     calibrator's endpoint)."""
 
-    prompts: Any
+    prompts: ActorPrompts
     model: str
     max_tokens: int | None = None
 
-    async def after_step(self, client: Any, t: Transition) -> Review | None:
+    async def after_step(self, client: Client, t: Transition) -> Review | None:
         if t.terminal:
             return None
         return await review_transition(client, self.prompts, self.model, env=t.env, task=t.task, history=t.history,

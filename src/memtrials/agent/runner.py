@@ -25,7 +25,7 @@ import logging
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -39,6 +39,11 @@ from memtrials.io import atomic_write_json, canonical_json, write_parquet
 from memtrials.memory.base import Memory, MemoryView, TaskContext
 from memtrials.memory.snapshot import digest as state_digest
 from memtrials.memory.snapshot import snapshot
+
+if TYPE_CHECKING:
+    from memtrials.agent.prompts import ActorPrompts
+    from memtrials.envs.base import Env
+    from memtrials.llm import Client
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +66,7 @@ class EpisodeSpec:
     seed: int | str
     settings: ActorSettings
     composer: Composer | None = None
-    prepare: Callable[[Any], Any] | None = None
+    prepare: Callable[[Env], Any] | None = None
     hooks: Sequence[StepHook] | None = None
     memory: MemoryView | None = None
     columns: Mapping[str, Any] = field(default_factory=dict)
@@ -75,7 +80,7 @@ class EpisodeSpec:
 class Runner:
     """Plays :class:`EpisodeSpec` s with one client, one pool and one prompt set."""
 
-    def __init__(self, client: Any, pool: EnvPool, prompts: Any, *, in_flight: int) -> None:
+    def __init__(self, client: Client, pool: EnvPool, prompts: ActorPrompts, *, in_flight: int) -> None:
         if in_flight < 1:
             raise ValueError(f"in_flight must be >= 1, got {in_flight}")
         self.client, self.pool, self.prompts, self.in_flight = client, pool, prompts, in_flight

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -46,6 +46,9 @@ from memtrials.memory.trajectory import (
     prompt_body, trajectories_block, trajectory_record,
 )
 from memtrials.config.prompts import PromptFiles
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 PROMPTS_DIR = REPO_ROOT / "config" / "prompts" / "memory"
 PROMPT_FILES = ("abstraction_system.md", "abstraction_user.md")
@@ -77,7 +80,7 @@ class AbstractionView:
     def retrieve_with(self, query: Any) -> tuple[list[Mapping[str, Any]], list[dict[str, Any]]]:
         return nearest(self.index, query, self.rules, self.k, text="text")
 
-    async def for_episode(self, client: Any, task: TaskContext) -> StaticEpisode:
+    async def for_episode(self, client: Client, task: TaskContext) -> StaticEpisode:
         if not self.rules:
             return StaticEpisode(None, {"retrieval": json.dumps([]), "synthesis_calls": 0})
         chosen, info = self.retrieve_with(await self.index.query(client, task.task))
@@ -116,7 +119,7 @@ class AbstractionMemory:
         return [{"role": "system", "content": prompt_body(self.prompts.texts["abstraction_system.md"])},
                 {"role": "user", "content": user}]
 
-    async def update(self, client: Any, episodes: Sequence[Any]) -> None:
+    async def update(self, client: Client, episodes: Sequence[Any]) -> None:
         schema = rules_schema(self.max_rules)
         replies = await asyncio.gather(*(client.complete_json(
             self.synthesizer, self.messages(ep), schema, schema_name="rules", max_tokens=self.max_tokens,
@@ -177,7 +180,7 @@ class JointView:
     def __init__(self, trajectories: TrajectoryView, rules: AbstractionView) -> None:
         self.trajectories, self.rules = trajectories, rules
 
-    async def for_episode(self, client: Any, task: TaskContext) -> StaticEpisode:
+    async def for_episode(self, client: Client, task: TaskContext) -> StaticEpisode:
         t, r = self.trajectories, self.rules
         if not t.records and not r.rules:
             return StaticEpisode(None, {"retrieval": json.dumps([]), "synthesis_calls": 0})
@@ -211,7 +214,7 @@ class JointMemory:
     def frozen(self) -> JointView:
         return JointView(self.trajectories.frozen(), self.abstraction.frozen())
 
-    async def update(self, client: Any, episodes: Sequence[Any]) -> None:
+    async def update(self, client: Client, episodes: Sequence[Any]) -> None:
         await self.trajectories.keep(client, episodes)
         await self.abstraction.update(client, episodes)
 

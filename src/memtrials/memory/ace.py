@@ -47,7 +47,7 @@ import asyncio
 import json
 import math
 import re
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -59,6 +59,9 @@ from memtrials.memory.base import FixedView, Lesson, MemoryBlock
 from memtrials.memory.lessons import trajectory_text
 from memtrials.memory.retrieval import normalise
 from memtrials.config.prompts import PromptFiles
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 PROMPT_FILES = ("ace_reflector_system.txt", "ace_reflector_user.txt", "ace_curator_system.txt",
                 "ace_curator_user.txt")
@@ -240,7 +243,7 @@ class ACEPlaybook:
         self.rejected.append({"batch": self.batches, "role": role, "call_id": r.call_id,
                               "episode_id": episode_id, "error": r.error})
 
-    async def update(self, client: Any, episodes: Sequence[Any]) -> None:
+    async def update(self, client: Client, episodes: Sequence[Any]) -> None:
         batch = {"batch": self.batches, "episodes": [str(ep.summary["episode_id"]) for ep in episodes]}
         served = [served_ids(ep) for ep in episodes]
         replies = await asyncio.gather(*(client.complete_json(
@@ -277,7 +280,7 @@ class ACEPlaybook:
         self.history.append(batch)
         self.batches += 1
 
-    async def _curate(self, client: Any, reflections: Sequence[tuple[Any, str]]) -> dict[str, Any]:
+    async def _curate(self, client: Client, reflections: Sequence[tuple[Any, str]]) -> dict[str, Any]:
         r = await client.complete_json(self.curator, self.curator_messages(reflections), CURATION_SCHEMA,
                                        schema_name="curation", max_tokens=self.curator_max_tokens,
                                        purpose="ace_curator",
@@ -302,7 +305,7 @@ class ACEPlaybook:
             added.append(lesson["id"])
         return {"call_id": r.call_id, "valid": True, "added": added, "empty": empty, "unknown_sections": unknown}
 
-    async def _merge(self, client: Any) -> list[dict[str, Any]]:
+    async def _merge(self, client: Client) -> list[dict[str, Any]]:
         assert self.embedder is not None
         result = await client.embed(self.embedder, [x["text"] for x in self.lessons], purpose="ace_dedup")
         sims = cosines(result.vectors)

@@ -68,7 +68,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -80,6 +80,9 @@ from memtrials.memory.trajectory import (
 )
 from memtrials.config.prompts import PromptFiles
 from memtrials.stats.bandit import KNNBandit, OutcomeLog, make_selector
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +166,7 @@ class AntiPersistenceView:
         return [{"role": "system", "content": prompt_body(self.prompts.texts[f"guidance_{mode}.md"])},
                 {"role": "user", "content": user}]
 
-    async def for_episode(self, client: Any, task: TaskContext) -> StaticEpisode:
+    async def for_episode(self, client: Client, task: TaskContext) -> StaticEpisode:
         query = await self.index.query(client, task.task)
         rnd, pos = self.plan.get(task.episode_id, (None, None))
         vectors = self.index.matrix([self.by_id[e["trajectory"]]["task"] for e in self.selector.log])
@@ -240,7 +243,7 @@ class AntiPersistenceMemory:
             prompts=self.prompts, synthesizer=self.synthesizer, k=self.k, max_tokens=self.max_tokens,
             persist=self.persist, kept=self.kept)
 
-    async def update(self, client: Any, episodes: Sequence[Any]) -> None:
+    async def update(self, client: Client, episodes: Sequence[Any]) -> None:
         for ep in episodes:
             if "mode" not in ep.summary:
                 raise ValueError(

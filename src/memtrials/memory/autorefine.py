@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -35,6 +35,9 @@ from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode, TaskContex
 from memtrials.memory.lessons import trajectory_text
 from memtrials.memory.reflexion import load_prompts, prompt_body
 from memtrials.memory.retrieval import top_k
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 PROMPT_FILES = ("autorefine_system.md", "autorefine_user.md")
 SKILLS_SCHEMA: dict[str, Any] = {
@@ -68,7 +71,7 @@ class AutoRefineView:
         self.skills = [dict(x) for x in skills]
         self.embedder, self.k, self.title = embedder, k, title
 
-    async def for_episode(self, client: Any, task: TaskContext) -> StaticEpisode:
+    async def for_episode(self, client: Client, task: TaskContext) -> StaticEpisode:
         if not self.skills or self.k <= 0:
             return StaticEpisode(None, {"retrieval": json.dumps([]), "synthesis_calls": 0})
         keys = await client.embed(self.embedder, [f"{x['name']}: {x['text']}" for x in self.skills],
@@ -141,7 +144,7 @@ class AutoRefineMemory:
         self.skills = [x for x in self.skills if x["id"] not in set(dropped)]
         return dropped
 
-    async def update(self, client: Any, episodes: Sequence[Any]) -> None:
+    async def update(self, client: Client, episodes: Sequence[Any]) -> None:
         record: dict[str, Any] = {"batch": self.batches, "call_id": None, "added": [], "pruned": []}
         self._credit(episodes)
         wins = [self._attempt(ep) for ep in episodes if ep.summary["won"]][: self.max_per_side]

@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from memtrials.memory.base import FixedView, Lesson, MemoryBlock
 from memtrials.memory.lessons import trajectory_text
 from memtrials.config.prompts import PromptFiles
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 PROMPT_FILES = ("dc_curator_system.txt", "dc_curator_user.txt")
 
@@ -126,7 +129,7 @@ class Cheatsheet:
         self.entries = new
         return {"kept": kept, "new": fresh, "dropped": [old[k]["id"] for k in free]}
 
-    async def update(self, client: Any, episodes: Sequence[Any]) -> None:
+    async def update(self, client: Client, episodes: Sequence[Any]) -> None:
         r = await client.complete(self.curator, self.messages(episodes), max_tokens=self.max_tokens,
                                   purpose="dc_curator")
         record: dict[str, Any] = {"batch": self.batches, "call_id": r.call_id,

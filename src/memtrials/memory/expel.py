@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -41,6 +41,9 @@ from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode, TaskContex
 from memtrials.memory.lessons import trajectory_text
 from memtrials.memory.reflexion import load_prompts, prompt_body
 from memtrials.memory.retrieval import top_k
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 PROMPT_FILES = ("expel_system.md", "expel_user.md")
 OPS = ("ADD", "EDIT", "REMOVE", "AGREE")
@@ -116,7 +119,7 @@ class ExpeLView:
         self.successes = [dict(x) for x in successes]
         self.embedder, self.k = embedder, k
 
-    async def for_episode(self, client: Any, task: TaskContext) -> StaticEpisode:
+    async def for_episode(self, client: Client, task: TaskContext) -> StaticEpisode:
         chosen: list[dict[str, Any]] = []
         info: list[dict[str, Any]] = []
         if self.successes and self.k > 0:
@@ -198,7 +201,7 @@ class ExpeLMemory:
         self.counter += 1
         return f"ins-{self.counter:05d}"
 
-    async def update(self, client: Any, episodes: Sequence[Any]) -> None:
+    async def update(self, client: Client, episodes: Sequence[Any]) -> None:
         batch = [self._trajectory(ep) for ep in episodes]
         self.trajectories.extend(batch)
         record: dict[str, Any] = {"batch": self.batches, "calls": []}

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from memtrials.memory.base import FixedView, Lesson, MemoryBlock
 from memtrials.config.prompts import PromptFiles
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 PROMPT_FILES = ("lesson_writer_system.txt", "lesson_writer_user.txt")
 
@@ -62,7 +65,7 @@ class LessonLog:
         return [{"role": "system", "content": self.prompts.texts["lesson_writer_system.txt"].strip()},
                 {"role": "user", "content": user.rstrip("\n")}]
 
-    async def update(self, client: Any, episodes: Sequence[Any]) -> None:
+    async def update(self, client: Client, episodes: Sequence[Any]) -> None:
         replies = await asyncio.gather(*(client.complete(self.writer, self.messages(ep), max_tokens=self.max_tokens,
                                                          purpose="memory_update") for ep in episodes))
         for ep, r in zip(episodes, replies):

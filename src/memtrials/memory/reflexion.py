@@ -24,13 +24,16 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
 from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode, TaskContext
 from memtrials.memory.lessons import trajectory_text
 from memtrials.config.prompts import PromptFiles
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 PROMPT_FILES = ("reflexion_system.md", "reflexion_user.md")
 TITLE = "Reflections on your earlier attempts at this task"
@@ -65,7 +68,7 @@ class ReflexionView:
         kept = self.reflections.get(task_id, [])
         return MemoryBlock(tuple(Lesson(x["id"], x["text"]) for x in kept), self.title)
 
-    async def for_episode(self, client: Any, task: TaskContext) -> StaticEpisode:
+    async def for_episode(self, client: Client, task: TaskContext) -> StaticEpisode:
         block = self.block(task.task_id)
         return StaticEpisode(block, {"n_reflections_served": len(block.lessons), "synthesis_calls": 0})
 
@@ -102,7 +105,7 @@ class ReflexionMemory:
         return [{"role": "system", "content": prompt_body(self.prompts.texts["reflexion_system.md"])},
                 {"role": "user", "content": user}]
 
-    async def update(self, client: Any, episodes: Sequence[Any]) -> None:
+    async def update(self, client: Client, episodes: Sequence[Any]) -> None:
         failed = [ep for ep in episodes if not ep.summary["won"]]
         replies = await asyncio.gather(*(client.complete(
             self.synthesizer, self.messages(ep), max_tokens=self.max_tokens, purpose="reflexion_reflect")

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode, TaskContext
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 
 def normalise(vectors: Any) -> np.ndarray:
@@ -49,7 +52,7 @@ class TopKView:
     step_columns: Sequence[pa.Field] = ()
     episode_columns: Sequence[pa.Field] = (pa.field("retrieval", pa.string()),)
 
-    async def for_episode(self, client: Any, task: TaskContext) -> StaticEpisode:
+    async def for_episode(self, client: Client, task: TaskContext) -> StaticEpisode:
         if not self.lessons:
             return StaticEpisode(MemoryBlock((), self.title), {"retrieval": json.dumps([])})
         keys = await client.embed(self.embedder, [x.text for x in self.lessons], purpose="retrieval")

@@ -34,7 +34,7 @@ import base64
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -42,6 +42,9 @@ import pyarrow as pa
 from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode, TaskContext
 from memtrials.memory.lessons import trajectory_text
 from memtrials.memory.retrieval import top_k
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 TITLE = "Earlier attempts at similar tasks"
 OBS_CHARS = 300
@@ -114,7 +117,7 @@ class VectorIndex:
     def __contains__(self, text: str) -> bool:
         return text_key(text) in self.data
 
-    async def add(self, client: Any, texts: Sequence[str], purpose: str = "memory_index") -> None:
+    async def add(self, client: Client, texts: Sequence[str], purpose: str = "memory_index") -> None:
         """Embed the texts not yet indexed (one ``Client.embed`` call for all of them)."""
         new = list(dict.fromkeys(t for t in texts if t not in self))
         if not new:
@@ -136,7 +139,7 @@ class VectorIndex:
     def matrix(self, texts: Sequence[str]) -> np.ndarray:
         return np.array([self.vector(t) for t in texts]) if texts else np.zeros((0, 1))
 
-    async def query(self, client: Any, text: str, purpose: str = "retrieval") -> np.ndarray:
+    async def query(self, client: Client, text: str, purpose: str = "retrieval") -> np.ndarray:
         """The embedding of one query text (a recorded, cached call; not indexed)."""
         res = await client.embed(self.embedder, [text], purpose=purpose)
         return np.asarray(res.vectors[0], dtype=np.float64)
@@ -168,12 +171,12 @@ class TrajectoryView:
     def __init__(self, records: Sequence[Mapping[str, Any]], index: VectorIndex, k: int, title: str = TITLE) -> None:
         self.records, self.index, self.k, self.title = list(records), index, k, title
 
-    async def retrieve(self, client: Any, task: TaskContext) -> tuple[list[Mapping[str, Any]], list[dict[str, Any]]]:
+    async def retrieve(self, client: Client, task: TaskContext) -> tuple[list[Mapping[str, Any]], list[dict[str, Any]]]:
         if not self.records:
             return [], []
         return nearest(self.index, await self.index.query(client, task.task), self.records, self.k)
 
-    async def for_episode(self, client: Any, task: TaskContext) -> StaticEpisode:
+    async def for_episode(self, client: Client, task: TaskContext) -> StaticEpisode:
         chosen, info = await self.retrieve(client, task)
         block = trajectories_block(chosen, self.title) if chosen else None
         return StaticEpisode(block, {"retrieval": json.dumps(info), "synthesis_calls": 0})
@@ -198,7 +201,7 @@ class TrajectoryMemory:
     def frozen(self) -> TrajectoryView:
         return TrajectoryView(self.records, self.index.copy(), self.k, self.title)
 
-    async def keep(self, client: Any, episodes: Sequence[Any]) -> list[dict[str, Any]]:
+    async def keep(self, client: Client, episodes: Sequence[Any]) -> list[dict[str, Any]]:
         """Append one record per episode (run order) and index their tasks; return the new records."""
         new = [trajectory_record(ep, f"T{len(self.records) + i + 1:05d}", self.obs_chars)
                for i, ep in enumerate(episodes)]
@@ -206,7 +209,7 @@ class TrajectoryMemory:
         self.records.extend(new)
         return new
 
-    async def update(self, client: Any, episodes: Sequence[Any]) -> None:
+    async def update(self, client: Client, episodes: Sequence[Any]) -> None:
         await self.keep(client, episodes)
 
     def settings(self) -> dict[str, Any]:

@@ -24,7 +24,7 @@ than ``rounds x round_size`` is met again in later rounds.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -32,6 +32,9 @@ from memtrials.agent.actor import ActorSettings
 from memtrials.envs.tasks import select_tasks
 from memtrials.memory.base import FixedView
 from memtrials.seeds import order_key
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 MODES = ("none", "imitation", "strategic", "corrective")
 MEMORY_DESIGNS = ("trajectory", "abstraction", "joint", "antipersist", "antipersist-persisted")
@@ -106,7 +109,7 @@ class NoMemory:
     def frozen(self) -> FixedView:
         return FixedView(None)
 
-    async def update(self, client: Any, episodes: Sequence[Any]) -> None:
+    async def update(self, client: Client, episodes: Sequence[Any]) -> None:
         return None
 
     def state(self) -> dict[str, Any]:

@@ -47,6 +47,8 @@ from memtrials.memory.registry import memory_name
 from memtrials.seeds import order_key, seed_of
 
 if TYPE_CHECKING:
+    from memtrials.agent.prompts import ActorPrompts
+    from memtrials.envs.base import Env, Observation
     from memtrials.llm import Client
     from memtrials.memory.base import MemoryView
 
@@ -109,7 +111,7 @@ def select_sources(episodes: pd.DataFrame, steps: pd.DataFrame, n: int, seed: in
     return out
 
 
-def restore(env: Any, src: Source) -> Any:
+def restore(env: Env, src: Source) -> Observation:
     """Replay the first ``k`` actions, checking each observation; return the observation at k."""
     k = src.k
     obs = env.restore(src.task_id, list(src.replay[:k]), list(src.observations[:k]))
@@ -145,8 +147,8 @@ class ContinuationComposer:
         return Segment.of(reference(self.src.reference_entries(), self.src.reference_outcome(),
                                     restored_step=self.src.k, causal_labels=causal_labels))
 
-    def segments(self, entries: Sequence[Entry], prompts: Any, causal_labels: bool, *, chat: bool | None = None,
-                 with_experience: bool = True) -> list[Segment]:
+    def segments(self, entries: Sequence[Entry], prompts: ActorPrompts, causal_labels: bool, *,
+                 chat: bool | None = None, with_experience: bool = True) -> list[Segment]:
         prefix = self.src.prefix_entries()
         if self.condition == "raw":
             view = causal(prefix + list(entries)) if causal_labels else experience(prefix + list(entries))
@@ -163,7 +165,7 @@ class ContinuationComposer:
             segs = [s for s in segs if s.reference or s.items]
         return segs
 
-    def bind(self, prompts: Any) -> "BoundComposer":
+    def bind(self, prompts: ActorPrompts) -> "BoundComposer":
         return BoundComposer(self, prompts)
 
 
@@ -172,7 +174,7 @@ class BoundComposer:
     """A :class:`ContinuationComposer` with its prompt set (the actor loop's Composer)."""
 
     inner: ContinuationComposer
-    prompts: Any
+    prompts: ActorPrompts
 
     @property
     def start(self) -> int:

@@ -10,7 +10,7 @@ so a killed cell rerun repeats no completed call and writes the same Parquet.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -20,6 +20,9 @@ from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.records import STEP_SCHEMA
 from memtrials.agent.runner import EpisodeSpec, episode_schema, write_episodes
 
+if TYPE_CHECKING:
+    from memtrials.memory.base import MemoryView
+
 log = logging.getLogger(__name__)
 
 
@@ -28,7 +31,7 @@ async def rollout_cell(
     seeds: Sequence[int], settings: ActorSettings, actor_prompts_dir: str, in_flight: int,
     out_episodes: str, out_steps: str, out_calls: str, env_options: Mapping[str, Any] | None = None,
     make_env: Callable[[], Any] | None = None, composer: Callable[[int], Composer] | None = None,
-    memory: Any = None,
+    memory: MemoryView | None = None,
 ) -> pd.DataFrame:
     """Run one full-rollout cell and write its episodes, steps and call records.
 

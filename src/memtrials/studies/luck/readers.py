@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
@@ -21,6 +21,9 @@ import pyarrow as pa
 from memtrials.studies.luck.design import ARMS, DECISIONS, OUTCOMES, arm_lesson, reader_sample_index
 from memtrials.studies.luck.prompts import PromptSet, answer_schema, sha256_text
 from memtrials.studies.luck.worlds import World
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 ANSWER_SCHEMA = pa.schema([
     ("model", pa.string()), ("world_id", pa.string()), ("domain", pa.string()),
@@ -100,7 +103,7 @@ def answer_row(model: str, w: World, decision: str, outcome: str, arm: str, memo
     return row
 
 
-async def read_answers(client: Any, model: str, worlds: list[World], prompts: PromptSet,
+async def read_answers(client: Client, model: str, worlds: list[World], prompts: PromptSet,
                        lessons: pd.DataFrame, max_tokens: int | None = None) -> pd.DataFrame:
     """Run every scheduled reader request concurrently; one row per (world, cell, arm)."""
     lesson_map = {

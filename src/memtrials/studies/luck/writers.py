@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
@@ -19,6 +19,9 @@ import pyarrow as pa
 from memtrials.studies.luck.design import DECISIONS, INSTRUCTIONS, OUTCOMES, sample_index
 from memtrials.studies.luck.prompts import PromptSet, sha256_text
 from memtrials.studies.luck.worlds import World
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 LESSON_SCHEMA = pa.schema([
     ("model", pa.string()), ("world_id", pa.string()), ("instruction", pa.string()),
@@ -62,7 +65,7 @@ def lesson_row(model: str, w: World, instruction: str, decision: str, outcome: s
     }
 
 
-async def write_lessons(client: Any, model: str, worlds: list[World], prompts: PromptSet,
+async def write_lessons(client: Client, model: str, worlds: list[World], prompts: PromptSet,
                         max_tokens: int | None = None) -> pd.DataFrame:
     """Run the 12 writer requests of every world concurrently; one row per lesson."""
     # issued grouped by instruction text (then world), so that consecutive requests

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,9 @@ from memtrials.studies.playbook.design import actor_settings, env_options, role_
 from memtrials.studies.playbook.evaluate import eval_plan
 from memtrials.studies.playbook.practice import json_ready, practice_run
 from memtrials.studies.playbook.records import PLAYBOOK_SCHEMA, final_playbook
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +63,7 @@ def _lessons(df: pd.DataFrame) -> list[Lesson]:
     return [Lesson(str(r.lesson_id), str(r.text)) for r in df.itertuples(index=False)]
 
 
-async def served_variants(method: str, cell: Mapping[str, Any], client: Any, runs: Sequence[str],
+async def served_variants(method: str, cell: Mapping[str, Any], client: Client, runs: Sequence[str],
                           playbooks: Sequence[str], practice: Sequence[str], choice: Mapping[str, Any],
                           pooled: str | None, prompts_dir: str) -> tuple[list[tuple[str, str, Any, int | None]],
                                                                           dict[str, Any]]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -51,6 +51,9 @@ from memtrials.stats.shapley import subset_shapley
 from memtrials.studies.playbook.methods import (  # noqa: F401  (re-exported)
     BASELINE_PROMPTS_KEY, DC_PROMPT_FILES, EVALUATION, JUDGE_PROMPT_FILES, METHODS, PRACTICE,
 )
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 SELECT_SCHEMA = {"type": "object", "properties": {"keep": {"type": "array", "items": {"type": "string"}}},
                  "required": ["keep"], "additionalProperties": False}
@@ -167,7 +170,7 @@ class SimilarityView:
     episode_columns: Sequence[pa.Field] = ()
     chosen: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
-    async def for_episode(self, client: Any, task: TaskContext) -> StaticEpisode:
+    async def for_episode(self, client: Client, task: TaskContext) -> StaticEpisode:
         if not self.lessons:
             self.chosen[task.episode_id] = []
             return StaticEpisode(None)
@@ -254,7 +257,7 @@ def attempts_text(episodes: pd.DataFrame, steps: pd.DataFrame, with_outcome: boo
     return "\n\n".join(parts)
 
 
-async def dc_select(client: Any, curator: str, prompts_dir: str, lessons: pd.DataFrame, episodes: pd.DataFrame,
+async def dc_select(client: Client, curator: str, prompts_dir: str, lessons: pd.DataFrame, episodes: pd.DataFrame,
                     steps: pd.DataFrame, *, budget: float, with_outcome: bool, max_tokens: int | None = None,
                     ) -> dict[str, Any]:
     """One DC-curator call choosing which fixed lessons to keep within ``budget`` (DC_self when
@@ -279,7 +282,7 @@ async def dc_select(client: Any, curator: str, prompts_dir: str, lessons: pd.Dat
             "call_id": r.call_id, "with_outcome": with_outcome, "episodes": [str(x) for x in episodes["episode_id"]]}
 
 
-async def judge_labels(client: Any, judge: str, prompts_dir: str, episodes: pd.DataFrame, steps: pd.DataFrame,
+async def judge_labels(client: Client, judge: str, prompts_dir: str, episodes: pd.DataFrame, steps: pd.DataFrame,
                        *, max_tokens: int | None = 4) -> pd.DataFrame:
     """One goal-check call per episode (task and transcript, no outcome): ``episode_id``,
     ``design_episode`` (if present), ``judged`` (1 for yes), ``reply``, ``call_id``."""

@@ -17,7 +17,7 @@ episodes and the evaluation episodes never share a model call.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,9 @@ from memtrials.envs.tasks import select_tasks
 from memtrials.memory.ace import ACEPlaybook, piece_tokens
 from memtrials.memory.cheatsheet import Cheatsheet
 from memtrials.seeds import seed_of
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 VARIANTS: dict[str, tuple[str, str | None]] = {  # variant -> (system, ACE feedback)
     "ace-passfail": ("ace", "pass_fail"),
@@ -91,7 +94,7 @@ def tokenizer(name: str) -> Callable[[str], int]:
     return TOKENIZERS[name]
 
 
-async def lesson_tokens(client: Any, name: str, model: str, texts: Sequence[str]) -> tuple[dict[str, int], str]:
+async def lesson_tokens(client: Client, name: str, model: str, texts: Sequence[str]) -> tuple[dict[str, int], str]:
     """Token counts of ``texts`` by the declared tokenizer ``name`` and which one counted
     (``endpoint:<model>``, or ``pieces`` with the reason when the endpoint has no tokenizer)."""
     count = tokenizer(name)

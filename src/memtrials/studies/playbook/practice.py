@@ -16,7 +16,7 @@ whole playbook's tokens) follow.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -34,10 +34,13 @@ from memtrials.studies.playbook import play
 from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks
 from memtrials.studies.playbook.records import final_playbook
 
+if TYPE_CHECKING:
+    from memtrials.llm import Client
+
 log = logging.getLogger(__name__)
 
 
-async def embed_blocks(client: Any, embedder: str, lessons: pd.DataFrame, m: int) -> Blocks:
+async def embed_blocks(client: Client, embedder: str, lessons: pd.DataFrame, m: int) -> Blocks:
     """The playbook's lessons clustered into ``m`` blocks on their embeddings."""
     ids = [str(x) for x in lessons["lesson_id"]]
     if not ids:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -28,6 +28,9 @@ from memtrials.studies.history.calibrator.prompts import COMPARE_SCHEMA as COMPA
 from memtrials.studies.history.calibrator.prompts import CalibratorPrompts
 from memtrials.studies.history.calibrator.schemas import COMPARE_SCHEMA
 from memtrials.studies.history.calibrator.screen import candidates
+
+if TYPE_CHECKING:
+    from memtrials.llm import Client
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ def actor_messages(hp: ActorPrompts, c: Context, exp: str | None, mode: str) -> 
                              mode=mode, fmt="block")
 
 
-async def compare_pair(client: Any, hp: ActorPrompts, cp: CalibratorPrompts, *, actor: str, judge: str, c: Context,
+async def compare_pair(client: Client, hp: ActorPrompts, cp: CalibratorPrompts, *, actor: str, judge: str, c: Context,
                        exp: str, actor_cfg: Mapping[str, Any], judge_max_tokens: int | None) -> dict[str, Any]:
     """One within-actor pair and, unless its actions are identical, its two judgements."""
     mode = str(actor_cfg["mode"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -17,6 +17,9 @@ from memtrials.llm import open_client
 from memtrials.studies.history.calibrator.contexts import Context
 from memtrials.studies.history.calibrator.schemas import GENERATE_SCHEMA
 
+if TYPE_CHECKING:
+    from memtrials.llm import Client
+
 log = logging.getLogger(__name__)
 
 
@@ -24,7 +27,7 @@ def read_contexts(path: str) -> list[Context]:
     return [Context.from_row(r) for r in pd.read_parquet(path).to_dict("records")]
 
 
-async def review_contexts(client: Any, prompts: ActorPrompts, generator: str, contexts: Sequence[Context],
+async def review_contexts(client: Client, prompts: ActorPrompts, generator: str, contexts: Sequence[Context],
                           max_tokens: int | None) -> list[dict[str, Any]]:
     """One G.2 review per context (rows of ``GENERATE_SCHEMA``, in context order)."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -21,6 +21,9 @@ from memtrials.studies.history.calibrator.prompts import SCREEN_SCHEMA as SCREEN
 from memtrials.studies.history.calibrator.prompts import CalibratorPrompts
 from memtrials.studies.history.calibrator.schemas import SCREEN_SCHEMA
 
+if TYPE_CHECKING:
+    from memtrials.llm import Client
+
 log = logging.getLogger(__name__)
 
 
@@ -30,7 +33,7 @@ def candidates(contexts: Sequence[Context], generated: pd.DataFrame) -> list[tup
     return [(c, exp[c.context_id]) for c in contexts if c.context_id in exp]
 
 
-async def screen_candidates(client: Any, hp: ActorPrompts, cp: CalibratorPrompts, judge: str,
+async def screen_candidates(client: Client, hp: ActorPrompts, cp: CalibratorPrompts, judge: str,
                             cands: Sequence[tuple[Context, str]], max_tokens: int | None) -> list[dict[str, Any]]:
     async def one(c: Context, e: str) -> dict[str, Any]:
         msgs = cp.screen_messages(hp, env=c.env, task=c.task, history=c.review_history(), action=c.action,
