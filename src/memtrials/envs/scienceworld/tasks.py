@@ -7,10 +7,15 @@ The ids cover the official 30 tasks and their train/dev/test variations (e.g. ``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from memtrials.envs.scienceworld.env import ScienceWorldEnv
+
+class TaskSource(Protocol):
+    """What :func:`task_rows` reads of a running engine (a ``ScienceWorldEnv`` has both)."""
+
+    def task_names(self) -> tuple[str, ...]: ...
+
+    def variations(self, task_name: str) -> dict[str, list[int]]: ...
 
 
 def parse_task_id(task_id: str) -> tuple[str, int]:
@@ -29,7 +34,7 @@ def make_task_id(task_name: str, variation: int) -> str:
     return f"{task_name}:{int(variation)}"
 
 
-def task_rows(env: ScienceWorldEnv) -> list[dict]:
+def task_rows(env: TaskSource) -> list[dict]:
     """One task-table row per official (task, variation): split = the official train/dev/test."""
     rows = []
     for num, name in enumerate(env.task_names()):
