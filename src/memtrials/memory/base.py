@@ -49,10 +49,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_checkable
 
-if TYPE_CHECKING:  # the agent and model layers sit above memory; only their types are named here
+if TYPE_CHECKING:  # the model layer's type only (memory never imports the agent layer above it)
     import pyarrow as pa
 
-    from memtrials.agent.views import Entry
     from memtrials.llm import Client
 
 
@@ -157,6 +156,16 @@ class Served:
     columns: Mapping[str, Any] = field(default_factory=dict)
 
 
+class HistoryEntry(Protocol):
+    """One completed history entry as an episode hands it over (the agent layer's ``Entry``):
+    ``action`` was chosen on ``observation``; ``experience`` is what a review derived from it
+    (``None``: none)."""
+
+    observation: str
+    action: str
+    experience: str | None
+
+
 class FinishedEpisode(Protocol):
     """What :meth:`Memory.update` is given per episode (:class:`memtrials.agent.actor.Episode`).
 
@@ -175,7 +184,7 @@ class FinishedEpisode(Protocol):
 
     summary: dict[str, Any]
     steps: list[dict[str, Any]]
-    entries: "list[Entry]"
+    entries: Sequence[HistoryEntry]
     final_info: dict[str, Any]
 
 
