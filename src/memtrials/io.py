@@ -97,6 +97,11 @@ def write_parquet(table_or_dataframe: Any, path: PathLike, schema: pa.Schema | N
     return final
 
 
+SVG_SALT = "hindsight"
+"""The constant that salts a figure's SVG ids: a seed, not a name. It keeps the project's former
+name so that every SVG the pipeline draws stays byte-identical to those drawn before the rename."""
+
+
 def save_figure(fig: Any, paths: Iterable[PathLike], dpi: int = 150) -> list[Path]:
     """Save a matplotlib figure to each path (format from the suffix), atomically.
 
@@ -110,7 +115,7 @@ def save_figure(fig: Any, paths: Iterable[PathLike], dpi: int = 150) -> list[Pat
         fmt = Path(path).suffix.lstrip(".")
         meta = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(fmt)
         with temporary_beside(path, suffix=Path(path).suffix) as (final, tmp):
-            with matplotlib.rc_context({"svg.hashsalt": "memtrials"}):
+            with matplotlib.rc_context({"svg.hashsalt": SVG_SALT}):
                 fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=fmt, metadata=meta)
         out.append(final)
     return out
