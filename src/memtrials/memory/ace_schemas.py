@@ -10,31 +10,26 @@ from typing import Any, Sequence
 
 TAGS = ("helpful", "harmful", "neutral")
 
-REFLECTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "analysis": {"type": "string"},
-        "tags": {"type": "array", "items": {
-            "type": "object",
-            "properties": {"id": {"type": "string"}, "tag": {"type": "string", "enum": list(TAGS)}},
-            "required": ["id", "tag"], "additionalProperties": False}},
-    },
-    "required": ["analysis", "tags"],
-    "additionalProperties": False,
-}
-CURATION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "reasoning": {"type": "string"},
-        "operations": {"type": "array", "items": {
-            "type": "object",
-            "properties": {"type": {"type": "string", "enum": ["ADD"]}, "section": {"type": "string"},
-                           "content": {"type": "string"}},
-            "required": ["type", "section", "content"], "additionalProperties": False}},
-    },
-    "required": ["reasoning", "operations"],
-    "additionalProperties": False,
-}
+def _answer(properties: dict[str, Any]) -> dict[str, Any]:
+    """A JSON object with exactly ``properties``, every one required (both roles' answers and
+    their list items have this shape)."""
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+def _listing(items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": _answer(items)}
+
+
+REFLECTION_SCHEMA: dict[str, Any] = _answer({
+    "analysis": {"type": "string"},
+    "tags": _listing({"id": {"type": "string"}, "tag": {"type": "string", "enum": list(TAGS)}}),
+})
+CURATION_SCHEMA: dict[str, Any] = _answer({
+    "reasoning": {"type": "string"},
+    "operations": _listing({"type": {"type": "string", "enum": ["ADD"]}, "section": {"type": "string"},
+                            "content": {"type": "string"}}),
+})
+
 
 def reflection_decoding(ids: Sequence[str], max_tokens: int | None) -> dict[str, Any]:
     """The Reflector's schema as a structured-output endpoint decodes it: tags only for the

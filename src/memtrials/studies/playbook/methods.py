@@ -9,20 +9,17 @@ from __future__ import annotations
 #: ``best``: the best variant on the evaluation tasks; ``full``: the variants are the
 #: subsampled rounds of Table 17, the score is the whole round's) and what it was allowed to see.
 PRACTICE, EVALUATION = "practice only", "evaluation tasks (tuned on evaluation)"
+_LABELS = {  # key -> label, in the tables' order
+    "random": "Random", "own": "Own", "top_k": "Top-k", "tags_star": "Tags*", "topk_star": "Top-k*",
+    "dc_self": "DC_self", "dc_outcome": "DC_outcome", "dgmem": "DG-Mem", "pooled": "Pooled",
+    "best_full_cut": "Best-Full cut", "all_positive": "All-positive (no cap)", "judge": "Judge-based RBC-cut",
+    "subsampled": "RBC-cut, subsampled rounds",
+}
+_TUNED_ON_EVALUATION = ("tags_star", "topk_star")  # the best variant on the evaluation tasks; every other: mean
 METHODS: dict[str, tuple[str, str, str]] = {  # key -> (label, combine, allowed to see)
-    "random": ("Random", "mean", PRACTICE),
-    "own": ("Own", "mean", PRACTICE),
-    "top_k": ("Top-k", "mean", PRACTICE),
-    "tags_star": ("Tags*", "best", EVALUATION),
-    "topk_star": ("Top-k*", "best", EVALUATION),
-    "dc_self": ("DC_self", "mean", PRACTICE),
-    "dc_outcome": ("DC_outcome", "mean", PRACTICE),
-    "dgmem": ("DG-Mem", "mean", PRACTICE),
-    "pooled": ("Pooled", "mean", PRACTICE),
-    "best_full_cut": ("Best-Full cut", "mean", PRACTICE),
-    "all_positive": ("All-positive (no cap)", "mean", PRACTICE),
-    "judge": ("Judge-based RBC-cut", "mean", PRACTICE),
-    "subsampled": ("RBC-cut, subsampled rounds", "full", PRACTICE),
+    k: (label, "full" if k == "subsampled" else "best" if k in _TUNED_ON_EVALUATION else "mean",
+        EVALUATION if k in _TUNED_ON_EVALUATION else PRACTICE)
+    for k, label in _LABELS.items()
 }
 
 #: The prompt files of Dynamic Cheatsheet's selection and of the judge-based baseline (``playbook.baselines.prompts_dir``).
