@@ -12,8 +12,7 @@ its modules, as the workflow does while it parses) loads neither pandas nor an e
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from memtrials.lazy import lazy_names
 
 _WHERE = {
     "Env": "base", "Observation": "base", "RestoreMismatch": "base", "PROCESS_ENVS": "make",
@@ -21,11 +20,4 @@ _WHERE = {
 }
 
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

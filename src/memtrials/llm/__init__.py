@@ -14,8 +14,7 @@ client and the ``openai`` SDK.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from memtrials.lazy import lazy_names
 
 _WHERE = {
     "Cache": "cache.sqlite", "cache_key": "cache.keys", "Client": "client", "RECORD_SCHEMA": "records",
@@ -25,20 +24,4 @@ _WHERE = {
 }
 
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        try:  # a submodule, as `import memtrials.llm` once imported several
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-        raise AttributeError(f"module 'memtrials.llm' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"memtrials.llm.{_WHERE[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_names(__name__, _WHERE, submodules=True)

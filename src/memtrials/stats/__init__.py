@@ -8,8 +8,7 @@
 - :mod:`.paired`: exact McNemar test and paired bootstrap interval (paired by unit).
 """
 
-import importlib
-from typing import Any
+from memtrials.lazy import lazy_names
 
 # The names below load their module on first use (PEP 562), so that a module of this package
 # imports only what it needs: the anti-persistence memory's bandit (.bandit) loads no SciPy,
@@ -24,17 +23,5 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
 __all__ = sorted(_WHERE)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

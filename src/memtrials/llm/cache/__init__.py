@@ -13,8 +13,7 @@ importing this package (or one of its modules) loads no backend it does not need
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from memtrials.lazy import lazy_names
 
 _WHERE = {
     "BACKENDS": "backends", "check_backend_for_executor": "backends", "open_cache": "backends",
@@ -24,15 +23,4 @@ _WHERE = {
 }
 
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:  # (``from memtrials.llm.cache import claims`` imports the submodule)
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)
