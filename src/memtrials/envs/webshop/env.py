@@ -90,6 +90,7 @@ class WebShopEnv(Env):
         self._task_id: str | None = None
         self._step = 0
         self._final: Observation | None = None
+        self._listed: tuple[Any, tuple[str, ...], tuple[str, ...]] | None = None
 
     def _engine(self) -> WebShopEngine:
         return WebShopEngine(self.catalog.products, self.catalog.prices, ranked(self.root), _reward)
@@ -137,19 +138,23 @@ class WebShopEnv(Env):
         return obs
 
     def _page_info(self) -> dict[str, Any]:
-        available = self.engine.available_actions()
-        return {"url": self.engine.url, "has_search_bar": available["has_search_bar"],
-                "clickables": available["clickables"]}
+        page = self._listing()[0]
+        return {"url": self.engine.url, "has_search_bar": page.has_search_bar, "clickables": self._listed[1]}
+
+    def _listing(self) -> tuple[Any, tuple[str, ...], tuple[str, ...]]:
+        """``(page, its clickables, its admissible actions)``, computed once per page (pages are immutable)."""
+        page = self.engine.page
+        if self._listed is None or self._listed[0] is not page:
+            clickables = tuple(page.clickables)
+            clicks = tuple(f"click[{c}]" for c in clickables if c != "search")
+            self._listed = (page, clickables, ((SEARCH_ACTION,) if page.has_search_bar else ()) + clicks)
+        return self._listed
 
     def task_description(self) -> str:
         return self.engine.goal.instruction_text if self.engine.goal is not None else ""
 
     def admissible_actions(self) -> tuple[str, ...] | None:
-        if self._task_id is None and self.engine.page is None:
-            return None
-        available = self.engine.available_actions()
-        clicks = tuple(f"click[{c}]" for c in available["clickables"] if c != "search")
-        return ((SEARCH_ACTION,) if available["has_search_bar"] else ()) + clicks
+        return None if self.engine.page is None else self._listing()[2]
 
     def random_action(self, rng: Any) -> str:
         """One uniform choice among ``search[<goal query>]`` and ``search[<instruction>]`` (where
@@ -157,9 +162,9 @@ class WebShopEnv(Env):
         ``click[search]`` included: the random policy of the golden transcripts, which
         ``random.Random(goal index)`` reproduces action for action."""
         goal = self.engine.goal
-        available = self.engine.available_actions()
-        searches = [f"search[{goal.query}]", f"search[{goal.instruction_text}]"] if available["has_search_bar"] else []
-        return str(rng.choice(searches + [f"click[{c}]" for c in available["clickables"]]))
+        page, clickables, _ = self._listing()
+        searches = [f"search[{goal.query}]", f"search[{goal.instruction_text}]"] if page.has_search_bar else []
+        return str(rng.choice(searches + [f"click[{c}]" for c in clickables]))
 
     def gold_actions(self, task_id: str) -> list[str]:
         """Upstream's expert, as the golden transcripts recorded it: ``search[<goal query>]``, then
