@@ -171,8 +171,10 @@ class WebShopEnv(Env):
         ``Next >`` until the target is on the page, a page is empty, or page 5 was seen; if not
         found, ``Back to Search`` and the same with the instruction text; then the target, each
         goal option value its page shows (goal order), Buy Now.  Where neither search lists the
-        target, the first result of the instruction search is bought (never needed on goals 0-199).
-        Planned on a private engine, so the current episode is untouched."""
+        target in its 50 hits (19 of the 6,910 goals, goal 444 of the test split; never on goals
+        0-199), a third search for the target's title finds it on page 1 (all 19), where the
+        recording's expert would have bought the first result instead: the gold agent buys the
+        target on every goal.  Planned on a private engine, so the current episode is untouched."""
         return expert_actions(self._engine(), self.goal(task_id))
 
 
@@ -188,7 +190,8 @@ def expert_actions(engine: WebShopEngine, goal: Any) -> list[str]:
 
     engine.reset(goal, str(goal.index))
     found = False
-    for i, query in enumerate((goal.query, goal.instruction_text)):
+    title = engine.products[goal.asin].title
+    for i, query in enumerate((goal.query, goal.instruction_text, title)):
         if i:
             act("click[back to search]")
         available = act(f"search[{query}]")
@@ -202,9 +205,9 @@ def expert_actions(engine: WebShopEngine, goal: Any) -> list[str]:
             available = act("click[next >]")
         if found:
             break
-    if not found:  # give up: the first result of the instruction search
+    if not found:  # give up: the first result of the last search
         act("click[back to search]")
-        act(f"search[{goal.instruction_text}]")
+        act(f"search[{title}]")
         links = [k for k, t in engine.page.clickables.items() if t.kind == "product"]
         if not links:
             return actions
