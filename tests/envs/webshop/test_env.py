@@ -151,3 +151,33 @@ def test_setup_and_env_check(tmp_path, table):
     gold = check[check["agent"] == "gold"]
     assert len(gold) == 8 and gold["won"].all()
     assert set(check["agent"]) == {"gold", "random"}
+
+
+def test_keyword_prefixes(env: WebShopEnv):
+    """Upstream's ``<q>``/``<c>`` searches list catalog products; ``<r>`` is seeded per session and
+    draw (a replay repeats it); ``<a>`` and a bare ``<c>``, which raise upstream, are no-ops."""
+    env.reset("0")
+    q = env.step("search[<q> decorative pillows]")
+    assert q.info["valid"] and "Total results: " in q.text
+    listed = [c.upper() for c in q.info["clickables"] if len(c) == 10 and c.startswith("b")]
+    assert listed and all(env.catalog.products[a].query == "decorative pillows" for a in listed)
+    first = env.step("search[<r>]").text
+    assert env.step("search[<r>]").text != first
+    env.reset("0")
+    assert env.step("search[<r>]").text == first
+    for action in ("search[<a> machine wash]", "search[<c>]"):
+        obs = env.step(action)
+        assert not obs.info["valid"] and obs.text == first
+
+
+def test_objects_in_threads_play_as_in_sequence():
+    from concurrent.futures import ThreadPoolExecutor
+
+    def play(task: str) -> list[str]:
+        env, rng = WebShopEnv(), random.Random(task)
+        env.reset(task)
+        return [env.step(env.random_action(rng)).text for _ in range(25)]
+
+    tasks = [str(i) for i in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(play, tasks)) == [play(t) for t in tasks]
