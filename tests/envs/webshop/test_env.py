@@ -110,7 +110,9 @@ def test_task_table_splits_are_disjoint_and_sized(table):
     assert not (texts["practice"] & texts["train"])
     # the papers' sizes: 10 rounds x 50 training tasks, 100 held-out, 500 evaluation tasks
     assert sizes["train"] >= 500 and sizes["test"] == 500 and sizes["practice"] >= 200
-    assert set(table["type"]) == {"beauty", "electronics", "fashion", "garden", "grocery"}
+    assert set(table["type"]) == {"purchase"}  # one stratum: select_tasks draws uniformly
+    categories = Counter(detail(r)["category"] for _, r in table[table["split"] == "test"].iterrows())
+    assert categories == {"fashion": 393, "garden": 57, "beauty": 23, "electronics": 19, "grocery": 8}
     assert (table["source"] == "generated").all()
 
 
@@ -132,7 +134,7 @@ def test_registration_make_env_load_tasks_and_config_checks(tmp_path, table):
     cfg = {"webshop": {"root": None}}
     assert env_catalog.allowed_splits("webshop", cfg) == ("train", "practice", "test", "duplicate")
     assert env_catalog.split_size("webshop", "test", cfg)[0] == 500
-    assert env_catalog.known_task_types("webshop", cfg)[0] == ("beauty", "electronics", "fashion", "garden", "grocery")
+    assert env_catalog.known_task_types("webshop", cfg)[0] == ("purchase",)
     assert set(env_catalog.env_option_names("webshop")) == {"root", "max_steps", "process"}
     env_catalog.check_task_count("webshop", "test", 500, cfg, "x.tasks", "fix")
     with pytest.raises(ConfigError, match="holds 500"):
