@@ -22,15 +22,18 @@ def test_default_resolves_to_one_job_per_stage_and_model():
     w = workflow(base_config())
     assert w.sources == ["smollm2"] and w.recipients == ["smollm2"] and w.envs == ["alfworld", "scienceworld"]
     assert w.compare_files() == ["results/calibrator/compare/smollm2.parquet"]
-    assert w.train_variants == [] and w.variants == ["full", "screen_only"] and w.joint_sft_files() == []
+    assert w.train_variants == ["full"] and w.variants == ["full", "screen_only"] and w.joint_sft_files() == []
     assert w.final_targets() == ["results/calibrator/tables/index.md"]
     assert w.source_cell("smollm2", "alfworld")["split"] == "train"
     # training tasks are drawn from the evaluation's task types (history.task_types)
     assert w.source_cell("smollm2", "scienceworld")["task_types"] == w.h["task_types"]["scienceworld"]
-    # Table 9: the full variant is Table 8's Calibrator cells (its endpoint is roles.calibrator), the
-    # screen-only variant its own cells; the joint actor and the baseline on the same environments
-    cal = w.rollout_files()["calibrator"]
-    assert cal == ["results/calibrator/rollouts/smollm2/scienceworld/calibrator.parquet"]
+    # Table 8: the stand-in's Calibrator cells and the trained calibrator's beside them; Table 9: the
+    # full variant is the trained calibrator's Table 8 cells, the screen-only variant (the stand-in)
+    # its own cells; the joint actor and the baseline on the same environments
+    assert w.rollout_files()["calibrator"] == ["results/calibrator/rollouts/smollm2/scienceworld/calibrator.parquet"]
+    cal = w.rollout_files()["calibrator-smollm2-calibrator"]
+    assert cal == ["results/calibrator/rollouts/smollm2/scienceworld/calibrator-smollm2-calibrator.parquet"]
+    assert w.report_inputs()["manifests"] == ["results/calibrator/sft/full/memtrials-sft.json"]
     assert w.ablation_files() == {"full": cal, "screen_only": [
         "results/calibrator/ablation/screen_only/smollm2/scienceworld.parquet"]}
     assert w.joint_files() == {a: [f"results/calibrator/joint/rollouts/{a}/smollm2/scienceworld.parquet"]
