@@ -129,8 +129,21 @@ def train(recipe: dict[str, Any], dataset: str, out: str) -> dict[str, Any]:
         logging_steps=1, save_strategy="no", report_to=[], seed=int(recipe["seed"]), data_seed=int(recipe["seed"]),
         use_cpu=not gpu, remove_unused_columns=False, lr_scheduler_type="constant", optim="adamw_torch",
         dataloader_num_workers=0, disable_tqdm=True)
+    def mean_loss() -> float | None:
+        """Mean loss over the training examples (small sets only: the before/after check)."""
+        if len(rows) > 64:
+            return None
+        was = model.training
+        model.eval()
+        with torch.no_grad():
+            vals = [float(model(**collate([r])).loss) for r in rows]
+        model.train(was)
+        return sum(vals) / len(vals)
+
+    loss_before = mean_loss()
     trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=collate, callbacks=[Losses()])
     result = trainer.train()
+    loss_after = mean_loss()
     t_train = time.monotonic() - t0
     changed = None
     if before is not None:
@@ -143,7 +156,8 @@ def train(recipe: dict[str, Any], dataset: str, out: str) -> dict[str, Any]:
                 "recipe": {k: v for k, v in recipe.items()}, "dataset": dataset, "examples": len(rows),
                 "tokens_per_epoch": sum(len(r["input_ids"]) for r in rows),
                 "target_tokens_per_epoch": sum(sum(1 for x in r["labels"] if x != -100) for r in rows),
-                "steps": int(result.global_step), "losses": losses, "trainable": len(names),
+                "steps": int(result.global_step), "losses": losses, "loss_before": loss_before,
+                "loss_after": loss_after, "trainable": len(names),
                 "trainable_changed_fraction": changed, "memory_estimate": fits,
                 "train_seconds": round(t_train, 1), "seconds": round(time.monotonic() - t0, 1), **written}
     tmp = outdir / (MANIFEST + ".tmp")
