@@ -68,7 +68,8 @@ def checkpoint_manifest(folder: str | os.PathLike[str], source: str = "config/mo
         missing = [k for k in ("digest", "gguf", "gguf_sha256") if not data.get(k)]
         if missing:
             raise ConfigError(f"{path}: keys {missing} missing: not a checkpoint the embedded runtime can serve "
-                              f"(train it from a GGUF base: calibrator.train.base_model names an embedded endpoint)")
+                              "(train it from a GGUF base: the training recipe's base_model names an embedded "
+                              "endpoint)")
         _MANIFESTS[key] = data
     return _MANIFESTS[key]
 
