@@ -27,19 +27,18 @@ def test_default_resolves_to_one_job_per_stage_and_model():
     assert w.source_cell("smollm2", "alfworld")["split"] == "train"
     # training tasks are drawn from the evaluation's task types (history.task_types)
     assert w.source_cell("smollm2", "scienceworld")["task_types"] == w.h["task_types"]["scienceworld"]
-    # Table 8: the stand-in's Calibrator cells and the trained calibrator's beside them; Table 9: the
-    # full variant is the trained calibrator's Table 8 cells, the screen-only variant (the stand-in)
-    # its own cells; the joint actor and the baseline on the same environments
+    # Table 8: the stand-in's Calibrator cells and the trained calibrator's beside them; Table 9 reuses
+    # them (full: the trained calibrator; screen-only: the stand-in, roles.calibrator), no cell of its
+    # own; the joint actor and the baseline on the same environments
     assert w.rollout_files()["calibrator"] == ["results/calibrator/rollouts/smollm2/scienceworld/calibrator.parquet"]
     cal = w.rollout_files()["calibrator-smollm2-calibrator"]
     assert cal == ["results/calibrator/rollouts/smollm2/scienceworld/calibrator-smollm2-calibrator.parquet"]
     assert w.report_inputs()["manifests"] == ["results/calibrator/sft/full/memtrials-sft.json"]
-    assert w.ablation_files() == {"full": cal, "screen_only": [
-        "results/calibrator/ablation/screen_only/smollm2/scienceworld.parquet"]}
+    assert w.ablation_files() == {"full": cal, "screen_only": w.rollout_files()["calibrator"]}
     assert w.joint_files() == {a: [f"results/calibrator/joint/rollouts/{a}/smollm2/scienceworld.parquet"]
                                for a in ("joint", "action_only")}
     inputs = w.report_inputs()
-    assert inputs["ablation_screen_only"] and inputs["arm_joint"] and inputs["arm_action_only"]
+    assert inputs["ablation_screen_only"] == w.rollout_files()["calibrator"] and inputs["arm_joint"] and inputs["arm_action_only"]
     # the joint actor's SFT data: rollouts on the calibrator's training split, never history's tasks
     assert w.joint_data_files() == {"calibrator": ["results/calibrator/joint/sources/smollm2/scienceworld.parquet"],
                                     "raw": ["results/calibrator/sources/smollm2/scienceworld.parquet"]}

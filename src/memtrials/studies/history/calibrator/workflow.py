@@ -244,14 +244,15 @@ class CalibratorWorkflow(Study):
                 "raw": [f"results/calibrator/sources/{m}/{e}.parquet" for m in ms for e in es]}
 
     def ablation_files(self) -> dict[str, list[str]]:
-        """Table 9's Calibrator cells per variant: for ``full``, the Table 8 cells when its endpoint
-        is ``roles.calibrator`` (the same rollouts); otherwise the variant's own cells."""
+        """Table 9's Calibrator cells per variant: Table 8's cells of its endpoint where Table 8 has
+        them (``roles.calibrator``, ``calibrator.rollouts.trained``: the same tasks, seeds and
+        endpoint, so the same rollouts); otherwise the variant's own cells."""
         if not self.ablation_enabled:
             return {}
         out = {}
         for v in VARIANTS:
             who = self.ablation_endpoints[v]
-            if v == "full" and who == self.roles.get("calibrator"):
+            if who == self.roles.get("calibrator"):
                 out[v] = self.rollout_files()["calibrator"]
             elif who in self.trained_cals:
                 out[v] = self.rollout_files()[f"calibrator-{who}"]
