@@ -118,3 +118,34 @@ def test_smollm2_trains_on_cpu_serves_through_the_client_and_a_retrain_replays_n
     # the label follows the recorded digest: the old calls no longer count as the trained model's
     assert trained_endpoints({"cal": str(folder)}, {"cal": [str(tmp_path / "cal1.calls.parquet")]}, ["cal"]) == {}
     assert "cal" in trained_endpoints({"cal": str(folder)}, {"cal": [str(tmp_path / "cal2.calls.parquet")]}, ["cal"])
+
+
+@pytest.mark.slow
+def test_gguf_export_round_trips_the_trained_weights_exactly(tmp_path):
+    """Perturbed top-block weights (q/k included, whose rows llama.cpp orders differently)
+    written into a copy of the shipped GGUF load back through transformers bit for bit, and
+    every other tensor is the base's."""
+    from memtrials.config import load_models
+    from memtrials.llm.local.embedded import weights_path
+
+    gguf = weights_path(load_models(REPO / "config/models.yaml")["smollm2"].embedded)
+    script = f"""
+import torch
+from transformers import AutoModelForCausalLM
+from memtrials.studies.history.calibrator.sft_model import load_model, select_trainable, trainable_names
+from memtrials.studies.history.calibrator.sft_gguf import export_gguf
+r = {{"base_model": {str(gguf)!r}, "seed": 0, "method": "full", "train_layers": 1}}
+m, _ = load_model(r); m = select_trainable(m, r); names = trainable_names(m)
+torch.manual_seed(0)
+with torch.no_grad():
+    for n, p in m.named_parameters():
+        if p.requires_grad: p.add_(torch.randn_like(p) * 0.01)
+export_gguf(r["base_model"], {str(tmp_path / 'rt.gguf')!r}, {{n: p.detach().numpy() for n, p in m.named_parameters() if n in names}}, names, m.config)
+back = dict(AutoModelForCausalLM.from_pretrained({str(tmp_path)!r}, gguf_file="rt.gguf", dtype=torch.float32).named_parameters())
+bad = [n for n, p in m.named_parameters() if not torch.equal(p.detach(), back[n].detach())]
+assert len(names) == 9 and not bad, bad
+print("ROUND TRIP OK")
+"""
+    p = subprocess.run([str(PY), "-c", script], capture_output=True, text=True, timeout=600, cwd=REPO,
+                       env={**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_WAIT_POLICY": "PASSIVE"})
+    assert p.returncode == 0 and "ROUND TRIP OK" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
