@@ -124,3 +124,28 @@ def test_recipe_at_the_papers_learning_rate_changes_every_trainable_element_and_
                        timeout=600, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert p.returncode != 0 and "exceeds" in p.stderr and "calibrator.train.max_length" in p.stderr
     assert "memory estimate (GiB)" in p.stdout
+
+
+def test_a_checkpoint_endpoint_is_named_by_its_manifest_digest(tmp_path):
+    """The registry's embedded checkpoint entry: the manifest the training entry point writes is
+    the one the config layer reads; the cell params name the folder (it may not exist yet), the
+    cache identity and the recorded model the digest, read when used; bad entries are refused."""
+    from memtrials.config import ConfigError, parse_models
+    from memtrials.config.models import CHECKPOINT_MANIFEST
+    from memtrials.studies.history.calibrator.sft import MANIFEST
+
+    assert MANIFEST == CHECKPOINT_MANIFEST
+    entry = {"provider": "embedded", "model": "m", "embedded": {"checkpoint": str(tmp_path)}, "max_concurrency": 1,
+             "params": {}, "structured_output": True, "price": {"input_per_mtok": 0, "output_per_mtok": 0}}
+    ep = parse_models({"endpoints": {"cal": entry}})["cal"]
+    assert ep.cell_params()["identity"] == {"checkpoint_folder": str(tmp_path), "model": "m"}
+    with pytest.raises(ConfigError, match="no memtrials-sft.json"):
+        ep.identity
+    (tmp_path / MANIFEST).write_text(json.dumps({"digest": "d1", "gguf": "checkpoint/model.gguf", "gguf_sha256": "x"}))
+    assert ep.identity == {"checkpoint": "d1", "model": "m"} and ep.served_alias == "m@d1"
+    os.utime(tmp_path / MANIFEST, ns=(1, 1))
+    (tmp_path / MANIFEST).write_text(json.dumps({"digest": "d2", "gguf": "checkpoint/model.gguf", "gguf_sha256": "y"}))
+    assert ep.identity == {"checkpoint": "d2", "model": "m"}  # retrained: a new identity, so new cache keys
+    bad = {**entry, "embedded": {"checkpoint": str(tmp_path), "sha256": "0" * 64}}
+    with pytest.raises(ConfigError, match="excludes"):
+        parse_models({"endpoints": {"cal": bad}})

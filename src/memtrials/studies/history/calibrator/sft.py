@@ -1,19 +1,23 @@
 """Supervised fine-tuning of the calibrator (section 6.1: Qwen3-8B, 3 epochs, learning rate
 1e-5) on the label chain's chat-format JSONL.  Runs in its own environment
-(``envs/train.txt``, ``.venv-train``): this file imports only the standard library, torch
-and transformers, and is run as a script::
+(``envs/train.txt``, ``.venv-train``) as a module with ``src`` on ``PYTHONPATH``; with
+:mod:`.sft_model` and :mod:`.sft_gguf` it imports only the standard library, torch,
+transformers, peft and gguf::
 
-    .venv-train/bin/python src/memtrials/studies/history/calibrator/sft.py \\
+    PYTHONPATH=src .venv-train/bin/python -m memtrials.studies.history.calibrator.sft \\
         --recipe recipe.json --dataset results/calibrator/dataset/full.jsonl --out DIR
 
 The loss is on the target (the assistant turn) only; the prompt is the Appendix G.2 review
-rendered with the base model's chat template.  ``recipe.json`` holds ``base_model`` (a
-Hugging Face id or a local folder), ``epochs``, ``learning_rate``, ``batch_size``,
-``grad_accum``, ``max_length``, ``bf16``, ``seed``; ``init: "random"`` with ``model_config``
-(a config dict) and ``tokenizer`` (a local folder) builds a randomly initialised model of
-that configuration instead of loading weights (the CPU test).  Writes ``DIR/checkpoint/``
-(model and tokenizer, ``save_pretrained``) and ``DIR/memtrials-sft.json`` (recipe, per-step
-losses, the weights' digest, ``trained_by: calibrator_sft``).
+rendered with the base model's chat template.  ``recipe.json`` is ``calibrator.train`` less
+the rule's plumbing (:data:`RECIPE_KEYS`); ``base_model`` is a Hugging Face id, a local folder
+or a GGUF file (the rule resolves an embedded registry endpoint to its GGUF); ``init:
+"random"`` with ``model_config`` and ``tokenizer`` builds a randomly initialised model instead
+(the CPU test).  Master weights and AdamW state are fp32 (``bf16``: autocast on a GPU only);
+the memory estimate is printed and checked before training (:func:`.sft_model.check_fits`).
+Writes ``DIR/checkpoint/`` (``model.gguf`` for a GGUF base, the base file with the trained
+tensors; else ``save_pretrained``) and ``DIR/memtrials-sft.json`` (recipe, per-step losses,
+mean training loss before and after, trainable elements changed, the memory estimate, the
+checkpoint's content digest, ``trained_by: calibrator_sft``).
 """
 
 from __future__ import annotations
