@@ -98,3 +98,20 @@ def test_bad_config_is_refused_with_the_key_named(edit, match):
     edit(cfg)
     with pytest.raises(ConfigError, match=match):
         workflow(cfg)
+
+
+def test_the_trained_calibrator_is_found_in_the_registry_and_absent_without_it(tmp_path):
+    """rollouts.trained and ablation.endpoints null: the registry's embedded checkpoint entry serving
+    results/calibrator/sft/full (the default's smollm2-calibrator); a registry without one (a test's
+    loopback) falls back to roles.calibrator and runs no trained cell, so no training is needed."""
+    w = workflow(base_config())
+    assert w.trained_cals == ["smollm2-calibrator"] and w.ablation_endpoints == {
+        "full": "smollm2-calibrator", "screen_only": "smollm2"}
+    reg = yaml.safe_load((REPO / "config/models.yaml").read_text())
+    del reg["endpoints"]["smollm2-calibrator"]
+    (tmp_path / "models.yaml").write_text(yaml.safe_dump(reg))
+    cfg = copy.deepcopy(base_config())
+    cfg["models_file"] = str(tmp_path / "models.yaml")
+    w = workflow(cfg)
+    assert w.trained_cals == [] and w.ablation_endpoints == {"full": "smollm2", "screen_only": "smollm2"}
+    assert w.report_inputs()["manifests"] == []

@@ -46,7 +46,10 @@ class CalibratorWorkflow(Study):
         self.train_variants = list(self.train["variants"]) if self.train["enabled"] else []
         self.rollouts_enabled = bool(self.c["rollouts"]["enabled"])
         self.rollout_envs = list(self.c["rollouts"]["envs"])
-        self.trained_cals = list(self.c["rollouts"]["trained"]) if self.rollouts_enabled else []
+        served = self.serving_trained()
+        trained = self.c["rollouts"]["trained"]
+        self.trained_cals = (sorted(set(served.values())) if trained is None else list(trained)) \
+            if self.rollouts_enabled else []
         ab, jo = dict(self.c["ablation"]), dict(self.c["joint"])
         self.ablation_enabled = self.rollouts_enabled and bool(ab["enabled"])
         self.joint_enabled = self.rollouts_enabled and bool(jo["enabled"])
@@ -57,7 +60,8 @@ class CalibratorWorkflow(Study):
         self.roles = dict(config["roles"])
         self.prompts_dir = str(self.c["prompts_dir"])
         self.generator, self.judge = self.roles.get("generator"), self.roles.get("judge")
-        self.ablation_endpoints = {v: (e or self.roles.get("calibrator")) for v, e in dict(ab["endpoints"]).items()}
+        self.ablation_endpoints = {v: (e or served.get(v) or self.roles.get("calibrator"))
+                                   for v, e in dict(ab["endpoints"]).items()}
 
     def check(self) -> None:
         for role in ("generator", "judge") + (("calibrator",) if self.rollouts_enabled else ()):
@@ -179,6 +183,18 @@ class CalibratorWorkflow(Study):
                 "max_length", "bf16", "seed", "method", "train_layers", "lora", "gradient_checkpointing",
                 "cpu_max_params", "allow_cpu")
         return {k: self.train[k] for k in keys}
+
+    def serving_trained(self) -> dict[str, str]:
+        """Variant -> the registry's embedded checkpoint entry that serves what this config's
+        ``calibrator_sft`` trains on it (``results/calibrator/sft/<variant>``; the first by name)."""
+        out: dict[str, str] = {}
+        for name in sorted(self.models_registry):
+            ep = self.models_registry[name]
+            folder = ep.embedded.checkpoint.rstrip("/") if ep.embedded is not None else ""
+            variant = folder.rpartition("/")[2]
+            if folder == f"results/calibrator/sft/{variant}" and variant in self.train_variants:
+                out.setdefault(variant, name)
+        return out
 
     def sft_code(self) -> list[str]:
         """The training entry point's source files (run in the training environment)."""
