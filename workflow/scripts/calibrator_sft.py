@@ -10,21 +10,13 @@ import os
 import subprocess
 import sys
 
-from memtrials.config import load_models
-from memtrials.llm.local.embedded import weights_path
+from memtrials.studies.history.calibrator import sft_rule
 
 s = snakemake  # noqa: F821
 if not os.path.exists(s.params.python):
     sys.exit(f"config key calibrator.train.python: {s.params.python} does not exist. Fix: run bin/setup (it "
              "creates .venv-train from envs/train.txt) or name an interpreter that has envs/train.txt installed")
-recipe = dict(s.params.recipe)
-models = load_models(s.params.models_file)
-base = models.get(recipe["base_model"])
-if base is not None:
-    if base.embedded is None or base.embedded.parts or base.embedded.checkpoint or base.task != "chat":
-        sys.exit(f"config key calibrator.train.base_model: '{recipe['base_model']}' is a registry endpoint but not "
-                 "an embedded chat model in one GGUF file; name one (e.g. smollm2), a Hugging Face id or a folder")
-    recipe["base_endpoint"], recipe["base_model"] = recipe["base_model"], str(weights_path(base.embedded))
+recipe = sft_rule.sft_recipe(s.params.recipe, s.params.models_file)
 with open(s.output.recipe, "w", encoding="utf-8") as fh:
     json.dump(recipe, fh, indent=1, sort_keys=True)
 src = os.path.join(os.getcwd(), "src")

@@ -199,7 +199,7 @@ class CalibratorWorkflow(Study):
     def sft_code(self) -> list[str]:
         """The training entry point's source files (run in the training environment)."""
         d = "src/memtrials/studies/history/calibrator"
-        return [f"{d}/sft.py", f"{d}/sft_model.py", f"{d}/sft_gguf.py"]
+        return [f"{d}/sft.py", f"{d}/sft_model.py", f"{d}/sft_gguf.py", f"{d}/sft_rule.py"]
 
     def manifests(self, endpoint: str | None) -> list[str]:
         """The training manifest an endpoint serves (an embedded ``checkpoint`` entry's
