@@ -149,3 +149,28 @@ def test_a_checkpoint_endpoint_is_named_by_its_manifest_digest(tmp_path):
     bad = {**entry, "embedded": {"checkpoint": str(tmp_path), "sha256": "0" * 64}}
     with pytest.raises(ConfigError, match="excludes"):
         parse_models({"endpoints": {"cal": bad}})
+
+
+@pytest.mark.slow
+def test_lora_option_trains_adapters_and_writes_the_merged_model(tmp_path):
+    """method: lora (peft): only the adapters train, the loss falls, and the checkpoint is the
+    merged model, loadable without peft (no adapter tensors left)."""
+    data = tmp_path / "full.jsonl"
+    _dataset(data)
+    train = base_config()["calibrator"]["train"]
+    recipe = {k: v for k, v in train.items() if k not in ("enabled", "python", "variants", "resources")}
+    recipe.update(method="lora", learning_rate=3e-3, batch_size=4, max_length=1024, max_steps=4, train_layers=None,
+                  lora={**recipe["lora"], "r": 2, "alpha": 4})  # rank 2: the tiny model is 32 wide
+    (tmp_path / "base.json").write_text(json.dumps(recipe))
+    _run(str(PKG / "tiny.py"), "--dataset", str(data), "--out", str(tmp_path / "tiny"),
+         "--recipe-from", str(tmp_path / "base.json"))
+    out = tmp_path / "sft"
+    _run("-m", "memtrials.studies.history.calibrator.sft", "--recipe", str(tmp_path / "tiny/recipe.json"),
+         "--dataset", str(data), "--out", str(out))
+    man = json.loads((out / "memtrials-sft.json").read_text())
+    est = man["memory_estimate"]
+    assert 0 < est["n_trainable"] < est["n_parameters"] / 4 and man["loss_after"] < man["loss_before"]
+    check = ("import safetensors.torch as st\n"
+             f"keys = st.load_file({str(out / 'checkpoint' / 'model.safetensors')!r}).keys()\n"
+             "assert keys and not [k for k in keys if 'lora' in k], keys\nprint('MERGED')\n")
+    assert "MERGED" in _run("-c", check)
