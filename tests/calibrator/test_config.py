@@ -22,21 +22,23 @@ def test_default_resolves_to_one_job_per_stage_and_model():
     w = workflow(base_config())
     assert w.sources == ["smollm2"] and w.recipients == ["smollm2"] and w.envs == ["alfworld", "scienceworld"]
     assert w.compare_files() == ["results/calibrator/compare/smollm2.parquet"]
-    assert w.train_variants == [] and w.variants == ["full", "screen_only"] and w.joint_sft_files() == []
+    assert w.train_variants == ["full"] and w.variants == ["full", "screen_only"] and w.joint_sft_files() == []
     assert w.final_targets() == ["results/calibrator/tables/index.md"]
     assert w.source_cell("smollm2", "alfworld")["split"] == "train"
     # training tasks are drawn from the evaluation's task types (history.task_types)
     assert w.source_cell("smollm2", "scienceworld")["task_types"] == w.h["task_types"]["scienceworld"]
-    # Table 9: the full variant is Table 8's Calibrator cells (its endpoint is roles.calibrator), the
-    # screen-only variant its own cells; the joint actor and the baseline on the same environments
-    cal = w.rollout_files()["calibrator"]
-    assert cal == ["results/calibrator/rollouts/smollm2/scienceworld/calibrator.parquet"]
-    assert w.ablation_files() == {"full": cal, "screen_only": [
-        "results/calibrator/ablation/screen_only/smollm2/scienceworld.parquet"]}
+    # Table 8: the stand-in's Calibrator cells and the trained calibrator's beside them; Table 9 reuses
+    # them (full: the trained calibrator; screen-only: the stand-in, roles.calibrator), no cell of its
+    # own; the joint actor and the baseline on the same environments
+    assert w.rollout_files()["calibrator"] == ["results/calibrator/rollouts/smollm2/scienceworld/calibrator.parquet"]
+    cal = w.rollout_files()["calibrator-smollm2-calibrator"]
+    assert cal == ["results/calibrator/rollouts/smollm2/scienceworld/calibrator-smollm2-calibrator.parquet"]
+    assert w.report_inputs()["manifests"] == ["results/calibrator/sft/full/memtrials-sft.json"]
+    assert w.ablation_files() == {"full": cal, "screen_only": w.rollout_files()["calibrator"]}
     assert w.joint_files() == {a: [f"results/calibrator/joint/rollouts/{a}/smollm2/scienceworld.parquet"]
                                for a in ("joint", "action_only")}
     inputs = w.report_inputs()
-    assert inputs["ablation_screen_only"] and inputs["arm_joint"] and inputs["arm_action_only"]
+    assert inputs["ablation_screen_only"] == w.rollout_files()["calibrator"] and inputs["arm_joint"] and inputs["arm_action_only"]
     # the joint actor's SFT data: rollouts on the calibrator's training split, never history's tasks
     assert w.joint_data_files() == {"calibrator": ["results/calibrator/joint/sources/smollm2/scienceworld.parquet"],
                                     "raw": ["results/calibrator/sources/smollm2/scienceworld.parquet"]}
@@ -96,3 +98,20 @@ def test_bad_config_is_refused_with_the_key_named(edit, match):
     edit(cfg)
     with pytest.raises(ConfigError, match=match):
         workflow(cfg)
+
+
+def test_the_trained_calibrator_is_found_in_the_registry_and_absent_without_it(tmp_path):
+    """rollouts.trained and ablation.endpoints null: the registry's embedded checkpoint entry serving
+    results/calibrator/sft/full (the default's smollm2-calibrator); a registry without one (a test's
+    loopback) falls back to roles.calibrator and runs no trained cell, so no training is needed."""
+    w = workflow(base_config())
+    assert w.trained_cals == ["smollm2-calibrator"] and w.ablation_endpoints == {
+        "full": "smollm2-calibrator", "screen_only": "smollm2"}
+    reg = yaml.safe_load((REPO / "config/models.yaml").read_text())
+    del reg["endpoints"]["smollm2-calibrator"]
+    (tmp_path / "models.yaml").write_text(yaml.safe_dump(reg))
+    cfg = copy.deepcopy(base_config())
+    cfg["models_file"] = str(tmp_path / "models.yaml")
+    w = workflow(cfg)
+    assert w.trained_cals == [] and w.ablation_endpoints == {"full": "smollm2", "screen_only": "smollm2"}
+    assert w.report_inputs()["manifests"] == []

@@ -44,7 +44,8 @@ def test_no_evaluation_task_reaches_a_training_file(workflow_copy):
                                                   "max_listed_actions": 6}},
             "calibrator": {"splits": {"scienceworld": "train"},
                            "sources": {"envs": ["scienceworld"], "tasks_per_cell": 2},
-                           "contexts": {"count": 2}, "rollouts": {"envs": ["scienceworld"]},
+                           "contexts": {"count": 2}, "rollouts": {"envs": ["scienceworld"], "trained": []},
+                           "train": {"enabled": False},
                            "ablation": {"enabled": False}, "joint": {"max_output_tokens": 32}},
         }
         (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))

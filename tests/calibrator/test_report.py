@@ -90,8 +90,9 @@ def test_history_continuation_tables_name_a_trained_calibrator():
     from memtrials.studies.history.report import continuation_labels
 
     cont = pd.DataFrame({"condition": ["raw", "calibrator", "calibrator-chat"], "calibrator": [None, "cal", "cal"]})
-    labels, note = continuation_labels(cont, trained=["cal"])
-    assert labels["calibrator"] == "Calibrator (cal)" and labels["calibrator-chat"] == "Calibrator (cal) (chat)"
+    labels, note = continuation_labels(cont, trained={"cal": {"digest": "d", "label": "Qwen3-8B", "examples": 9}})
+    assert labels["calibrator"] == "Calibrator (trained: Qwen3-8B on 9 examples)"
+    assert labels["calibrator-chat"] == "Calibrator (trained: Qwen3-8B on 9 examples) (chat)"
     assert "learned calibrator served by cal" in note
     labels, note = continuation_labels(cont)
     assert labels["calibrator"] == "Calibrator (untrained stand-in: cal)" and "untrained stand-in" in note
@@ -142,7 +143,7 @@ def test_table9_success_and_figure9_label_their_endpoints(tmp_path):
             "action_only": ep(tmp_path / "o.parquet", ["m"] * 2, [0, 0])}
     (tmp_path / "t").mkdir()
     (tmp_path / "f").mkdir()
-    _ablation_and_joint(tmp_path / "t", tmp_path / "f", ablation, {"full": "cal", "screen_only": "cal"}, arms, {})
+    _ablation_and_joint(tmp_path / "t", tmp_path / "f", ablation, {"full": "cal", "screen_only": "cal"}, arms, {}, {})
     t9 = pd.read_csv(tmp_path / "t/table9_success.csv").set_index(["Condition", "Model", "Environment"])
     assert t9.loc[("Full Calibrator (untrained stand-in: cal)", "all", "all"), "Successes"] == 3
     assert t9.loc[("Content screening only (untrained stand-in: cal)", "a", "x"), "Successes"] == 1

@@ -170,8 +170,11 @@ def test_calibrator_rows_name_the_endpoint_and_say_it_is_an_untrained_stand_in(c
 
 
 def test_calibrator_label_rules():
-    from memtrials.studies.history import design
+    from memtrials.studies.history.calibrator.rollouts import calibrator_label
 
-    assert design.calibrator_label(["qwen3-8b-calibrator"]) == "Calibrator (untrained stand-in: qwen3-8b-calibrator)"
-    assert design.calibrator_label([]) == "Calibrator (untrained stand-in: endpoint not recorded)"
-    assert design.TRAINED_CALIBRATORS == frozenset()  # none trained yet: every endpoint is a stand-in
+    assert calibrator_label(["qwen3-8b-calibrator"], {}) == "Calibrator (untrained stand-in: qwen3-8b-calibrator)"
+    assert calibrator_label([], {}) == "Calibrator (untrained stand-in: endpoint not recorded)"
+    ok = {"cal": {"digest": "d", "label": "SmolLM2-135M", "examples": 7}}
+    assert calibrator_label(["cal"], ok) == "Calibrator (trained: SmolLM2-135M on 7 examples)"
+    assert calibrator_label(["cal", "other"], ok) == "Calibrator (untrained stand-in: cal, other)"
+

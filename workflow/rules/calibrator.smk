@@ -169,7 +169,7 @@ rule calibrator_dataset:
 rule calibrator_sft:
     input:
         dataset="results/calibrator/dataset/{variant}.jsonl",
-        code="src/memtrials/studies/history/calibrator/sft.py",
+        code=CAL.sft_code(),
         env="envs/train.txt",
     output:
         manifest="results/calibrator/sft/{variant}/memtrials-sft.json",
@@ -188,6 +188,7 @@ rule calibrator_sft:
         python=CAL.train["python"],
         recipe=CAL.recipe(),
         folder=lambda w, output: os.path.dirname(output.manifest),
+        models_file=config["models_file"],
     script:
         "../scripts/calibrator_sft.py"
 
@@ -195,7 +196,7 @@ rule calibrator_sft:
 rule calibrator_joint_sft:
     input:
         dataset="results/calibrator/joint/{arm}.jsonl",
-        code="src/memtrials/studies/history/calibrator/sft.py",
+        code=CAL.sft_code(),
         env="envs/train.txt",
     output:
         manifest="results/calibrator/sft/{arm}-seed{seed}/memtrials-sft.json",
@@ -215,6 +216,7 @@ rule calibrator_joint_sft:
         python=CAL.train["python"],
         recipe=lambda wc: {**CAL.recipe(), "seed": int(wc.seed)},
         folder=lambda w, output: os.path.dirname(output.manifest),
+        models_file=config["models_file"],
     script:
         "../scripts/calibrator_sft.py"
 
@@ -224,6 +226,7 @@ rule calibrator_rollouts:
         tasks="results/tasks/{env}.parquet",
         actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("rollouts"),
+        manifests=CAL.manifests(CAL.roles.get("calibrator")),
     output:
         episodes="results/calibrator/rollouts/{model}/{env}/calibrator.parquet",
         steps="results/calibrator/rollouts/{model}/{env}/calibrator.steps.parquet",
@@ -246,11 +249,41 @@ rule calibrator_rollouts:
         "../scripts/calibrator_rollouts.py"
 
 
+rule calibrator_trained_rollouts:
+    input:
+        tasks="results/tasks/{env}.parquet",
+        actor_prompts=HISTORY.actor_prompt_files(),
+        code=CAL.code("rollouts"),
+        manifests=lambda wc: CAL.manifests(wc.who),
+    output:
+        episodes="results/calibrator/rollouts/{model}/{env}/calibrator-{who}.parquet",
+        steps="results/calibrator/rollouts/{model}/{env}/calibrator-{who}.steps.parquet",
+        calls="results/calibrator/rollouts/{model}/{env}/calibrator-{who}.calls.parquet",
+    log:
+        "logs/calibrator/rollouts/{model}/{env}-{who}.log",
+    wildcard_constraints:
+        env=CAL.alternatives(CAL.rollout_envs),
+        who=CAL.alternatives(CAL.trained_cals or ["-"]),
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: CAL.api(wc.model),
+    params:
+        cell=lambda wc: {
+            **HISTORY.cell(wc.model, wc.env),
+            "calibrator": {"name": wc.who, **CAL.endpoint(wc.who)},
+        },
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+    script:
+        "../scripts/calibrator_rollouts.py"
+
+
 rule calibrator_ablation_rollouts:
     input:
         tasks="results/tasks/{env}.parquet",
         actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("rollouts"),
+        manifests=lambda wc: CAL.manifests(CAL.ablation_endpoints[wc.variant]),
     output:
         episodes="results/calibrator/ablation/{variant}/{model}/{env}.parquet",
         steps="results/calibrator/ablation/{variant}/{model}/{env}.steps.parquet",
@@ -308,6 +341,7 @@ rule calibrator_joint_sources:
         tasks="results/tasks/{env}.parquet",
         actor_prompts=HISTORY.actor_prompt_files(),
         code=CAL.code("joint_sources"),
+        manifests=CAL.manifests(CAL.roles.get("calibrator")),
     output:
         episodes="results/calibrator/joint/sources/{model}/{env}.parquet",
         steps="results/calibrator/joint/sources/{model}/{env}.steps.parquet",
@@ -366,7 +400,8 @@ rule calibrator_report:
     conda:
         CONDA_ENV
     params:
-        trained_endpoints=CAL.c["trained_endpoints"],
+        trained_endpoints=CAL.trained_folders(),
+        served=CAL.served_checkpoints(),
         calibrator=CAL.roles.get("calibrator"),
         ablation=CAL.ablation_endpoints,
         tables_dir=lambda w, output: os.path.dirname(output.index),

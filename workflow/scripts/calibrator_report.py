@@ -9,8 +9,8 @@ from memtrials.studies.history.calibrator.report import write_report
 s = snakemake  # noqa: F821
 run_rule(s, lambda: write_report(
     labels=s.input.labels, compare=list(s.input.compare), datasets=list(s.input.datasets), sft=list(s.input.sft),
-    rollouts={k: list(s.input.get(k, [])) for k in ("raw", "causal", "calibrator") if s.input.get(k)},
-    calibrator=s.params.calibrator, joint=list(s.input.get("joint", [])), trained=dict(s.params.trained_endpoints), tables_dir=s.params.tables_dir,
+    rollouts={k: list(v) for k, v in s.input.items() if k in ("raw", "causal") or k.startswith("calibrator")},
+    calibrator=s.params.calibrator, joint=list(s.input.get("joint", [])), trained=dict(s.params.trained_endpoints), served=list(s.params.served), tables_dir=s.params.tables_dir,
     figures_dir=s.params.figures_dir, index_path=s.output.index,
     ablation={k[len("ablation_"):]: list(v) for k, v in s.input.items() if k.startswith("ablation_")},
     ablation_endpoints=dict(s.params.ablation),

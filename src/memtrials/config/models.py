@@ -30,7 +30,10 @@ class Price:
 @dataclass(frozen=True)
 class EmbeddedWeights:
     """Where an embedded model's weights file lies: one file of one installed distribution,
-    or ``parts`` (distribution, file) to join in order; ``sha256`` is of the whole file."""
+    or ``parts`` (distribution, file) to join in order; ``sha256`` is of the whole file.  Or
+    ``checkpoint``: a folder the calibrator's training rule writes (its manifest
+    :data:`CHECKPOINT_MANIFEST` names the GGUF and the checkpoint's content digest, which is
+    read when the endpoint is used, never when the registry is loaded)."""
 
     distribution: str
     file: str
@@ -38,6 +41,37 @@ class EmbeddedWeights:
     ctx_size: int = 4096
     threads: int = 2
     parts: tuple[tuple[str, str], ...] = ()
+    checkpoint: str = ""
+
+
+# the manifest a locally trained checkpoint folder holds (written by the calibrator's SFT
+# entry point in the training environment, which names the same file)
+CHECKPOINT_MANIFEST = "memtrials-sft.json"
+_MANIFESTS: dict[tuple[str, int, int], dict[str, Any]] = {}
+
+
+def checkpoint_manifest(folder: str | os.PathLike[str], source: str = "config/models.yaml") -> dict[str, Any]:
+    """The manifest of a trained checkpoint folder (``digest``: the checkpoint's content
+    digest; ``gguf``, ``gguf_sha256``: the file the embedded runtime serves), read once per
+    file version; a :class:`ConfigError` naming the fix when it is absent or incomplete."""
+    path = Path(folder) / CHECKPOINT_MANIFEST
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: checkpoint folder {folder}: no {CHECKPOINT_MANIFEST}. Fix: run the training "
+                          f"rule that writes it (e.g. snakemake {path}) before using this endpoint.") from None
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _MANIFESTS:
+        import json
+
+        data = json.loads(path.read_text(encoding="utf-8"))
+        missing = [k for k in ("digest", "gguf", "gguf_sha256") if not data.get(k)]
+        if missing:
+            raise ConfigError(f"{path}: keys {missing} missing: not a checkpoint the embedded runtime can serve "
+                              "(train it from a GGUF base: the training recipe's base_model names an embedded "
+                              "endpoint)")
+        _MANIFESTS[key] = data
+    return _MANIFESTS[key]
 
 
 @dataclass(frozen=True)
@@ -66,13 +100,36 @@ class Endpoint:
     @property
     def identity(self) -> dict[str, Any]:
         """What identifies the endpoint in a cache key (never the key itself)."""
+        if self.embedded is not None and self.embedded.checkpoint:
+            return {"checkpoint": self.checkpoint_digest(), "model": self.model}
         if self.embedded is not None:
             return {"embedded": self.embedded.sha256, "model": self.model}
         return {"base_url": (self.base_url or "").rstrip("/"), "model": self.model}
 
+    def checkpoint_digest(self) -> str:
+        """A locally trained checkpoint's content digest, from its manifest (read at call time,
+        so a retrained checkpoint gets new cache keys and never replays the old model's replies)."""
+        assert self.embedded is not None and self.embedded.checkpoint
+        return str(checkpoint_manifest(self.embedded.checkpoint, self.source)["digest"])
+
+    @property
+    def served_alias(self) -> str:
+        """The model name every call's record keeps (``model`` column) and the embedded server is
+        given as its alias: a trained checkpoint's carries its digest (``<model>@<digest>``), so a
+        record names the weights that answered it (the same digest as the call's cache key)."""
+        if self.embedded is not None and self.embedded.checkpoint:
+            return f"{self.model}@{self.checkpoint_digest()}"
+        return self.model
+
     def cell_params(self) -> dict[str, Any]:
-        """What of the entry determines a cell's output (a rule's ``params``; never the key)."""
-        return {"identity": self.identity, "params": dict(self.params), "structured_output": self.structured_output}
+        """What of the entry determines a cell's output (a rule's ``params``; never the key).  A
+        trained checkpoint is named by its folder here (it may not exist when the workflow is
+        planned); the rules that use it take its manifest as an input."""
+        if self.embedded is not None and self.embedded.checkpoint:
+            identity: dict[str, Any] = {"checkpoint_folder": self.embedded.checkpoint, "model": self.model}
+        else:
+            identity = self.identity
+        return {"identity": identity, "params": dict(self.params), "structured_output": self.structured_output}
 
     def api_key(self) -> str:
         """Read the key from the environment at call time (never stored anywhere)."""
@@ -113,7 +170,15 @@ def parse_models(data: Any, source: str = "config/models.yaml") -> dict[str, End
             raise ConfigError(f"{where}: key batch_size is only for embedding endpoints. "
                               f"Fix: add task: embed or remove batch_size.")
         emb = dict(raw.get("embedded") or {})
-        if emb:
+        if emb.get("checkpoint"):
+            extra = sorted(set(emb) & {"distribution", "file", "parts", "sha256"})
+            if extra:
+                raise ConfigError(f"{where}: key embedded: checkpoint (a trained folder) excludes {extra}: the "
+                                  f"checkpoint's manifest names its GGUF and digest. Fix: remove {extra}.")
+            emb = {"distribution": "", "file": "", "sha256": "", **emb}
+        elif emb and not emb.get("sha256"):
+            raise ConfigError(f"{where}: key embedded.sha256 is missing (the SHA-256 of the weights file).")
+        elif emb:
             parts = tuple((p["distribution"], p["file"]) for p in emb.pop("parts", []))
             single = bool(emb.get("distribution")) and bool(emb.get("file"))
             if bool(parts) == single:

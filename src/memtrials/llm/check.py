@@ -64,6 +64,8 @@ def preflight(config: Mapping[str, Any], endpoints: Mapping[str, Endpoint], name
         ep = endpoints[name]
         if ep.provider == "embedded":
             assert ep.embedded is not None
+            if ep.embedded.checkpoint:
+                continue  # a checkpoint a rule of this run trains: its server checks it on start
             weights_paths(ep.embedded)
             missing = [m for m in ("tokenizers", "safetensors") if ep.task == "embed" and not importlib.util.find_spec(m)]
             if missing:

@@ -259,7 +259,7 @@ class Client(Calls):
             "cell_id": self.cell_id,
             "origin_cell": self.cell_id,
             "endpoint": ep.name,
-            "model": ep.model,
+            "model": ep.served_alias,  # a trained checkpoint's carries its digest
             "request_digest": key,
             "sample": int(sample),
             "purpose": purpose,

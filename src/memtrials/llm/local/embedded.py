@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from memtrials.config import ConfigError, EmbeddedWeights, Endpoint
+from memtrials.config.models import checkpoint_manifest
 from memtrials.llm.local.weights import joined_file
 from memtrials.llm.local.weights import locate as _locate
 from memtrials.machine import add_watch_arguments, watch_in_thread
@@ -40,6 +41,8 @@ def weights_paths(weights: EmbeddedWeights, verify: bool = True) -> list[Path]:
     """Paths of the weights file, or of its parts in order (``parts``: a file split over
     several distributions), each inside its installed distribution; the SHA-256 of the
     file (the parts joined) is checked once per process and file version."""
+    if weights.checkpoint:
+        return [checkpoint_gguf(weights, verify)]
     pairs = weights.parts or ((weights.distribution, weights.file),)
     paths = [_locate(d, f) for d, f in pairs]
     if verify:
@@ -60,6 +63,27 @@ def weights_paths(weights: EmbeddedWeights, verify: bool = True) -> list[Path]:
                 f"Fix: reinstall {dists} at the pinned version."
             )
     return paths
+
+
+def checkpoint_gguf(weights: EmbeddedWeights, verify: bool = True) -> Path:
+    """The GGUF of a locally trained checkpoint (``embedded.checkpoint``), as its manifest names
+    it; its SHA-256 is checked against the manifest's ``gguf_sha256`` once per file version."""
+    man = checkpoint_manifest(weights.checkpoint)
+    path = Path(weights.checkpoint) / str(man["gguf"])  # relative to the folder
+    if not path.is_file():
+        raise ConfigError(f"checkpoint {weights.checkpoint}: {path} is missing. Fix: rerun the training rule.")
+    if verify:
+        key = ((str(path), path.stat().st_size, path.stat().st_mtime),)
+        if _VERIFIED.get(key) is None:
+            h = hashlib.sha256()
+            with open(path, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+            _VERIFIED[key] = h.hexdigest()
+        if _VERIFIED[key] != man["gguf_sha256"]:
+            raise ConfigError(f"checkpoint {weights.checkpoint}: {path} has SHA-256 {_VERIFIED[key]}, its manifest "
+                              f"says {man['gguf_sha256']}. Fix: rerun the training rule (the file was changed).")
+    return path
 
 
 def weights_path(weights: EmbeddedWeights, verify: bool = True) -> Path:
@@ -112,7 +136,7 @@ class EmbeddedServer:
         assert w is not None
         return [
             sys.executable, "-m", "memtrials.llm.local.embedded", "_child",
-            "--gguf", str(weights[0]), "--port", str(port), "--alias", self.endpoint.model,
+            "--gguf", str(weights[0]), "--port", str(port), "--alias", self.endpoint.served_alias,
             "--parallel", str(self.endpoint.max_concurrency), "--ctx", str(w.ctx_size),
             "--threads", str(w.threads), *self.watch(),
         ]

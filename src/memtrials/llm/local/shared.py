@@ -40,7 +40,10 @@ from memtrials.machine import alive, locked, read_info
 
 
 def _stem(ep: Endpoint) -> str:
-    sha = ep.embedded.sha256[:12] if ep.embedded is not None else "remote"
+    if ep.embedded is not None and ep.embedded.checkpoint:
+        sha = ep.checkpoint_digest()[:12]  # a retrained checkpoint gets its own server
+    else:
+        sha = ep.embedded.sha256[:12] if ep.embedded is not None else "remote"
     return f"{ep.name}-{sha}-{socket.gethostname()}"
 
 

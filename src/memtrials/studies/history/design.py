@@ -13,7 +13,7 @@ messages (Appendix F).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -32,24 +32,8 @@ CONTINUATION_LABELS: dict[str, str] = {
     "raw": "Raw", "reference": "Reference", "causal_reference": "Causal + Reference",
     "experience": "Experience", "calibrator": "Calibrator",
 }
-TRAINED_CALIBRATORS: frozenset[str] = frozenset()
-"""Endpoints serving a calibrator trained by this project's pipeline (section 6.1).  None
-exists yet: every endpoint in the calibrator role is an untrained stand-in, and tables and
-figures say so (:func:`calibrator_label`)."""
 PROBE_CONDITIONS: tuple[str, ...] = ("raw", "causal", "experience")
 ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions", "listing", "review_max_tokens")
-
-
-def calibrator_label(endpoints: Sequence[str], trained: Collection[str] = TRAINED_CALIBRATORS) -> str:
-    """The Calibrator condition's label: the endpoint(s) that played the role, and whether
-    they are the learned calibrator (``trained``: endpoints serving a checkpoint of the
-    calibrator's training rule, ``calibrator.rollouts.trained_endpoints``) or an untrained
-    stand-in for it."""
-    names = sorted({str(e) for e in endpoints if e})
-    who = ", ".join(names) or "endpoint not recorded"
-    if names and set(names) <= set(trained):
-        return f"Calibrator ({who})"
-    return f"Calibrator (untrained stand-in: {who})"
 
 
 def parse_condition(condition: str) -> tuple[str, str]:

@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 from memtrials.io import atomic_write_text, save_figure  # noqa: E402
 from memtrials.report import write_table  # noqa: E402
 from memtrials.studies.history import analysis as A  # noqa: E402
-from memtrials.studies.history.design import CONDITION_LABELS, CONTINUATION_LABELS, calibrator_label  # noqa: E402
+from memtrials.studies.history.design import CONDITION_LABELS, CONTINUATION_LABELS  # noqa: E402
 
 log = logging.getLogger(__name__)
 LABELS = {**CONDITION_LABELS, **{f"{k}-chat": f"{v} (chat)" for k, v in CONDITION_LABELS.items()}}
@@ -150,7 +150,7 @@ def figure4(rep: Report, block: pd.DataFrame, n_boot: int) -> None:
     rep.figure("figure4_change_from_raw", fig, "Change in success from the matching Raw cell (Figure 4 analogue)")
 
 
-def continuation_labels(cont: pd.DataFrame, trained: Sequence[str] = ()) -> tuple[dict[str, str], str]:
+def continuation_labels(cont: pd.DataFrame, trained: Mapping[str, Any] | None = None) -> tuple[dict[str, str], str]:
     """Labels of the continuation conditions, the Calibrator's naming the endpoint that played
     the role and whether it is the learned calibrator or an untrained stand-in; and a
     caption note saying the same (empty when no Calibrator row is shown)."""
@@ -162,7 +162,9 @@ def continuation_labels(cont: pd.DataFrame, trained: Sequence[str] = ()) -> tupl
     if rows.empty:
         return labels, ""
     names = list(rows["calibrator"].dropna()) if "calibrator" in rows.columns else []
-    label = calibrator_label(names, trained)
+    from memtrials.studies.history.calibrator.rollouts import calibrator_label
+
+    label = calibrator_label(names, trained or {})
     labels["calibrator"], labels["calibrator-chat"] = label, f"{label} (chat)"
     who = ", ".join(sorted(set(map(str, names)))) or "an endpoint not recorded"
     if "stand-in" in label:
@@ -171,7 +173,7 @@ def continuation_labels(cont: pd.DataFrame, trained: Sequence[str] = ()) -> tupl
     return labels, f". Calibrator rows: the learned calibrator served by {who}"
 
 
-def continuation_part(rep: Report, cont: pd.DataFrame, n_boot: int, trained: Sequence[str] = ()) -> None:
+def continuation_part(rep: Report, cont: pd.DataFrame, n_boot: int, trained: Mapping[str, Any] | None = None) -> None:
     if cont.empty:
         rep.table("table_recovery", _empty("no continuations (no unsuccessful Raw source of length >= the minimum)"),
                   "Recovery from the restored floor(L/3) state")
@@ -291,7 +293,7 @@ def write_report(rollouts: Sequence[str], continuation: Sequence[str], probe: Se
     checkpoint's digest); any other is labelled an untrained stand-in."""
     from memtrials.studies.history.calibrator.rollouts import trained_endpoints
 
-    trained = sorted(trained_endpoints(trained_calibrators or {}))
+    trained = trained_endpoints(trained_calibrators or {})
     n_boot = int(analysis["n_boot"])
     rep = Report(tables_dir, figures_dir)
     eps, steps = _with_cells(rollouts)

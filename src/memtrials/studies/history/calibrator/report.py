@@ -111,6 +111,19 @@ def ablation_caption(endpoints: Mapping[str, str], declared: Mapping[str, str], 
             + ("; " + "; ".join(notes) if notes else ""))
 
 
+def calls_by_endpoint(cells: Mapping[str, Sequence[str]], calibrator: str | None,
+                      ablation_endpoints: Mapping[str, str]) -> dict[str, list[str]]:
+    """The calls files of every Calibrator cell, by the endpoint that reviewed in it (the
+    ``calibrator`` key: ``roles.calibrator``; ``calibrator-<endpoint>``; an ablation variant)."""
+    out: dict[str, list[str]] = {}
+    for key, paths in cells.items():
+        who = calibrator if key == "calibrator" else key.partition("-")[2] if key.startswith("calibrator-") \
+            else ablation_endpoints.get(key)
+        if who:
+            out.setdefault(who, []).extend(str(p)[: -len(".parquet")] + ".calls.parquet" for p in paths)
+    return out
+
+
 def _read(paths: Sequence[str]) -> pd.DataFrame:
     return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else pd.DataFrame()
 
@@ -118,6 +131,7 @@ def _read(paths: Sequence[str]) -> pd.DataFrame:
 def write_report(*, labels: str, compare: Sequence[str], datasets: Sequence[str], sft: Sequence[str],
                  rollouts: Mapping[str, Sequence[str]], calibrator: str | None, joint: Sequence[str] = (),
                  trained: Mapping[str, str], tables_dir: str, figures_dir: str, index_path: str,
+                 served: Sequence[str] = (),
                  ablation: Mapping[str, Sequence[str]] | None = None,
                  ablation_endpoints: Mapping[str, str] | None = None,
                  arms: Mapping[str, Sequence[str]] | None = None) -> list[str]:
@@ -136,7 +150,8 @@ def write_report(*, labels: str, compare: Sequence[str], datasets: Sequence[str]
     rates = next_action_rates(compares)
     out += [str(p) for p in write_table(rates, td / "figure10_next_action", caption=(
         "Changes in next-action quality with candidate experiences, per recipient actor (Figure 10): rates over all "
-        "completed comparisons, ties included"))]
+        "completed comparisons, ties included; only screened candidates are compared (a candidate the content screen "
+        "rejects is a NOUPDATE target and never reaches a comparison), so the denominator counts screened candidates"))]
     fig, ax = plt.subplots(figsize=(6, 3))
     x = np.arange(len(rates))
     ax.bar(x - 0.2, rates["Improved (%)"].fillna(0), 0.4, label="Improved")
@@ -162,18 +177,23 @@ def write_report(*, labels: str, compare: Sequence[str], datasets: Sequence[str]
         for p in sft:
             m = json.loads(Path(p).read_text(encoding="utf-8"))
             ls = [x["loss"] for x in m["losses"]]
-            sft_rows.append({"Variant": Path(p).parent.name, "Base model": m["recipe"]["base_model"],
-                             "Examples": m["examples"], "First loss": ls[0] if ls else np.nan,
-                             "Last loss": ls[-1] if ls else np.nan, "Digest": m["digest"][:12]})
+            sft_rows.append({"Variant": Path(p).parent.name, "Base model": m["recipe"].get("label") or
+                             m["recipe"]["base_model"], "Examples": m["examples"], "Steps": m.get("steps"),
+                             "Tokens per epoch": m.get("tokens_per_epoch"), "Seconds": m.get("seconds"),
+                             "First loss": ls[0] if ls else np.nan, "Last loss": ls[-1] if ls else np.nan,
+                             "Digest": m["digest"][:12]})
         out += [str(p) for p in write_table(pd.DataFrame(sft_rows), td / "sft_runs", caption="SFT runs")]
+    calls = calls_by_endpoint({**rollouts, **(ablation or {})}, calibrator, dict(ablation_endpoints or {}))
+    ok = trained_endpoints(trained, calls, served)
     if rollouts:
         frames = {c: _read(list(ps)) for c, ps in rollouts.items()}
-        who = [calibrator] if calibrator else []
-        ok = trained_endpoints(trained)
-        labels_ = {"raw": "Raw", "causal": "Causal Transition", "calibrator": calibrator_label(who, ok)}
+        labels_ = {"raw": "Raw", "causal": "Causal Transition"}
+        labels_.update({c: calibrator_label([calibrator if c == "calibrator" else c.partition("-")[2]], ok)
+                        for c in frames if c.startswith("calibrator")})
         succ = success_rows(frames, labels_)
-        cap = (f"Full-rollout success (Table 8 / Figure 7), Wilson 95% intervals; the Calibrator rows: "
-               f"{labels_['calibrator']}")
+        cap = ("Full-rollout success (Table 8 / Figure 7), Wilson 95% intervals, all arms on the same tasks and seeds; "
+               "the Calibrator rows: " + "; ".join(v for k, v in labels_.items() if k.startswith("calibrator"))
+               + " (\"trained\" only where the checkpoint digest recorded with the calls equals its manifest's)")
         out += [str(p) for p in write_table(succ, td / "table8_success", caption=cap)]
         pooled = succ[(succ["Model"] == "all") | (succ["Environment"] == "all")]
         fig, ax = plt.subplots(figsize=(7, 3))
@@ -191,7 +211,7 @@ def write_report(*, labels: str, compare: Sequence[str], datasets: Sequence[str]
         ax.legend(fontsize=6)
         out += [str(p) for p in save_figure(fig, [fd / "figure7_success.png", fd / "figure7_success.svg"])]
         plt.close(fig)
-    out += _ablation_and_joint(td, fd, ablation or {}, dict(ablation_endpoints or {}), arms or {}, trained)
+    out += _ablation_and_joint(td, fd, ablation or {}, dict(ablation_endpoints or {}), arms or {}, trained, ok)
     for p in joint:
         n = sum(1 for line in Path(p).read_text(encoding="utf-8").splitlines() if line.strip())
         out.append(f"{p} ({n} examples)")
@@ -216,9 +236,9 @@ TITLES = {"full": "Full Calibrator", "screen_only": "Content screening only",
 
 
 def _ablation_and_joint(td: Path, fd: Path, ablation: Mapping[str, Sequence[str]], endpoints: Mapping[str, str],
-                        arms: Mapping[str, Sequence[str]], trained: Mapping[str, str]) -> list[str]:
+                        arms: Mapping[str, Sequence[str]], trained: Mapping[str, str],
+                        ok: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
-    ok = trained_endpoints(trained)
     if ablation:
         frames = {v: _read(list(ps)) for v, ps in ablation.items()}
         labels = {v: calibrator_label([endpoints.get(v)], ok, TITLES[v]) for v in frames}

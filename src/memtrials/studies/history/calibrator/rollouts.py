@@ -89,10 +89,15 @@ def checkpoint_digest(folder: str | Path) -> str:
     return weights_digest(Path(folder))
 
 
-def trained_endpoints(declared: Mapping[str, str]) -> dict[str, str]:
-    """The endpoints of ``calibrator.trained_endpoints`` whose folder holds a checkpoint that the
-    training rule wrote (its manifest says ``trained_by: calibrator_sft`` and its weights still
-    match the manifest's digest): name -> digest.  Any other endpoint is an untrained stand-in."""
+def trained_endpoints(declared: Mapping[str, str], calls: Mapping[str, Sequence[str]] | None = None,
+                      served: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    """The endpoints of ``declared`` (name -> checkpoint folder) whose folder holds a checkpoint
+    the training rule wrote (its manifest says ``trained_by: calibrator_sft`` and its weights
+    still match the manifest's digest): name -> {digest, label, examples}.  For an endpoint in
+    ``served`` (an embedded checkpoint entry, whose records carry ``<model>@<digest>``) also every
+    call recorded for it in ``calls[name]`` (calls Parquet files) must name that digest, and at
+    least one must: a reply replayed from another checkpoint, or none at all, is not "trained".
+    Any other endpoint is an untrained stand-in."""
     out = {}
     for name, folder in declared.items():
         man = Path(folder) / MANIFEST
@@ -100,8 +105,25 @@ def trained_endpoints(declared: Mapping[str, str]) -> dict[str, str]:
             continue
         data = json.loads(man.read_text(encoding="utf-8"))
         ckpt = Path(folder) / data.get("checkpoint", "checkpoint")
-        if data.get("trained_by") == TRAINED_BY and ckpt.is_dir() and checkpoint_digest(ckpt) == data.get("digest"):
-            out[name] = str(data["digest"])
+        if not (data.get("trained_by") == TRAINED_BY and ckpt.is_dir() and checkpoint_digest(ckpt) == data.get("digest")):
+            continue
+        if name in served and recorded_digests((calls or {}).get(name, ()), name) != {str(data["digest"])}:
+            continue
+        recipe = data.get("recipe", {})
+        out[name] = {"digest": str(data["digest"]), "examples": int(data.get("examples", 0)),
+                     "label": str(recipe.get("label") or recipe.get("base_model", ""))}
+    return out
+
+
+def recorded_digests(paths: Sequence[str], endpoint: str) -> set[str]:
+    """The checkpoint digests named by the calls recorded for ``endpoint`` in calls Parquet files
+    (their ``model`` column, ``<model>@<digest>``; a call without one counts as ``""``)."""
+    import pyarrow.parquet as pq
+
+    out: set[str] = set()
+    for p in paths:
+        t = pq.read_table(p, columns=["endpoint", "model"]).to_pydict()
+        out |= {m.partition("@")[2] for e, m in zip(t["endpoint"], t["model"]) if e == endpoint}
     return out
 
 
@@ -114,10 +136,13 @@ def trained_on(declared: Mapping[str, str], name: str) -> str | None:
     return Path(str(json.loads(man.read_text(encoding="utf-8")).get("dataset", ""))).stem or None
 
 
-def calibrator_label(endpoints: Sequence[str], trained: Mapping[str, str], title: str = "Calibrator") -> str:
-    """``<title> (<endpoint>)`` for a trained checkpoint, else ``<title> (untrained stand-in: <endpoint>)``."""
+def calibrator_label(endpoints: Sequence[str], trained: Mapping[str, Mapping[str, Any]],
+                     title: str = "Calibrator") -> str:
+    """``<title> (trained: <base> on N examples)`` when every endpoint is a verified trained
+    checkpoint (:func:`trained_endpoints`), else ``<title> (untrained stand-in: <endpoint>)``."""
     names = sorted({str(e) for e in endpoints if e})
     who = ", ".join(names) or "endpoint not recorded"
     if names and set(names) <= set(trained):
-        return f"{title} ({who})"
+        what = sorted({f"{trained[n]['label']} on {trained[n]['examples']} examples" for n in names})
+        return f"{title} (trained: {'; '.join(what)})"
     return f"{title} (untrained stand-in: {who})"

@@ -46,6 +46,10 @@ class CalibratorWorkflow(Study):
         self.train_variants = list(self.train["variants"]) if self.train["enabled"] else []
         self.rollouts_enabled = bool(self.c["rollouts"]["enabled"])
         self.rollout_envs = list(self.c["rollouts"]["envs"])
+        served = self.serving_trained()
+        trained = self.c["rollouts"]["trained"]
+        self.trained_cals = (sorted(set(served.values())) if trained is None else list(trained)) \
+            if self.rollouts_enabled else []
         ab, jo = dict(self.c["ablation"]), dict(self.c["joint"])
         self.ablation_enabled = self.rollouts_enabled and bool(ab["enabled"])
         self.joint_enabled = self.rollouts_enabled and bool(jo["enabled"])
@@ -56,7 +60,8 @@ class CalibratorWorkflow(Study):
         self.roles = dict(config["roles"])
         self.prompts_dir = str(self.c["prompts_dir"])
         self.generator, self.judge = self.roles.get("generator"), self.roles.get("judge")
-        self.ablation_endpoints = {v: (e or self.roles.get("calibrator")) for v, e in dict(ab["endpoints"]).items()}
+        self.ablation_endpoints = {v: (e or served.get(v) or self.roles.get("calibrator"))
+                                   for v, e in dict(ab["endpoints"]).items()}
 
     def check(self) -> None:
         for role in ("generator", "judge") + (("calibrator",) if self.rollouts_enabled else ()):
@@ -84,11 +89,11 @@ class CalibratorWorkflow(Study):
                              f"set calibrator.sources.tasks_per_cell to at most that, or name a larger split in "
                              f"calibrator.splits.{env} (or list more types in history.task_types.{env}, or null)",
                              types=(self.h["task_types"] or {}).get(env), types_key=f"history.task_types.{env}")
-        self.check_rollouts()
         bad = sorted(set(self.variants) - set(VARIANTS)) + sorted(set(self.train["variants"]) - set(self.variants))
         if bad:
             raise ConfigError(f"config key calibrator.variants / calibrator.train.variants: unknown or not built "
                               f"{bad}; allowed: {', '.join(VARIANTS)} (train.variants must be among variants)")
+        self.check_rollouts()
 
     def training_envs(self) -> list[str]:
         """Environments with rollouts on the calibrator's training splits: the label chain's
@@ -107,11 +112,20 @@ class CalibratorWorkflow(Study):
                               "cells on the same tasks: name environments of history.envs")
         named = [("calibrator.joint.data_models", e) for e in self.joint_data_models]
         named += [(f"calibrator.ablation.endpoints.{v}", e) for v, e in c["ablation"]["endpoints"].items() if e]
+        named += [("calibrator.rollouts.trained", e) for e in self.trained_cals]
         named += [(f"calibrator.joint.actors.{a}", e) for a, es in self.joint_actors.items() for e in es]
         for key, e in named:
             if e not in self.models_registry:
                 raise ConfigError(f"config key {key}: endpoint '{e}' is not in the registry; add an entry to "
                                   f"{self.config['models_file']} or name another")
+        named += [("roles.calibrator", self.roles.get("calibrator"))]
+        for key, e in named:
+            for man in self.manifests(e):
+                variant = man.split("/")[-2]
+                if man.startswith("results/calibrator/sft/") and variant not in self.train_variants:
+                    raise ConfigError(f"config key {key}: endpoint '{e}' serves the checkpoint {man}, which no rule "
+                                      f"of this config trains: set calibrator.train.enabled: true with '{variant}' "
+                                      f"in calibrator.train.variants, or name another endpoint")
 
     def prompt_files(self) -> list[str]:
         from memtrials.studies.history.calibrator.prompts import PROMPT_FILES
@@ -163,9 +177,56 @@ class CalibratorWorkflow(Study):
                 "max_experience_chars": j["max_experience_chars"]}
 
     def recipe(self) -> dict[str, Any]:
-        """The SFT recipe (``calibrator.train`` less the rule's plumbing)."""
-        return {k: self.train[k] for k in ("base_model", "epochs", "learning_rate", "batch_size", "grad_accum",
-                                            "max_length", "bf16", "seed")}
+        """The SFT recipe (``calibrator.train`` less the rule's plumbing; ``base_model`` an
+        embedded registry endpoint is resolved to its GGUF by the rule's script)."""
+        keys = ("base_model", "label", "epochs", "max_steps", "learning_rate", "batch_size", "grad_accum",
+                "max_length", "bf16", "seed", "method", "train_layers", "lora", "gradient_checkpointing",
+                "cpu_max_params", "allow_cpu")
+        return {k: self.train[k] for k in keys}
+
+    def serving_trained(self) -> dict[str, str]:
+        """Variant -> the registry's embedded checkpoint entry that serves what this config's
+        ``calibrator_sft`` trains on it (``results/calibrator/sft/<variant>``; the first by name)."""
+        out: dict[str, str] = {}
+        for name in sorted(self.models_registry):
+            ep = self.models_registry[name]
+            folder = ep.embedded.checkpoint.rstrip("/") if ep.embedded is not None else ""
+            variant = folder.rpartition("/")[2]
+            if folder == f"results/calibrator/sft/{variant}" and variant in self.train_variants:
+                out.setdefault(variant, name)
+        return out
+
+    def sft_code(self) -> list[str]:
+        """The training entry point's source files (run in the training environment)."""
+        d = "src/memtrials/studies/history/calibrator"
+        return [f"{d}/sft.py", f"{d}/sft_model.py", f"{d}/sft_gguf.py", f"{d}/sft_rule.py"]
+
+    def manifests(self, endpoint: str | None) -> list[str]:
+        """The training manifest an endpoint serves (an embedded ``checkpoint`` entry's
+        ``memtrials-sft.json``), as an input of every rule whose calls go to it: retraining
+        reruns them."""
+        ep = self.models_registry.get(endpoint) if endpoint else None
+        if ep is None or ep.embedded is None or not ep.embedded.checkpoint:
+            return []
+        from memtrials.config.models import CHECKPOINT_MANIFEST
+
+        return [f"{ep.embedded.checkpoint}/{CHECKPOINT_MANIFEST}"]
+
+    def trained_folders(self) -> dict[str, str]:
+        """Every endpoint with a training folder: the served ones of ``calibrator.trained_endpoints``
+        and the registry's embedded checkpoint entries."""
+        out = dict(self.c["trained_endpoints"])
+        for name, ep in self.models_registry.items():
+            if ep.embedded is not None and ep.embedded.checkpoint:
+                out[name] = ep.embedded.checkpoint
+        return out
+
+    def served_checkpoints(self) -> list[str]:
+        """The registry's embedded checkpoint entries (their records carry the digest)."""
+        return sorted(n for n, ep in self.models_registry.items() if ep.embedded is not None and ep.embedded.checkpoint)
+
+    def trained_file(self, model: str, env: str, who: str) -> str:
+        return f"results/calibrator/rollouts/{model}/{env}/calibrator-{who}.parquet"
 
     def source_paths(self) -> list[dict[str, str]]:
         return [{"model": m, "env": e, "episodes": f"results/calibrator/sources/{m}/{e}.parquet",
@@ -182,9 +243,12 @@ class CalibratorWorkflow(Study):
             return {}
         ms, es = self.history_models, self.rollout_envs
         hist = "results/history/rollouts"
-        return {"raw": [f"{hist}/{m}/{e}/raw.parquet" for m in ms for e in es],
-                "causal": [f"{hist}/{m}/{e}/causal.parquet" for m in ms for e in es],
-                "calibrator": [f"results/calibrator/rollouts/{m}/{e}/calibrator.parquet" for m in ms for e in es]}
+        out = {"raw": [f"{hist}/{m}/{e}/raw.parquet" for m in ms for e in es],
+               "causal": [f"{hist}/{m}/{e}/causal.parquet" for m in ms for e in es],
+               "calibrator": [f"results/calibrator/rollouts/{m}/{e}/calibrator.parquet" for m in ms for e in es]}
+        for who in self.trained_cals:
+            out[f"calibrator-{who}"] = [self.trained_file(m, e, who) for m in ms for e in es]
+        return out
 
     def joint_data_files(self) -> dict[str, list[str]]:
         """The rollouts both joint-actor datasets come from, all on the calibrator's training
@@ -196,14 +260,18 @@ class CalibratorWorkflow(Study):
                 "raw": [f"results/calibrator/sources/{m}/{e}.parquet" for m in ms for e in es]}
 
     def ablation_files(self) -> dict[str, list[str]]:
-        """Table 9's Calibrator cells per variant: for ``full``, the Table 8 cells when its endpoint
-        is ``roles.calibrator`` (the same rollouts); otherwise the variant's own cells."""
+        """Table 9's Calibrator cells per variant: Table 8's cells of its endpoint where Table 8 has
+        them (``roles.calibrator``, ``calibrator.rollouts.trained``: the same tasks, seeds and
+        endpoint, so the same rollouts); otherwise the variant's own cells."""
         if not self.ablation_enabled:
             return {}
         out = {}
         for v in VARIANTS:
-            if v == "full" and self.ablation_endpoints[v] == self.roles.get("calibrator"):
+            who = self.ablation_endpoints[v]
+            if who == self.roles.get("calibrator"):
                 out[v] = self.rollout_files()["calibrator"]
+            elif who in self.trained_cals:
+                out[v] = self.rollout_files()[f"calibrator-{who}"]
             else:
                 out[v] = [f"results/calibrator/ablation/{v}/{m}/{e}.parquet"
                           for m in self.history_models for e in self.rollout_envs]
@@ -229,6 +297,8 @@ class CalibratorWorkflow(Study):
                                "sft": [f"results/calibrator/sft/{v}/memtrials-sft.json" for v in self.train_variants]
                                + self.joint_sft_files()}
         out.update(self.rollout_files())
+        used = [self.roles.get("calibrator"), *self.trained_cals, *self.ablation_endpoints.values()]
+        out["manifests"] = sorted({m for e in used for m in self.manifests(e)})
         if self.rollouts_enabled:
             out["joint"] = ["results/calibrator/joint/joint.jsonl", "results/calibrator/joint/action_only.jsonl"]
         out.update({f"ablation_{v}": fs for v, fs in self.ablation_files().items()})
