@@ -47,7 +47,7 @@ def prepare(srv, out: Path, cache: Path) -> list[str]:
 def test_reflexion_stream_serves_in_order_and_evaluation_is_frozen(loopback, tmp_path):
     srv = loopback(policy=policy, embed_dim=32)
     out = tmp_path / "run"
-    subprocess.run(prepare(srv, out, tmp_path / "cache") + ["reflexion", "eval"], env=child_env(), check=True,
+    subprocess.run(prepare(srv, out, tmp_path / "cache") + ["reflexion", "eval-rounds"], env=child_env(), check=True,
                    capture_output=True, timeout=400)
     train = pd.read_parquet(out / "train.parquet").sort_values(["round", "position"])
     steps = pd.read_parquet(out / "train.steps.parquet")
@@ -73,7 +73,16 @@ def test_reflexion_stream_serves_in_order_and_evaluation_is_frozen(loopback, tmp
     # evaluation: memory frozen, digest unchanged, its episodes never reach the memory
     record = json.loads((out / "eval.json").read_text())
     assert record["memory_unchanged"] and record["memory_digest"] == read_snapshot(out / "memory.json")["digest"]
-    ev = pd.read_parquet(out / "eval.parquet")
+    every = pd.read_parquet(out / "eval.parquet")
+    # every round's snapshot on the same held-out tasks with the same episode seeds; the final
+    # round keeps the episode ids of a final-only evaluation
+    assert sorted(every["round"].unique()) == [1, 2] and record["rounds_evaluated"] == [1, 2]
+    r1, ev = every[every["round"] == 1], every[every["round"] == 2].reset_index(drop=True)
+    assert list(r1["task_id"]) == list(ev["task_id"]) and list(r1["seed"]) == list(ev["seed"])
+    assert all(e.endswith(f"/eval/{i:03d}") for i, e in enumerate(ev["episode_id"]))
+    assert record["episodes"] == len(ev) and record["won"] == int(ev["won"].sum())
+    round1 = [s for s in rounds["snapshots"] if s["round"] == 1][0]["state"]["reflections"]
+    assert (r1["n_reflections_served"] == min(3, sum(len(v) for v in round1.values()))).all()
     assert (ev["phase"] == "eval").all() and (ev["synthesis_calls_total"] == 0).all()
     # the held-out tasks never occur in training, yet are served the training reflections
     assert (~train["won"]).any() and (ev["n_reflections_served"] == min(3, int((~train["won"]).sum()))).all()
