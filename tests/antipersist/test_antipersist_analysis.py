@@ -20,7 +20,7 @@ def episodes(rates, seeds=3, n=400, rng=None, phase="eval"):
             for s in range(1, seeds + 1):
                 for i in range(n):
                     rows.append({"design": design, "model": "m", "env": env, "seed_index": s, "won": rng.random() < p,
-                                 "round": 1 + i % 2, "llm_calls": 3, "synthesis_calls_total": 1, "execution_calls": 2,
+                                 "round": 1 + i % 2 if phase == "train" else 2, "llm_calls": 3, "synthesis_calls_total": 1, "execution_calls": 2,
                                  "phase": phase})
     return pd.DataFrame(rows)
 

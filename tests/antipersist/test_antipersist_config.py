@@ -60,9 +60,15 @@ def test_jobs_slices_and_sweeps():
     assert "selector" in wf.cell("smollm2", "alfworld", "fixed-corrective")
     sw = workflow(sweeps__enabled=True)
     extra = sw.designs[len(listed):]
-    assert extra == ["antipersist-gamma-0.98", "antipersist-gamma-0.99", "antipersist-gamma-0.998",
-                     "antipersist-gamma-1.0", "antipersist-lambda-0.0", "antipersist-lambda-0.05",
-                     "antipersist-lambda-0.2", "antipersist-lambda-0.5"]
+    # the points equal to the main selector's gamma (0.998) and lam (0.05) are the main design's cells
+    assert extra == ["antipersist-gamma-0.98", "antipersist-gamma-0.99", "antipersist-gamma-1.0",
+                     "antipersist-lambda-0.0", "antipersist-lambda-0.2", "antipersist-lambda-0.5"]
+    plan = sw.sweep_plan()
+    assert [d for _, _, d in plan] == ["antipersist-gamma-0.98", "antipersist-gamma-0.99", "antipersist",
+                                       "antipersist-gamma-1.0", "antipersist-lambda-0.0", "antipersist",
+                                       "antipersist-lambda-0.2", "antipersist-lambda-0.5"]
+    alone = workflow(sweeps__enabled=True, designs=["trajectory"])  # the main design joins for its sweep rows
+    assert "antipersist" in alone.designs and "antipersist-gamma-0.998" not in alone.designs
     sel = base_config()["antipersist"]["selector"]
     assert selector_settings("antipersist-gamma-0.98", sel, 1)["gamma"] == 0.98 == sweep_of(extra[0])[1]
     assert selector_settings("antipersist-lambda-0.5", sel, 1)["lam"] == 0.5
@@ -83,7 +89,8 @@ def test_the_paper_preset_dry_run(workflow_copy):
     r = run_snakemake(workflow_copy, "-n", "--configfile", "config/presets/antipersist-paper.yaml", "--",
                       "results/antipersist/tables/index.md", timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    # 3 backbones x 2 benchmarks x (14 designs + 8 sweep designs) x 3 seeds streams, as many evaluations
+    # 3 backbones x 2 benchmarks x (14 designs + 6 sweep designs: the 8 points less the two equal to the
+    # main design, whose rows are its cells) x 3 seeds streams, as many evaluations
     counts = dict(re.findall(r"^(antipersist_\w+)\s+(\d+)$", r.stdout, re.MULTILINE))
-    assert counts == {"antipersist_train": str(3 * 2 * 22 * 3), "antipersist_eval": str(3 * 2 * 22 * 3),
+    assert counts == {"antipersist_train": str(3 * 2 * 20 * 3), "antipersist_eval": str(3 * 2 * 20 * 3),
                       "antipersist_report": "1"}, r.stdout[-2000:]

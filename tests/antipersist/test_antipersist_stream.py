@@ -47,14 +47,17 @@ def prepare(srv, out: Path, cache: Path) -> list[str]:
 def test_reflexion_stream_serves_in_order_and_evaluation_is_frozen(loopback, tmp_path):
     srv = loopback(policy=policy, embed_dim=32)
     out = tmp_path / "run"
-    subprocess.run(prepare(srv, out, tmp_path / "cache") + ["reflexion", "eval"], env=child_env(), check=True,
+    subprocess.run(prepare(srv, out, tmp_path / "cache") + ["reflexion", "eval-rounds"], env=child_env(), check=True,
                    capture_output=True, timeout=400)
     train = pd.read_parquet(out / "train.parquet").sort_values(["round", "position"])
     steps = pd.read_parquet(out / "train.steps.parquet")
-    # an episode is served exactly the reflections written after earlier failures of its task
+    # cross-task Reflexion (k = 3): an episode is served its task's reflections (the last three
+    # failures), then other tasks' reflections up to k in all, written after earlier failures only
     failed_before: dict[str, int] = {}
     for _, ep in train.iterrows():
-        assert ep["n_reflections_served"] == min(3, failed_before.get(ep["task_id"], 0)), ep["episode_id"]
+        own = min(3, failed_before.get(ep["task_id"], 0))
+        others = sum(min(3, n) for t, n in failed_before.items() if t != ep["task_id"])
+        assert ep["n_reflections_served"] == own + min(3 - own, others), ep["episode_id"]
         served = steps[steps["episode_id"] == ep["episode_id"]]["memory_ids"].map(json.loads)
         assert all(len(ids) == ep["n_reflections_served"] for ids in served)
         failed_before[ep["task_id"]] = failed_before.get(ep["task_id"], 0) + (not ep["won"])
@@ -70,12 +73,23 @@ def test_reflexion_stream_serves_in_order_and_evaluation_is_frozen(loopback, tmp
     # evaluation: memory frozen, digest unchanged, its episodes never reach the memory
     record = json.loads((out / "eval.json").read_text())
     assert record["memory_unchanged"] and record["memory_digest"] == read_snapshot(out / "memory.json")["digest"]
-    ev = pd.read_parquet(out / "eval.parquet")
+    every = pd.read_parquet(out / "eval.parquet")
+    # every round's snapshot on the same held-out tasks with the same episode seeds; the final
+    # round keeps the episode ids of a final-only evaluation
+    assert sorted(every["round"].unique()) == [1, 2] and record["rounds_evaluated"] == [1, 2]
+    r1, ev = every[every["round"] == 1], every[every["round"] == 2].reset_index(drop=True)
+    assert list(r1["task_id"]) == list(ev["task_id"]) and list(r1["seed"]) == list(ev["seed"])
+    assert all(e.endswith(f"/eval/{i:03d}") for i, e in enumerate(ev["episode_id"]))
+    assert record["episodes"] == len(ev) and record["won"] == int(ev["won"].sum())
+    round1 = [s for s in rounds["snapshots"] if s["round"] == 1][0]["state"]["reflections"]
+    assert (r1["n_reflections_served"] == min(3, sum(len(v) for v in round1.values()))).all()
     assert (ev["phase"] == "eval").all() and (ev["synthesis_calls_total"] == 0).all()
+    # the held-out tasks never occur in training, yet are served the training reflections
+    assert (~train["won"]).any() and (ev["n_reflections_served"] == min(3, int((~train["won"]).sum()))).all()
     kept = json.dumps(read_snapshot(out / "memory.json")["state"])
     assert not any(eid in kept for eid in ev["episode_id"])
     eval_calls = read_records(out / "eval.calls.parquet").to_pandas()
-    assert set(eval_calls["purpose"]) == {"actor"}  # no reflection at evaluation
+    assert set(eval_calls[eval_calls["endpoint"] == "loop"]["purpose"]) == {"actor"}  # no reflection at evaluation
 
 
 @pytest.mark.slow

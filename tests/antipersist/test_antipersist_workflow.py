@@ -47,5 +47,10 @@ def test_antipersist_workflow_end_to_end(tmp_path):
         assert (out / "loop" / "scienceworld" / d / "seed1" / "train.spec.json").exists()
     assert (out / "figures" / "success_per_round.png").stat().st_size > 0
     assert (out / "figures" / "success_per_round.svg").exists()
+    assert (out / "figures" / "heldout_per_round.png").stat().st_size > 0
+    per_round = pd.read_csv(out / "tables" / "per_round.csv")
+    assert {"training success", "held-out success"} <= set(per_round.columns)
+    assert per_round.dropna(subset=["held-out success"])["round"].unique().tolist() == [2]  # the final round only
+    assert (out / "tables" / "mode_shares_average.csv").exists()
     index = (out / "tables" / "index.md").read_text()
     assert "Held-out success" in index and "keep_discard.md" in index

@@ -144,3 +144,22 @@ def test_a_stream_serves_rules_kept_from_earlier_batches(loopback, tmp_path):
         ids = json.loads(steps[steps["episode_id"] == ep.summary["episode_id"]].iloc[0]["memory_ids"])
         assert sorted(ids) == ["R00001", "R00002"]
         assert all(m.rules[int(i[1:]) - 1]["text"] in prompt for i in ids)
+
+
+def test_lineage_records_the_rules_served_to_the_episode_a_synthesis_read(loopback, tmp_path):
+    """Issue 36, anti-persistence 3: each synthesis records the stored rules its episode was
+    served (its parents) and what it wrote, a repeat of a stored rule as that rule, not admitted."""
+    srv = loopback(policy=policy(lambda task: ["Open the fridge first."] if "egg" in task
+                                 else ["Open the fridge first.", f"Rule about {task}."]))
+    cfg = config(tmp_path, srv)
+    m = JointMemory(synthesizer="loop", embedder="emb")
+    update(cfg, m, [[episode("e1", "cool apple")]], tmp_path / "a.parquet")
+    later = episode("e2", "heat egg")
+    later.summary["retrieval"] = json.dumps([{"id": "T00001", "cosine": 0.5}, {"id": "R00002", "cosine": 0.4}])
+    update(cfg, m, [[later]], tmp_path / "b.parquet")
+    lin = m.abstraction.state()["lineage"]
+    assert lin[0] == {"episode_id": "e1", "parents": [],
+                      "generated": [{"id": "R00001", "admitted": True}, {"id": "R00002", "admitted": True}]}
+    assert lin[1] == {"episode_id": "e2", "parents": ["R00002"], "generated": [{"id": "R00001", "admitted": False}]}
+    assert [r["parents"] for r in m.abstraction.rules] == [[], []]
+    assert m.state()["abstraction"]["lineage"] == lin

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 from memtrials.llm import open_client
 from memtrials.memory.base import TaskContext
@@ -91,3 +92,31 @@ def test_snapshot_round_trip(loopback, tmp_path):
     restore(fresh, tmp_path / "m.json")
     assert fresh.state() == m.state() and read_snapshot(tmp_path / "m.json")["digest"] == snap["digest"]
     assert fresh.frozen().block("heat egg").ids == ("rx-00002",)
+
+
+def test_cross_task_serves_similar_tasks_reflections_within_the_budget(loopback, tmp_path):
+    """Issue 36, anti-persistence 1: a held-out task (never in training) is served the training
+    reflections of the most similar tasks, its own first, at most k in all; the snapshot keeps
+    the task vectors, and a restored memory serves the same."""
+    srv = loopback(policy=numbered, embed_dim=16)
+    cfg = config(tmp_path, srv)
+    m = ReflexionMemory(synthesizer="loop", prompts_dir=PROMPTS, embedder="emb", k=2)
+    update(cfg, m, [[episode("e1", "cool apple"), episode("e2", "heat egg"), episode("e3", "cool apple")]],
+           tmp_path / "a.parquet")
+    view = m.frozen()
+    held, own = serve(cfg, view, [("put pan", "put pan"), ("heat egg", "heat egg")], tmp_path / "s.parquet")
+    assert held.columns["n_reflections_served"] == 2 and len(held.block.lessons) == 2
+    served = json.loads(held.columns["retrieval"])
+    assert {x["id"] for x in served} <= {"rx-00001", "rx-00002", "rx-00003"} and len(served) == 2
+    assert all(x["cosine"] is not None for x in served)
+    assert "(on the task '" in held.block.render()
+    # the task's own reflection first, then the other task's by similarity
+    assert [x.id for x in own.block.lessons][0] == "rx-00002" and len(own.block.lessons) == 2
+    recs = calls(tmp_path / "s.parquet")
+    assert recs and {r["endpoint"] for r in recs} == {"emb"}  # serving embeds the task, no chat call
+    path = tmp_path / "m.json"
+    write_snapshot(path, m)
+    fresh = ReflexionMemory(synthesizer="loop", prompts_dir=PROMPTS, embedder="emb", k=2)
+    restore(fresh, path)
+    again = serve(cfg, fresh.frozen(), [("put pan", "put pan")], tmp_path / "t.parquet")[0]
+    assert again.block.render() == held.block.render()

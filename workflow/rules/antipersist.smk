@@ -43,6 +43,7 @@ rule antipersist_eval:
     input:
         tasks="results/tasks/{env}.parquet",
         memory="results/antipersist/{model}/{env}/{design}/seed{seed}/memory.json",
+        rounds="results/antipersist/{model}/{env}/{design}/seed{seed}/rounds.json",
         prompts=ANTIPERSIST.prompt_files(),
         actor_prompts=ANTIPERSIST.actor_prompt_files(),
         code=lambda wc: ANTIPERSIST.code("eval") + ANTIPERSIST.memory_code(wc.design),
@@ -65,6 +66,7 @@ rule antipersist_eval:
         cell=lambda wc: ANTIPERSIST.cell(wc.model, wc.env, wc.design),
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
         actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+        every_round=ANTIPERSIST.a["eval_every_round"],
     script:
         "../scripts/antipersist_eval.py"
 
@@ -84,6 +86,7 @@ rule antipersist_report:
     conda:
         CONDA_ENV
     params:
+        sweeps=ANTIPERSIST.sweep_plan(),
         tables_dir=lambda w, output: os.path.dirname(output.index),
         figures_dir=lambda w, output: os.path.join(
             os.path.dirname(os.path.dirname(output.index)), "figures"

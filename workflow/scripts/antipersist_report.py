@@ -9,4 +9,5 @@ from memtrials.studies.antipersist import entry
 s = snakemake  # noqa: F821
 run_rule(s, lambda: entry.report(eval_paths=list(s.input.eval), train_paths=list(s.input.train),
                                  tables_dir=s.params.tables_dir, figures_dir=s.params.figures_dir,
-                                 index=s.output.index))
+                                 index=s.output.index, memory_paths=list(s.input.memory),
+                                 sweeps=s.params.sweeps))

@@ -18,6 +18,13 @@ The anti-persistence paper's second and third designs, on the memory lifecycle
   similar trajectories and then the ``k`` most similar rules, in one block (lesson ids
   ``T..`` and ``R..``).
 
+Lineage (the evidence for error reproduction): every synthesis with a valid answer adds
+an entry to ``lineage`` in the state: the episode it read, ``parents`` (the stored rules
+that episode was served, from its ``retrieval`` column: ids ``R..``) and ``generated``
+(each non-empty rule it wrote, in order: ``id``, the stored rule's id, the existing one's
+for a repeat, and ``admitted``, whether it entered the store as a new rule).  Each stored
+rule also keeps its ``parents``.
+
 Synthesis calls happen in :meth:`update`, after the episode; ``update_calls`` in the state
 counts them per episode id (one each), so a study can count calls per episode (synthesis
 plus execution).  Episode columns: ``retrieval`` (JSON ``[{id, cosine}]``) and
@@ -64,6 +71,14 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+def served_rules(episode: Any) -> list[str]:
+    """The stored rule ids (``R..``) an episode was served, from its ``retrieval`` column."""
+    raw = episode.summary.get("retrieval")
+    if not raw:
+        return []
+    return [str(x["id"]) for x in json.loads(raw) if str(x["id"]).startswith("R")]
+
+
 def rules_block(rules: Sequence[Mapping[str, Any]], title: str = TITLE) -> MemoryBlock:
     return MemoryBlock(tuple(Lesson(r["id"], r["text"]) for r in rules), title)
 
@@ -106,6 +121,7 @@ class AbstractionMemory:
         self.counter = self.batches = 0
         self.rejected: list[dict[str, Any]] = []
         self.history: list[dict[str, Any]] = []
+        self.lineage: list[dict[str, Any]] = []
         self.update_calls: dict[str, int] = {}
 
     def frozen(self) -> AbstractionView:
@@ -124,7 +140,7 @@ class AbstractionMemory:
         replies = await asyncio.gather(*(client.complete_json(
             self.synthesizer, self.messages(ep), schema, schema_name="rules", max_tokens=self.max_tokens,
             purpose="abstraction_synthesis") for ep in episodes))
-        kept = {_norm(r["text"]) for r in self.rules}
+        kept = {_norm(r["text"]): r["id"] for r in self.rules}
         batch: dict[str, Any] = {"batch": self.batches, "added": [], "duplicates": 0, "empty": 0}
         for ep, r in zip(episodes, replies):  # in episode order
             eid = str(ep.summary["episode_id"])
@@ -133,6 +149,8 @@ class AbstractionMemory:
                 self.rejected.append({"batch": self.batches, "episode_id": eid, "call_id": r.call_id,
                                       "error": r.error})
                 continue
+            parents = served_rules(ep)
+            generated: list[dict[str, Any]] = []
             for raw in r.value["rules"][: self.max_rules]:
                 text = " ".join(str(raw).split())
                 if not text:
@@ -140,13 +158,16 @@ class AbstractionMemory:
                     continue
                 if _norm(text) in kept:
                     batch["duplicates"] += 1
+                    generated.append({"id": kept[_norm(text)], "admitted": False})
                     continue
-                kept.add(_norm(text))
                 self.counter += 1
                 rule = {"id": f"R{self.counter:05d}", "text": text, "episode_id": eid, "call_id": r.call_id,
-                        "batch": self.batches}
+                        "batch": self.batches, "parents": parents}
+                kept[_norm(text)] = rule["id"]
                 self.rules.append(rule)
                 batch["added"].append(rule["id"])
+                generated.append({"id": rule["id"], "admitted": True})
+            self.lineage.append({"episode_id": eid, "parents": parents, "generated": generated})
         await self.index.add(client, [r["text"] for r in self.rules if r["id"] in set(batch["added"])])
         self.history.append(batch)
         self.batches += 1
@@ -159,7 +180,7 @@ class AbstractionMemory:
         return {"settings": self.settings(), "counter": self.counter, "batches": self.batches,
                 "rules": [dict(r) for r in self.rules], "vectors": self.index.state(),
                 "rejected": [dict(x) for x in self.rejected], "history": json.loads(json.dumps(self.history)),
-                "update_calls": dict(self.update_calls)}
+                "lineage": json.loads(json.dumps(self.lineage)), "update_calls": dict(self.update_calls)}
 
     def load(self, state: Mapping[str, Any]) -> None:
         """Adopt a state's rules, vectors and records (this memory's settings are kept)."""
@@ -168,6 +189,7 @@ class AbstractionMemory:
         self.counter, self.batches = int(state["counter"]), int(state["batches"])
         self.rejected = [dict(x) for x in state["rejected"]]
         self.history = json.loads(json.dumps(list(state["history"])))
+        self.lineage = json.loads(json.dumps(list(state["lineage"])))
         self.update_calls = {str(k): int(v) for k, v in state["update_calls"].items()}
 
 

@@ -1,7 +1,8 @@
 """Generic statistics shared by the studies.
 
 - :mod:`.intervals`: Student-t interval with the degenerate rule for constant samples,
-  the two-sided t-test p-value, Wilson intervals for rates.
+  the two-sided t-test p-value, Wilson intervals for rates, Newcombe's interval for the
+  difference of two rates.
 - :mod:`.betting`: the fixed-bet test of a bounded mean (Waudby-Smith & Ramdas 2024;
   Shafer 2021), valid in finite samples for independent bounded values.
 - :mod:`.multiplicity`: Holm's step-down adjustment (through statsmodels).
@@ -16,7 +17,7 @@ from memtrials.lazy import lazy_names
 _WHERE = {
     "betting_pvalue": "betting", "betting_wealth": "betting",
     "Interval": "intervals", "degenerate_interval": "intervals", "t_interval": "intervals",
-    "t_test_pvalue": "intervals", "wilson_interval": "intervals",
+    "t_test_pvalue": "intervals", "wilson_interval": "intervals", "rate_difference": "intervals",
     "holm": "multiplicity",
     "PairedDifference": "paired", "mcnemar_exact": "paired", "paired_bootstrap": "paired",
     "paired_difference": "paired",

@@ -5,7 +5,9 @@ The Student-t interval follows the registered rule of *Lessons from Luck* (secti
 all equal ``v`` on the quantity's support ``[a, b]`` gets the degenerate interval
 ``[v - (v - a) q, v + (b - v) q]`` with ``q = 1 - (alpha/2)^(1/n)`` (``0.025^(1/n)`` at
 95 %), so that an estimate of exactly zero can still carry a non-zero interval.
-Wilson's score interval is used for every cell rate.
+Wilson's score interval is used for every cell rate; the difference of two independent
+rates takes Newcombe's hybrid score interval (built from the two Wilson intervals;
+statsmodels' ``confint_proportions_2indep``, method ``newcomb``).
 """
 
 from __future__ import annotations
@@ -113,3 +115,17 @@ def wilson_interval(k: int, n: int, level: float = 0.95) -> Interval:
     lo = 0.0 if k == 0 else max(0.0, centre - half)
     hi = 1.0 if k == n else min(1.0, centre + half)
     return Interval(p, lo, hi, n)
+
+
+def rate_difference(k1: int, n1: int, k0: int, n0: int, level: float = 0.95) -> Interval:
+    """``k1/n1 - k0/n0`` of two independent binomial samples with Newcombe's hybrid score
+    interval (Newcombe 1998, method 10; NaN when either sample is empty)."""
+    for k, n in ((k1, n1), (k0, n0)):
+        if n < 0 or k < 0 or k > n:
+            raise ValueError(f"rate_difference: need 0 <= k <= n, got k={k}, n={n}")
+    if n1 == 0 or n0 == 0:
+        return Interval(math.nan, math.nan, math.nan, n1 + n0)
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    lo, hi = confint_proportions_2indep(k1, n1, k0, n0, method="newcomb", compare="diff", alpha=1.0 - level)
+    return Interval(k1 / n1 - k0 / n0, float(lo), float(hi), n1 + n0)

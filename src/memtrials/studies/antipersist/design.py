@@ -12,7 +12,8 @@ held-out evaluation with the memory frozen; three seeds.  A **design** is one me
   mode per task);
 - the baselines: ``react`` (no memory), ``reflexion``, ``expel``, ``autorefine``;
 - the sweeps (``antipersist.sweeps``): ``antipersist-gamma-<g>`` and
-  ``antipersist-lambda-<l>``, the bandit with one setting changed.
+  ``antipersist-lambda-<l>``, the bandit with one setting changed; a point equal to the
+  main selector's setting is not a design of its own: its row is the main design's cells.
 
 Task pools come from the task tables (:func:`memtrials.envs.tasks.select_tasks`, seeded
 and balanced over task types): ``train_tasks`` of ``train_split`` and ``eval_tasks`` of
@@ -41,6 +42,8 @@ MEMORY_DESIGNS = ("trajectory", "abstraction", "joint", "antipersist", "antipers
 ABLATIONS = tuple(f"fixed-{m}" for m in MODES) + ("random",)
 BASELINES = ("react", "reflexion", "expel", "autorefine")
 DESIGNS = MEMORY_DESIGNS + ABLATIONS + BASELINES
+LINEAGE_DESIGNS = ("abstraction", "joint")
+"""The designs that store abstractions with their lineage (the error-reproduction evidence)."""
 ENVS = ("alfworld", "scienceworld")
 ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions", "listing")
 LABELS = {
@@ -51,12 +54,22 @@ LABELS = {
 }
 
 
-def sweep_designs(sweeps: Mapping[str, Any]) -> list[str]:
-    """The sweep designs when ``sweeps.enabled`` (values as written in the config)."""
+def sweep_points(sweeps: Mapping[str, Any], selector: Mapping[str, Any]) -> list[tuple[str, float, str]]:
+    """``(key, value, design)`` of every sweep point when ``sweeps.enabled``, in the config's order:
+    a point equal to the main selector's setting (``selector.gamma`` / ``selector.lam``) is the
+    main Anti-Persistence design itself, so its design is ``antipersist`` (the same cells, not a
+    re-run with other draws); any other point is ``antipersist-<key>-<value>``."""
     if not sweeps["enabled"]:
         return []
-    return ([f"antipersist-gamma-{v}" for v in sweeps["gamma"]] +
-            [f"antipersist-lambda-{v}" for v in sweeps["lambda"]])
+    main = {"gamma": float(selector["gamma"]), "lambda": float(selector["lam"])}
+    return [(key, float(v), "antipersist" if float(v) == main[key] else f"antipersist-{key}-{v}")
+            for key in ("gamma", "lambda") for v in sweeps[key]]
+
+
+def sweep_designs(sweeps: Mapping[str, Any], selector: Mapping[str, Any]) -> list[str]:
+    """The extra designs the sweeps need (values as written in the config): the points that
+    differ from the main design (:func:`sweep_points`)."""
+    return [d for _, _, d in sweep_points(sweeps, selector) if d != "antipersist"]
 
 
 def sweep_of(design: str) -> tuple[str, float] | None:

@@ -56,7 +56,9 @@ def make_memory(design: str, cell: Mapping[str, Any], prompts_dir: str, *, synth
     if design == "reflexion":
         from memtrials.memory.reflexion import ReflexionMemory
 
-        return ReflexionMemory(**common, max_reflections=int(cell["reflexion"]["max_reflections"]))
+        # cross-task: held-out tasks never occur in training (docs/antipersist.md, "Baselines")
+        return ReflexionMemory(**common, max_reflections=int(cell["reflexion"]["max_reflections"]),
+                               embedder=embedder, k=k)
     if design == "expel":
         from memtrials.memory.expel import ExpeLMemory
 

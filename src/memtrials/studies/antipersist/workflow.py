@@ -15,7 +15,7 @@ from memtrials.config import ConfigError
 from memtrials.envs.catalog import check_env_options, check_split, check_task_count
 from memtrials.memory.registry import check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
-from memtrials.studies.antipersist.design import DESIGNS, ENVS, sweep_designs
+from memtrials.studies.antipersist.design import DESIGNS, ENVS, LINEAGE_DESIGNS, sweep_designs, sweep_points
 from memtrials.studies.antipersist.memories import uses_selector
 
 ROOT = "results/antipersist"
@@ -36,7 +36,11 @@ class AntipersistWorkflow(Study):
         self.a = self.section
         self.models = list(self.a["models"] or config["panel"])
         self.envs = list(self.a["envs"])
-        self.designs = list(self.a["designs"]) + sweep_designs(self.a["sweeps"]) if self.enabled else []
+        self.designs = list(self.a["designs"]) + sweep_designs(self.a["sweeps"], self.a["selector"]) \
+            if self.enabled else []
+        if self.enabled and "antipersist" not in self.designs and any(
+                d == "antipersist" for _, _, d in self.sweep_plan()):
+            self.designs.append("antipersist")  # the sweep points equal to the main setting are its cells
         self.seeds = list(range(1, int(self.a["seeds"]) + 1)) if self.enabled else []
         self.embedder = config["roles"].get("embedder")
 
@@ -143,9 +147,16 @@ class AntipersistWorkflow(Study):
         return f"{ROOT}/{model}/{env}/{design}/seed{seed}"
 
     def report_inputs(self) -> dict[str, list[str]]:
+        """Every job's episode tables, and the final snapshots of the designs whose stored
+        abstractions carry a lineage (the error-reproduction table reads them)."""
         jobs = self.jobs()
         return {"eval": [f"{self.base(*j)}/eval.parquet" for j in jobs],
-                "train": [f"{self.base(*j)}/train.parquet" for j in jobs]}
+                "train": [f"{self.base(*j)}/train.parquet" for j in jobs],
+                "memory": [f"{self.base(*j)}/memory.json" for j in jobs if j[2] in LINEAGE_DESIGNS]}
+
+    def sweep_plan(self) -> list[list[Any]]:
+        """``[key, value, design]`` of every sweep point (the report's rows; :func:`.design.sweep_points`)."""
+        return [[k, v, d] for k, v, d in sweep_points(self.a["sweeps"], self.a["selector"])]
 
     def final_targets(self) -> list[str]:
         if not (self.enabled and self.jobs()):
