@@ -60,7 +60,7 @@ def _round_p(record_path: str) -> float:
 
 
 def _lessons(df: pd.DataFrame) -> list[Lesson]:
-    return [Lesson(str(r.lesson_id), str(r.text)) for r in df.itertuples(index=False)]
+    return [Lesson(str(r.lesson_id), str(r.text), getattr(r, "section", None)) for r in df.itertuples(index=False)]
 
 
 async def served_variants(method: str, cell: Mapping[str, Any], client: Client, runs: Sequence[str],
@@ -76,11 +76,12 @@ async def served_variants(method: str, cell: Mapping[str, Any], client: Client, 
     def fixed(variant: str, run: str, whole: pd.DataFrame, ids: Sequence[str]) -> None:
         rows = bl.in_order(whole, ids)
         notes["served"][f"{variant}:{run}"] = [str(x) for x in rows["lesson_id"]]
-        out.append((variant, run, play.view_of(rows), int(rows["tokens"].sum()) if len(rows) else 0))
+        out.append((variant, run, play.view_of(rows, cell["grouped"]), int(rows["tokens"].sum()) if len(rows) else 0))
 
     def similar(variant: str, run: str, whole: pd.DataFrame, k: int | None, share: float) -> None:
         tok = dict(zip(whole["lesson_id"].astype(str), whole["tokens"].astype(int)))
-        view = bl.SimilarityView(_lessons(whole), tok, embedder, k=k, cap=bl.cap_of(whole, share))
+        view = bl.SimilarityView(_lessons(whole), tok, embedder, k=k, cap=bl.cap_of(whole, share),
+                                 grouped=bool(cell["grouped"]))
         notes["served"][f"{variant}:{run}"] = view.chosen  # filled per episode
         out.append((variant, run, view, None))
 
@@ -97,9 +98,9 @@ async def served_variants(method: str, cell: Mapping[str, Any], client: Client, 
         fixed("curated", "pooled", final_playbook(_side(str(pooled), ".playbooks.parquet")),
               rec["curated"]["lesson_ids"])
         return out, notes
-    n_runs = len(runs) if b["runs"] is None else min(int(b["runs"]), len(runs))
-    for i in range(n_runs):
-        r, whole = runs[i], final_playbook(playbooks[i])
+    for r in cell["cut_runs"]:  # the same runs as RBC-cut and Whole in every table (workflow.cut_runs)
+        i = runs.index(r)
+        whole = final_playbook(playbooks[i])
         if method == "random":
             for o, ids in enumerate(bl.random_sets(whole, budget, seed=int(cell["seed"]) + i, orders=2), 1):
                 fixed(f"o{o}", r, whole, ids)
@@ -122,11 +123,12 @@ async def served_variants(method: str, cell: Mapping[str, Any], client: Client, 
                                      max_tokens=b["dc_max_tokens"])
             notes["calls"].append({"run": r, **{k: v for k, v in sel.items() if k != "keep"}, "keep": sel["keep"]})
             fixed("dc", r, whole, sel["keep"])
-        elif method == "judge":
+        elif method in ("judge", "judge_other"):
             from memtrials.curation import block_estimates
 
             eps = pd.read_parquet(_side(practice[i], ".parquet")).sort_values("design_episode")
-            labels = await bl.judge_labels(client, cell["roles"]["judge"], prompts_dir, eps,
+            notes["judge_model"] = cell["roles"][method]
+            labels = await bl.judge_labels(client, cell["roles"][method], prompts_dir, eps,
                                            pd.read_parquet(_side(practice[i], ".steps.parquet")))
             blocks = pd.read_parquet(_side(practice[i], ".blocks.parquet"))
             m = int(blocks["block"].max()) + 1 if len(blocks) else 0
@@ -229,14 +231,21 @@ async def pooled_run(config: Mapping[str, Any], *, model: str, env: str, variant
     write_parquet(pooled.assign(**{"pass": 1})[keep] if len(pooled) else pd.DataFrame(columns=keep), out_playbooks,
                   schema=PLAYBOOK_SCHEMA)
     k = len(playbooks)
+    # the same budget B as one run's: B x the mean whole-playbook tokens of the K runs, not of the pool
+    run_tokens = float(np.mean([int(f["tokens"].sum()) if len(f) else 0 for f in frames])) if frames else 0.0
+    pool_tokens = int(pooled["tokens"].sum()) if len(pooled) else 0
+    budget = float(cell["measurement"]["budget"])
+    pooled_budget = min(1.0, budget * run_tokens / pool_tokens) if pool_tokens and run_tokens else budget
     meas = {**cell["measurement"], "blocks": int(cell["measurement"]["blocks"]) * k, "p": 1.0 / k,
-            "episodes": int(cell["baselines"]["pooled_episodes"])}
+            "episodes": int(cell["baselines"]["pooled_episodes"]), "budget": pooled_budget}
     rec = await practice_run(config, model=model, env=env, variant=variant, growth=growth, run="pooled",  # type: ignore[arg-type]
                              cell={**cell, "measurement": meas}, actor_prompts_dir=actor_prompts_dir,
                              tasks_path=tasks_path, playbooks_path=out_playbooks, out_blocks=out_blocks,
                              out_design=out_design, out_estimates=out_estimates, out_episodes=out_episodes,
                              out_steps=out_steps, out_calls=out_calls, out_record=out_record, make_env=make_env)
     rec["pooled"] = {"runs": k, "lessons_in": len(texts), "lessons": int(len(pooled)),
+                     "budget": {"B": budget, "run_tokens_mean": run_tokens, "pool_tokens": pool_tokens,
+                                "share_of_pool": pooled_budget, "cap_tokens": budget * run_tokens},
                      "merged": {str(r.lesson_id): list(r.merged) for r in pooled.itertuples() if len(r.merged)}}
     atomic_write_json(out_record, json_ready(rec))
     return rec
