@@ -214,6 +214,13 @@ async def baseline_run(config: Mapping[str, Any], *, model: str, env: str, varia
     return record
 
 
+def pooled_share(run_tokens: Sequence[int], pool_tokens: int, budget: float) -> float:
+    """The share of the pool's tokens that Pooled may serve: the same budget B as one run's (B x the
+    runs' mean whole-playbook tokens), not B of the K-times larger pool; at most the whole pool."""
+    mean = float(np.mean(run_tokens)) if len(run_tokens) else 0.0
+    return min(1.0, budget * mean / pool_tokens) if pool_tokens and mean else budget
+
+
 async def pooled_run(config: Mapping[str, Any], *, model: str, env: str, variant: str, growth: str,
                      cell: Mapping[str, Any], actor_prompts_dir: str, tasks_path: str, playbooks: Sequence[str],
                      out_playbooks: str, out_blocks: str, out_design: str, out_estimates: str, out_episodes: str,
@@ -231,11 +238,10 @@ async def pooled_run(config: Mapping[str, Any], *, model: str, env: str, variant
     write_parquet(pooled.assign(**{"pass": 1})[keep] if len(pooled) else pd.DataFrame(columns=keep), out_playbooks,
                   schema=PLAYBOOK_SCHEMA)
     k = len(playbooks)
-    # the same budget B as one run's: B x the mean whole-playbook tokens of the K runs, not of the pool
     run_tokens = float(np.mean([int(f["tokens"].sum()) if len(f) else 0 for f in frames])) if frames else 0.0
     pool_tokens = int(pooled["tokens"].sum()) if len(pooled) else 0
     budget = float(cell["measurement"]["budget"])
-    pooled_budget = min(1.0, budget * run_tokens / pool_tokens) if pool_tokens and run_tokens else budget
+    pooled_budget = pooled_share([int(f["tokens"].sum()) if len(f) else 0 for f in frames], pool_tokens, budget)
     meas = {**cell["measurement"], "blocks": int(cell["measurement"]["blocks"]) * k, "p": 1.0 / k,
             "episodes": int(cell["baselines"]["pooled_episodes"]), "budget": pooled_budget}
     rec = await practice_run(config, model=model, env=env, variant=variant, growth=growth, run="pooled",  # type: ignore[arg-type]
