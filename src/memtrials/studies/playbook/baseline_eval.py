@@ -226,7 +226,9 @@ async def pooled_run(config: Mapping[str, Any], *, model: str, env: str, variant
                      out_playbooks: str, out_blocks: str, out_design: str, out_estimates: str, out_episodes: str,
                      out_steps: str, out_calls: str, out_record: str,
                      make_env: Callable[[], Any] | None = None) -> dict[str, Any]:
-    """Pool the K runs, merge near-duplicates, and run one practice round over m x K blocks at 1/K."""
+    """Pool the K runs, merge near-duplicates, and run one practice round over m x K blocks at 1/K
+    (K: Table 1's, ``choice.runs``; the runs grown beyond it only extend Figure 6)."""
+    playbooks = list(playbooks)[:int(cell["choice"]["runs"] or len(playbooks))]
     frames = [final_playbook(p) for p in playbooks]
     texts = [str(t) for f in frames for t in f["text"]]
     cell_id = f"playbook/{growth}/{model}/{env}/{variant}/pooled"

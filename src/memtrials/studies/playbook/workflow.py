@@ -298,7 +298,7 @@ class PlaybookWorkflow(Study):
                         role_endpoints={"embedder": self.endpoint(self.roles["embedder"])})
         if part in ("practice", "choice", "eval", "baseline", "pooled"):
             cell["grouped"] = bool(p["growth"]["grouped"])  # one rendering of a lesson set (play.view_of)
-        if part in ("choice", "baseline"):
+        if part in ("choice", "baseline", "pooled"):
             cell["choice"], cell["cut_runs"] = dict(p["choice"]), self.cut_runs()
         if part == "eval":
             cell["evaluation"] = dict(p["evaluation"])
