@@ -3,9 +3,10 @@
 Scores (Section 4): an episode scores 1 when the task is completed; a candidate's score
 on a setting is 100 x the mean over evaluation tasks of the mean over that task's seeds
 (:func:`method_score`).  A method's score is the score of the candidate it serves: No
-playbook ``none``; Whole each run's ``whole:runk`` (Table 1's Whole: their mean over
-runs); Best-Full and RBC the candidate their choice on practice episodes named; RBC-cut
-``curated:run1``.  Costs (Tables 12-13) count episodes and model tokens (prompt +
+playbook ``none``; Whole each run's ``whole:runk`` (Table 1's Whole: their mean over the
+cut runs); Best-Full and RBC the candidate their choice on practice episodes named (over
+Table 1's K); RBC-cut the mean of ``curated:runk`` over the cut runs, the runs every
+budgeted baseline cuts (:func:`cut_runs`).  Costs (Tables 12-13) count episodes and model tokens (prompt +
 completion, every call: actor, Reflector, Curator, embeddings) of growth, practice and
 candidate scoring that each method needs before serving.
 """
