@@ -267,7 +267,8 @@ def record_markdown(rec: dict[str, Any]) -> str:
              f"RBC serves **{rec['rbc']['chosen']}** (practice score {rec['rbc']['score']:.3f} on "
              f"{rec['choice_episodes']} fresh practice episodes; tied: {', '.join(rec['rbc']['tied'])}); "
              f"Best-Full serves **{rec['best_full']['chosen']}** ({rec['best_full']['score']:.3f}); "
-             f"RBC-cut serves {rec['rbc_cut']}.", "", "| candidate | tokens | practice score |", "|---|---|---|"]
+             f"RBC-cut serves {', '.join(rec['rbc_cut']) if isinstance(rec['rbc_cut'], list) else rec['rbc_cut']} "
+             "(scored as their mean).", "", "| candidate | tokens | practice score |", "|---|---|---|"]
     lines += [f"| {c['name']} | {c['tokens']} | {c['practice_score']:.3f} |" for c in rec["candidates"]]
     for run in rec["runs"]:
         lines += ["", f"## run {run['run']}: {run['m']} blocks ({run['blocks_method']}, m = {run['m_requested']}), "
