@@ -218,6 +218,9 @@ def test_appworld_behaviour_rate_per_block():
     assert r.loc[0, "rate_with"] == 1.0 and r.loc[0, "rate_without"] == 0.0
     assert r.loc[1, "rate_with"] == 0.5 and r.loc[1, "rate_without"] == 0.5
     assert "appworld" in BEHAVIOURS and block_rates("alfworld", design, eps, steps, 2).empty
+    shop = steps.assign(action=["search[red mug]", "click[Buy Now]", "click[b0123]", "click[buy now]"])
+    w = block_rates("webshop", design, eps, shop, 2).set_index("block")
+    assert w.loc[0, "rate_with"] == 0.5 and w.loc[1, "rate_with"] == 0.0 and w.loc[1, "rate_without"] == 1.0
 
 
 def test_the_judge_ablation_has_a_judge_from_another_model():

@@ -5,8 +5,8 @@ blocks tell the agent to pass an answer to ``complete_task`` (the call that ends
 so with such a block the agent answers more often; on WebShop they make it buy less often.
 Each benchmark contributes its behaviour through one hook in :data:`BEHAVIOURS` (name, and a
 function of one episode's steps, in step order, returning whether the episode showed it).
-AppWorld's is here; a benchmark without a hook has no rate (WebShop's purchase rate needs
-the WebShop environment: its hook is one entry here).  The rates are unadjusted means over a
+AppWorld's and WebShop's (a purchase: ``click[buy now]``) are here; a benchmark without a
+hook has no rate.  WebShop's rate appears once WebShop runs as a benchmark of this study.  The rates are unadjusted means over a
 practice round's episodes with the block included and without it (the paper's reading),
 from the round's own design (practice episodes only).
 """
@@ -28,9 +28,15 @@ def answered_complete_task(steps: pd.DataFrame) -> bool:
     return any(re.sub(r"\s+", "", m) not in _NO_ANSWER for a in steps["action"] for m in _COMPLETE.findall(str(a)))
 
 
+def purchased(steps: pd.DataFrame) -> bool:
+    """WebShop: the episode clicked Buy Now (``click[buy now]``, WebShop's own action; any case)."""
+    return any(re.sub(r"\s+", " ", str(a)).strip().lower() == "click[buy now]" for a in steps["action"])
+
+
 #: env -> (behaviour, hook over one episode's steps)
 BEHAVIOURS: dict[str, tuple[str, Callable[[pd.DataFrame], bool]]] = {
     "appworld": ("answers passed to complete_task", answered_complete_task),
+    "webshop": ("purchases (Buy Now)", purchased),
 }
 
 
