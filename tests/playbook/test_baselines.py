@@ -234,8 +234,9 @@ def test_every_method_serves_from_the_setting_artifacts(tmp_path, loopback):
     cfg = memory_config(tmp_path, srv)
     playbooks, practice, choice = _setting(tmp_path)
     cell = {"seed": 1, "measurement": {"budget": 0.4, "curate_rule": "skip"},
-            "roles": {"embedder": "emb", "curator": "loop", "judge": "loop"},
-            "baselines": {**base_config()["playbook"]["baselines"], "runs": None}}
+            "roles": {"embedder": "emb", "curator": "loop", "judge": "loop", "judge_other": "loop"},
+            "baselines": {**base_config()["playbook"]["baselines"], "runs": None}, "grouped": False,
+            "cut_runs": list(choice["runs"])}
 
     async def serve(method):
         async with open_client(cfg, "tests/baselines", tmp_path / f"{method}.calls.parquet") as client:
@@ -251,7 +252,7 @@ def test_every_method_serves_from_the_setting_artifacts(tmp_path, loopback):
         assert {run for _, run, _, _ in out} <= {"run1", "run2"}
     assert counts == {"random": 4, "own": 2, "top_k": 2, "tags_star": 16, "topk_star": 10, "dc_self": 2,
                       "dc_outcome": 2, "dgmem": 2, "best_full_cut": 1, "all_positive": 2, "judge": 2,
-                      "subsampled": 8}
+                      "judge_other": 2, "subsampled": 8}
     out, notes = asyncio.run(serve("all_positive"))
     assert notes["served"]["all_positive:run1"] == ["L00", "L01", "L04", "L05"]  # blocks 0 and 2, no cap
     out, notes = asyncio.run(serve("dc_outcome"))
@@ -316,8 +317,9 @@ def test_the_judge_checks_goals_without_the_outcome_and_its_labels_drive_the_est
         pd.DataFrame({"episode_id": eps["episode_id"], "step": 1, "action": "look",
                       "observation": obs}).to_parquet(p.replace(".json", ".steps.parquet"))
     cell = {"seed": 1, "measurement": {"budget": 0.4, "curate_rule": "skip"},
-            "roles": {"embedder": "emb", "curator": "loop", "judge": "loop"},
-            "baselines": {**base_config()["playbook"]["baselines"], "runs": None}}
+            "roles": {"embedder": "emb", "curator": "loop", "judge": "loop", "judge_other": "loop"},
+            "baselines": {**base_config()["playbook"]["baselines"], "runs": None}, "grouped": False,
+            "cut_runs": list(choice["runs"])}
     calls = tmp_path / "judge.calls.parquet"
 
     async def serve():

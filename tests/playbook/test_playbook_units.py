@@ -119,7 +119,7 @@ def test_choices_over_the_first_runs_and_the_tie_rule():
     d = decide(runs, cands, scores)
     # curated:run2 and whole:run2 tie at 0.75: the fewer tokens (curated) is served
     assert d["rbc"]["chosen"] == "curated:run2" and set(d["rbc"]["tied"]) == {"curated:run2", "whole:run2"}
-    assert d["best_full"]["chosen"] == "whole:run2" and d["rbc_cut"] == "curated:run1"
+    assert d["best_full"]["chosen"] == "whole:run2" and d["rbc_cut"] == ["curated:run1"] and d["cut_runs"] == ["run1"]
     one = d["by_runs"][0]
     assert one["runs"] == 1 and one["best_full"]["candidates"] == ["whole:run1", "none"]
     # with run 1 only, whole:run1 and none tie at 0.5: no playbook serves fewer tokens

@@ -67,6 +67,7 @@ class ActorSettings:
     reminder: bool = False                 # Check (Appendix D.1)
     shuffle: str = "per_step"              # Shuffle-All/-Old: per_step | per_episode (views.SHUFFLE_MODES)
     sample: int = 0                        # sample index of the actor's calls (cache key; added to the endpoint's seed)
+    temperature: float | None = None       # the actor's sampling temperature (None: the endpoint's params)
     joint_grammar_chars: int | None = None  # joint mode: where the endpoint takes a grammar, constrain the reply
                                            # to a valid block (experience <= this many characters) + a listed action
 
@@ -79,6 +80,8 @@ class ActorSettings:
             raise ValueError(f"unknown action mode {self.mode!r} (choice | react | joint)")
         if self.sample < 0:
             raise ValueError(f"sample must be >= 0, got {self.sample}")
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            raise ValueError(f"temperature must be in [0, 2] or None, got {self.temperature}")
         if self.listing not in LISTINGS:
             raise ValueError(f"unknown action listing {self.listing!r} ({' | '.join(LISTINGS)})")
         if self.shuffle not in SHUFFLE_MODES:
@@ -208,7 +211,7 @@ async def run_episode(
         try:
             r = await client.complete(
                 s.model, msgs, sample=s.sample, max_tokens=s.max_output_tokens, purpose="actor",
-                choices=list(shown) if (s.mode == "choice" and shown) else None,
+                temperature=s.temperature, choices=list(shown) if (s.mode == "choice" and shown) else None,
                 **({"grammar": grammar} if grammar is not None else {}))
         except CallFailed as exc:
             if not is_context_error(exc):

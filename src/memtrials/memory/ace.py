@@ -135,6 +135,25 @@ def growth_stops(prev_state: Mapping[str, Any] | int, new_state: Mapping[str, An
     return grew_by(prev_state, new_state) < min_growth
 
 
+def serving_block(lessons: Sequence[Lesson], title: str = "Playbook", grouped: bool = False,
+                  sections: Mapping[str, str] = SECTIONS) -> MemoryBlock:
+    """The one rendering of an ACE lesson set (the whole playbook in growth, or any subset of it
+    in practice, choice, evaluation and the baselines), from lessons in playbook (append) order:
+    flat in that order, or, when ``grouped``, by section in ``sections``' order (stable within a
+    section) under a ``## <section name>`` header each, so a curated subset keeps its sections."""
+    if not grouped or not lessons:
+        return MemoryBlock(tuple(Lesson(x.id, x.text) for x in lessons), title)
+    rank = {slug: k for k, slug in enumerate(sections)}
+    ordered = sorted(lessons, key=lambda x: rank.get(str(x.section), len(rank)))
+    parts, last = [title + ":"], None
+    for x in ordered:
+        if x.section != last:
+            parts.append(f"## {sections.get(str(x.section), str(x.section))}")
+            last = x.section
+        parts.append(f"- {x.text}")
+    return MemoryBlock(tuple(Lesson(x.id, x.text) for x in ordered), title, "\n".join(parts) + "\n")
+
+
 class ACEPlaybook:
     """See module docstring; ``reflector``, ``curator``, ``embedder`` are endpoint names
     (``embedder=None`` turns the merge off)."""
@@ -168,25 +187,9 @@ class ACEPlaybook:
         self.history: list[dict[str, Any]] = []
 
     # -- serving ---------------------------------------------------------------
-    def ordered(self) -> list[dict[str, Any]]:
-        """Lessons in serving order: playbook (append) order, by section when ``grouped``."""
-        if not self.grouped:
-            return list(self.lessons)
-        rank = {slug: k for k, slug in enumerate(self.sections)}
-        return sorted(self.lessons, key=lambda x: rank.get(x["section"], len(rank)))  # stable within a section
-
     def block(self) -> MemoryBlock:
-        lessons = self.ordered()
-        block = MemoryBlock(tuple(Lesson(x["id"], x["text"]) for x in lessons), self.title)
-        if not self.grouped or not lessons:
-            return block
-        parts, last = [self.title + ":"], None
-        for x in lessons:
-            if x["section"] != last:
-                parts.append(f"## {self.sections.get(x['section'], x['section'])}")
-                last = x["section"]
-            parts.append(f"- {x['text']}")
-        return MemoryBlock(block.lessons, self.title, "\n".join(parts) + "\n")
+        return serving_block([Lesson(x["id"], x["text"], x["section"]) for x in self.lessons], self.title,
+                             self.grouped, self.sections)
 
     def frozen(self) -> FixedView:
         return FixedView(self.block())

@@ -60,7 +60,7 @@ def _round_p(record_path: str) -> float:
 
 
 def _lessons(df: pd.DataFrame) -> list[Lesson]:
-    return [Lesson(str(r.lesson_id), str(r.text)) for r in df.itertuples(index=False)]
+    return [Lesson(str(r.lesson_id), str(r.text), getattr(r, "section", None)) for r in df.itertuples(index=False)]
 
 
 async def served_variants(method: str, cell: Mapping[str, Any], client: Client, runs: Sequence[str],
@@ -76,11 +76,12 @@ async def served_variants(method: str, cell: Mapping[str, Any], client: Client, 
     def fixed(variant: str, run: str, whole: pd.DataFrame, ids: Sequence[str]) -> None:
         rows = bl.in_order(whole, ids)
         notes["served"][f"{variant}:{run}"] = [str(x) for x in rows["lesson_id"]]
-        out.append((variant, run, play.view_of(rows), int(rows["tokens"].sum()) if len(rows) else 0))
+        out.append((variant, run, play.view_of(rows, cell["grouped"]), int(rows["tokens"].sum()) if len(rows) else 0))
 
     def similar(variant: str, run: str, whole: pd.DataFrame, k: int | None, share: float) -> None:
         tok = dict(zip(whole["lesson_id"].astype(str), whole["tokens"].astype(int)))
-        view = bl.SimilarityView(_lessons(whole), tok, embedder, k=k, cap=bl.cap_of(whole, share))
+        view = bl.SimilarityView(_lessons(whole), tok, embedder, k=k, cap=bl.cap_of(whole, share),
+                                 grouped=bool(cell["grouped"]))
         notes["served"][f"{variant}:{run}"] = view.chosen  # filled per episode
         out.append((variant, run, view, None))
 
@@ -97,9 +98,9 @@ async def served_variants(method: str, cell: Mapping[str, Any], client: Client, 
         fixed("curated", "pooled", final_playbook(_side(str(pooled), ".playbooks.parquet")),
               rec["curated"]["lesson_ids"])
         return out, notes
-    n_runs = len(runs) if b["runs"] is None else min(int(b["runs"]), len(runs))
-    for i in range(n_runs):
-        r, whole = runs[i], final_playbook(playbooks[i])
+    for r in cell["cut_runs"]:  # the same runs as RBC-cut and Whole in every table (workflow.cut_runs)
+        i = runs.index(r)
+        whole = final_playbook(playbooks[i])
         if method == "random":
             for o, ids in enumerate(bl.random_sets(whole, budget, seed=int(cell["seed"]) + i, orders=2), 1):
                 fixed(f"o{o}", r, whole, ids)
@@ -122,11 +123,12 @@ async def served_variants(method: str, cell: Mapping[str, Any], client: Client, 
                                      max_tokens=b["dc_max_tokens"])
             notes["calls"].append({"run": r, **{k: v for k, v in sel.items() if k != "keep"}, "keep": sel["keep"]})
             fixed("dc", r, whole, sel["keep"])
-        elif method == "judge":
+        elif method in ("judge", "judge_other"):
             from memtrials.curation import block_estimates
 
             eps = pd.read_parquet(_side(practice[i], ".parquet")).sort_values("design_episode")
-            labels = await bl.judge_labels(client, cell["roles"]["judge"], prompts_dir, eps,
+            notes["judge_model"] = cell["roles"][method]
+            labels = await bl.judge_labels(client, cell["roles"][method], prompts_dir, eps,
                                            pd.read_parquet(_side(practice[i], ".steps.parquet")))
             blocks = pd.read_parquet(_side(practice[i], ".blocks.parquet"))
             m = int(blocks["block"].max()) + 1 if len(blocks) else 0
@@ -212,12 +214,21 @@ async def baseline_run(config: Mapping[str, Any], *, model: str, env: str, varia
     return record
 
 
+def pooled_share(run_tokens: Sequence[int], pool_tokens: int, budget: float) -> float:
+    """The share of the pool's tokens that Pooled may serve: the same budget B as one run's (B x the
+    runs' mean whole-playbook tokens), not B of the K-times larger pool; at most the whole pool."""
+    mean = float(np.mean(run_tokens)) if len(run_tokens) else 0.0
+    return min(1.0, budget * mean / pool_tokens) if pool_tokens and mean else budget
+
+
 async def pooled_run(config: Mapping[str, Any], *, model: str, env: str, variant: str, growth: str,
                      cell: Mapping[str, Any], actor_prompts_dir: str, tasks_path: str, playbooks: Sequence[str],
                      out_playbooks: str, out_blocks: str, out_design: str, out_estimates: str, out_episodes: str,
                      out_steps: str, out_calls: str, out_record: str,
                      make_env: Callable[[], Any] | None = None) -> dict[str, Any]:
-    """Pool the K runs, merge near-duplicates, and run one practice round over m x K blocks at 1/K."""
+    """Pool the K runs, merge near-duplicates, and run one practice round over m x K blocks at 1/K
+    (K: Table 1's, ``choice.runs``; the runs grown beyond it only extend Figure 6)."""
+    playbooks = list(playbooks)[:int(cell["choice"]["runs"] or len(playbooks))]
     frames = [final_playbook(p) for p in playbooks]
     texts = [str(t) for f in frames for t in f["text"]]
     cell_id = f"playbook/{growth}/{model}/{env}/{variant}/pooled"
@@ -229,14 +240,20 @@ async def pooled_run(config: Mapping[str, Any], *, model: str, env: str, variant
     write_parquet(pooled.assign(**{"pass": 1})[keep] if len(pooled) else pd.DataFrame(columns=keep), out_playbooks,
                   schema=PLAYBOOK_SCHEMA)
     k = len(playbooks)
+    run_tokens = float(np.mean([int(f["tokens"].sum()) if len(f) else 0 for f in frames])) if frames else 0.0
+    pool_tokens = int(pooled["tokens"].sum()) if len(pooled) else 0
+    budget = float(cell["measurement"]["budget"])
+    pooled_budget = pooled_share([int(f["tokens"].sum()) if len(f) else 0 for f in frames], pool_tokens, budget)
     meas = {**cell["measurement"], "blocks": int(cell["measurement"]["blocks"]) * k, "p": 1.0 / k,
-            "episodes": int(cell["baselines"]["pooled_episodes"])}
+            "episodes": int(cell["baselines"]["pooled_episodes"]), "budget": pooled_budget}
     rec = await practice_run(config, model=model, env=env, variant=variant, growth=growth, run="pooled",  # type: ignore[arg-type]
                              cell={**cell, "measurement": meas}, actor_prompts_dir=actor_prompts_dir,
                              tasks_path=tasks_path, playbooks_path=out_playbooks, out_blocks=out_blocks,
                              out_design=out_design, out_estimates=out_estimates, out_episodes=out_episodes,
                              out_steps=out_steps, out_calls=out_calls, out_record=out_record, make_env=make_env)
     rec["pooled"] = {"runs": k, "lessons_in": len(texts), "lessons": int(len(pooled)),
+                     "budget": {"B": budget, "run_tokens_mean": run_tokens, "pool_tokens": pool_tokens,
+                                "share_of_pool": pooled_budget, "cap_tokens": budget * run_tokens},
                      "merged": {str(r.lesson_id): list(r.merged) for r in pooled.itertuples() if len(r.merged)}}
     atomic_write_json(out_record, json_ready(rec))
     return rec

@@ -43,11 +43,12 @@ import pyarrow as pa
 from memtrials.curation import curate, inclusion_matrix
 from memtrials.curation.design import DESIGN_COLUMNS
 from memtrials.memory.ace import cosines, greedy_groups
-from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode, TaskContext
+from memtrials.memory.base import Lesson, StaticEpisode, TaskContext
 from memtrials.memory.lessons import trajectory_text
 from memtrials.memory.retrieval import top_k
 from memtrials.config.prompts import PromptFiles
 from memtrials.stats.shapley import subset_shapley
+from memtrials.studies.playbook.play import block_of
 from memtrials.studies.playbook.methods import (  # noqa: F401  (re-exported)
     BASELINE_PROMPTS_KEY, DC_PROMPT_FILES, EVALUATION, JUDGE_PROMPT_FILES, METHODS, PRACTICE,
 )
@@ -166,6 +167,7 @@ class SimilarityView:
     k: int | None = None
     cap: Fraction | float | None = None
     title: str = TITLE
+    grouped: bool = False
     step_columns: Sequence[pa.Field] = ()
     episode_columns: Sequence[pa.Field] = ()
     chosen: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -182,7 +184,7 @@ class SimilarityView:
         self.chosen[task.episode_id] = [{"id": i, "cosine": round(sim[i], 6)} for i in ids]
         keep = set(ids)
         served = tuple(x for x in self.lessons if x.id in keep)  # playbook order
-        return StaticEpisode(MemoryBlock(served, self.title) if served else None)
+        return StaticEpisode(block_of(served, self.grouped))  # the study's one rendering (play.block_of)
 
 
 def dgmem_curated(design: pd.DataFrame, scores: pd.DataFrame, blocks: pd.DataFrame, lessons: pd.DataFrame,
@@ -335,4 +337,5 @@ def method_result(method: str, episodes: pd.DataFrame) -> dict[str, Any]:
     else:
         chosen, score = None, float(np.mean(list(variants.values())))
     return {"method": method, "label": label, "score": score, "chosen": chosen, "variants": variants,
-            "sees": sees, "tuned_on": "evaluation tasks" if combine == "best" else None}
+            "sees": sees, "tuned_on": "evaluation tasks" if combine == "best" else None,
+            "runs": sorted(set(parts[2].astype(str)))}

@@ -6,7 +6,8 @@ same fresh practice episodes (:func:`memtrials.curation.choice_episodes`: the ``
 stream, its own seed; no episode, and no model call, of the estimate rounds is reused:
 each episode's sample index is its own actor seed).  RBC serves the candidate with the
 highest practice score; Best-Full chooses among the whole playbooks and no playbook on the
-same episodes; RBC-cut is run 1's curated set, no choice.  The tie rule
+same episodes; RBC-cut is the curated set of each run every same-budget baseline cuts
+(``cut_runs``), no choice.  The tie rule
 (:func:`memtrials.curation.choose`): scores within a relative 1e-12 tie, the tied
 candidate serving fewer tokens wins, then the earlier in candidate order (curated, whole,
 none).  The choice reads practice episodes only: evaluation episodes do not exist yet when
@@ -62,8 +63,11 @@ def pick(cands: Sequence[Candidate], scores: pd.DataFrame) -> dict[str, Any]:
             "score": float(top["score"]), "tied": list(c.tied), "candidates": [x.name for x in cands]}
 
 
-def decide(runs: Sequence[str], cands: Sequence[Candidate], scores: pd.DataFrame) -> dict[str, Any]:
-    """RBC, Best-Full and RBC-cut, and both choices over the first 1..K runs (Figure 6, Table 10)."""
+def decide(runs: Sequence[str], cands: Sequence[Candidate], scores: pd.DataFrame, k: int | None = None,
+           cut_runs: Sequence[str] | None = None) -> dict[str, Any]:
+    """RBC and Best-Full over the first ``k`` runs (Table 1's K; None: all), RBC-cut (the curated
+    set of each of ``cut_runs``, scored as their mean, like every same-budget baseline; None:
+    run 1), and both choices over the first 1..len(runs) runs (Figure 6, Tables 10 and 13)."""
     tokens = {c.name: c.tokens for c in cands}
     by_runs = []
     for j in range(1, len(runs) + 1):
@@ -71,8 +75,10 @@ def decide(runs: Sequence[str], cands: Sequence[Candidate], scores: pd.DataFrame
         rbc_j = rbc_candidates(sub, [tokens[f"curated:{r}"] for r in sub], [tokens[f"whole:{r}"] for r in sub])
         bf_j = best_full_candidates(sub, [tokens[f"whole:{r}"] for r in sub])
         by_runs.append({"runs": j, "rbc": pick(rbc_j, scores), "best_full": pick(bf_j, scores)})
-    return {"rbc": by_runs[-1]["rbc"], "best_full": by_runs[-1]["best_full"], "rbc_cut": f"curated:{runs[0]}",
-            "by_runs": by_runs}
+    head = by_runs[(len(runs) if k is None else int(k)) - 1]
+    cut = list(cut_runs) if cut_runs is not None else [runs[0]]
+    return {"rbc": head["rbc"], "best_full": head["best_full"], "k": int(head["runs"]),
+            "rbc_cut": [f"curated:{r}" for r in cut], "cut_runs": cut, "by_runs": by_runs}
 
 
 async def choice_run(config: Mapping[str, Any], *, model: str, env: str, variant: str, growth: str,
@@ -96,7 +102,7 @@ async def choice_run(config: Mapping[str, Any], *, model: str, env: str, variant
             s = int(row.actor_seed)
             specs.append(EpisodeSpec(
                 env, str(row.task_id), f"{cell_id}/{slug(c.name)}/{int(row.episode):04d}", s,
-                actor_settings(model, cell["actor"], s), memory=play.view_of(served),
+                actor_settings(model, cell["actor"], s), memory=play.view_of(served, cell["grouped"]),
                 columns=play.columns(round="choice", split="practice", candidate=c.name,
                                      design_episode=int(row.episode), served_tokens=c.tokens)))
     async with open_job(config, cell_id, out_calls, actor_prompts_dir, env=env, in_flight=int(cell["in_flight"]),
@@ -119,7 +125,7 @@ async def choice_run(config: Mapping[str, Any], *, model: str, env: str, variant
                               "lesson_ids": [str(x) for x in lessons[c.name]["lesson_id"]],
                               "practice_score": float(scores.loc[scores["candidate"] == c.name, "score"].mean())}
                              for c in cands],
-              **decide(runs, cands, scores)}
+              **decide(runs, cands, scores, cell["choice"]["runs"], cell.get("cut_runs"))}
     atomic_write_json(out_record, record)
     log.info("%s: RBC serves %s (%.3f), Best-Full %s", cell_id, record["rbc"]["chosen"], record["rbc"]["score"],
              record["best_full"]["chosen"])

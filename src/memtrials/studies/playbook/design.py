@@ -45,7 +45,7 @@ with the word-level counter that ACE's Curator is shown its playbook's size in.
 rule as the actor's approximate prompt tokens).  ``endpoint``: the setting's model's own
 tokenizer (``POST /tokenize``: llama.cpp's server, vLLM; :mod:`memtrials.llm.token_count`,
 cached), falling back to ``pieces`` where the endpoint exposes none (recorded)."""
-ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions", "listing")
+ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions", "listing", "temperature")
 SAMPLE_MOD = 2**30
 
 
@@ -74,10 +74,22 @@ def role_tasks(tasks: pd.DataFrame, split: str, n: int | None, seed: int, source
                         "official data (envs.<env>.source: official) whose splits are larger")
 
 
-def growth_order(tasks: Sequence[str], seed: int, env: str, run: int, pass_: int) -> list[str]:
+def growth_parts(growth: str, env: str, run: int) -> tuple[Any, ...]:
+    """The seed parts naming growth run ``run`` of recipe ``growth``: long growth's runs are three
+    new runs (Appendix E), with their own orders and actor samples; ``std`` keeps the parts it
+    always had (its seeds, and so its cached calls, are unchanged)."""
+    return (env, run) if growth == "std" else (env, growth, run)
+
+
+def growth_order(tasks: Sequence[str], seed: int, env: str, run: int, pass_: int, growth: str = "std") -> list[str]:
     """The training tasks in run ``run``'s order for pass ``pass_`` (a seeded permutation)."""
-    rng = np.random.default_rng(seed_of(seed, "growth-order", env, run, pass_))
+    rng = np.random.default_rng(seed_of(seed, "growth-order", *growth_parts(growth, env, run), pass_))
     return [tasks[i] for i in rng.permutation(len(tasks))]
+
+
+def growth_seed(seed: int, env: str, run: int, pass_: int, task: str, growth: str = "std") -> int:
+    """The actor seed (and sample index) of a growth episode: one per run, pass and task."""
+    return seed_of(seed, "growth", *growth_parts(growth, env, run), pass_, task)
 
 
 def actor_settings(model: str, actor: Mapping[str, Any], sample: int = 0) -> ActorSettings:

@@ -252,6 +252,11 @@ def write_diagnostics(*, playbooks: Sequence[str], practice: Sequence[str], choi
                              "p": corr["pvalue"], "most harmful block's tag percentile (mean)":
                              float(np.mean(corr["harmful_percentiles"])) if corr["harmful_percentiles"] else np.nan}])
     harm = harmful_blocks(bl, score) if len(bl) else bl
+    from memtrials.studies.playbook.behaviour import round_rates
+
+    rates = round_rates(practice, an.setting_of, an.SETTING_KEYS, an.read_json)
+    if len(rates) and len(harm):  # Table 4's behaviour rate beside each harmful block (a benchmark with a hook)
+        harm = harm.merge(rates, on=[*an.SETTING_KEYS, "run", "block"], how="left")
     sub = pd.concat(subs, ignore_index=True) if subs else pd.DataFrame(columns=["fraction"])
     if len(sub):
         sub["blocks"] = sub["blocks"].map(lambda b: ",".join(map(str, b)))
@@ -263,8 +268,9 @@ def write_diagnostics(*, playbooks: Sequence[str], practice: Sequence[str], choi
         if table["task_id"].nunique() < 2:
             continue
         tok = {c["name"]: int(c["tokens"]) for c in ch["candidates"]}
-        for method, names in (("RBC", [c["name"] for c in ch["candidates"]]),
-                              ("Best-Full", [f"whole:{r}" for r in ch["runs"]] + ["none"])):
+        head = list(ch["runs"])[:an.headline_k(ch)]  # Table 1's K
+        for method, names in (("RBC", [f"{c}:{r}" for c in ("curated", "whole") for r in head] + ["none"]),
+                              ("Best-Full", [f"whole:{r}" for r in head] + ["none"])):
             sh = split_half(table, names, tok, halvings=halvings, seed=seed)
             chosen = ch["rbc" if method == "RBC" else "best_full"]["chosen"]
             halves.append({**dict(zip(an.SETTING_KEYS, key)), "method": method,
@@ -279,6 +285,10 @@ def write_diagnostics(*, playbooks: Sequence[str], practice: Sequence[str], choi
         "table4_harmful_blocks": (harm.drop(columns=["run_key"], errors="ignore"),
                                   "Table 4 analogue: blocks with a negative estimate in runs whose whole playbook "
                                   "scores below No playbook, with one lesson and the tag share."),
+        "table4_behaviour_rates": (rates, "Table 4's behaviour rates: per block of each practice round, how "
+                                   "often an episode showed its benchmark's behaviour (AppWorld: an answer passed "
+                                   "to complete_task; WebShop, once it runs here: a purchase) with the block "
+                                   "included and without it; unadjusted means over practice episodes."),
         "table17_subsampled": (sub, "Table 17 analogue: the curated set from the first 25/50/75/100 % of each "
                                "practice round (practice episodes only choose) and its value on the evaluation "
                                "tasks (0-100): value_source 'evaluated' where the subsampled baseline played it, "

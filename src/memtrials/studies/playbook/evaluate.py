@@ -60,7 +60,7 @@ async def eval_run(config: Mapping[str, Any], *, model: str, env: str, variant: 
     tokens = int(served["tokens"].sum()) if len(served) else 0
     cell_id = f"playbook/{growth}/{model}/{env}/{variant}/eval/{candidate}"
     specs = [EpisodeSpec(env, t, f"{cell_id}/{t}/{j}", s, actor_settings(model, cell["actor"], s),
-                         memory=play.view_of(served),
+                         memory=play.view_of(served, cell["grouped"]),
                          columns=play.columns(round="eval", split="eval", candidate=name, design_episode=j,
                                               served_tokens=tokens))
              for t, j, s in eval_plan(tasks, int(ev["seeds"]), seed, env)]

@@ -9,8 +9,11 @@ playbook, for ACE and DC), then the memory updates on the batch.  A pass plays e
 training task once, in the run's seeded order for that pass (:func:`.design.growth_order`).
 After each pass the memory's playbook (:meth:`~memtrials.memory.base.PlaybookMemory.playbook`)
 is recorded.  Recipe ``std`` stops after a pass that grows the playbook by less than
-``min_growth`` (10 %, in lessons; the same rule for a user's memory) or after
-``max_passes`` (5 in the paper); ``long`` plays ``long_passes`` (10) with no stop.
+``min_growth`` (10 %, in lessons: ACE's rule, also a user's memory's; Dynamic Cheatsheet,
+which rewrites and can shrink its playbook, by the share of entries a rewrite added or
+removed, :func:`rewrite_change`, our declared rule) or after ``max_passes`` (5 in the
+paper); ``long`` plays ``long_passes`` (10) with no stop, on three new runs (their own
+orders and samples, :func:`.design.growth_parts`).
 
 Resuming.  Inside a pass the stream keeps a checkpoint per batch; after each pass the
 pass's episodes, call records and memory snapshot are a checkpoint of their own
@@ -25,8 +28,9 @@ import hashlib
 import logging
 import math
 import shutil
+from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Mapping, cast
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import pandas as pd
 
@@ -41,7 +45,7 @@ from memtrials.memory.snapshot import snapshot
 from memtrials.seeds import seed_of
 from memtrials.studies.playbook import play
 from memtrials.studies.playbook.design import (
-    actor_settings, env_options, growth_order, lesson_tokens, make_memory, role_tasks,
+    actor_settings, env_options, growth_order, growth_seed, lesson_tokens, make_memory, role_tasks,
 )
 from memtrials.studies.playbook.records import PLAYBOOK_SCHEMA, playbook_frame, playbook_rows
 
@@ -88,8 +92,8 @@ async def growth_run(config: Mapping[str, Any], *, model: str, env: str, variant
 
     def specs(p: int) -> list[EpisodeSpec]:
         out = []
-        for i, task in enumerate(growth_order(train, seed, env, run, p)):
-            s = seed_of(seed, "growth", env, run, p, task)
+        for i, task in enumerate(growth_order(train, seed, env, run, p, growth)):
+            s = growth_seed(seed, env, run, p, task, growth)
             out.append(EpisodeSpec(env, task, f"{cell_id}/p{p}/{i:03d}", s, actor_settings(model, cell["actor"], s),
                                    columns=play.columns(round="growth", split="train", growth_pass=p)))
         return out
@@ -101,11 +105,10 @@ async def growth_run(config: Mapping[str, Any], *, model: str, env: str, variant
                         episodes=int(g["batch_size"]), env_options=env_options(cell, env), make_env=make_env) as (runner, client):
         client.expect(max_passes * len(train) * int(cell["actor"]["max_actions"]))
         done, episodes = passes.resume(memory, client.recorder)
+        prev_texts: list[str] = []
         if done:
             log.info("%s: resumed after pass %d", cell_id, done)
-            prev = _load_passes(work, done, rows, stats)
-        else:
-            prev = 0
+            prev_texts = _load_passes(work, done, rows, stats)
         stopped = bool(stats and stats[-1]["stop"])
         p = done
         while not stopped and p < max_passes:
@@ -116,17 +119,18 @@ async def growth_run(config: Mapping[str, Any], *, model: str, env: str, variant
             episodes.extend(eps)
             counts, counted_by = await lesson_tokens(client, cell["tokenizer"], model, _texts(memory))
             now = playbook_rows(memory, p, counts.__getitem__)
-            growth_rate = grew_by(prev, len(now))
+            growth_rate = pass_change(variant, prev_texts, [r["text"] for r in now])
             stopped = stop_rule and growth_rate < float(g["min_growth"])
             stat = {"pass": p, "n_lessons": len(now), "tokens": sum(r["tokens"] for r in now), "counted_by": counted_by,
                     "grew_by": None if math.isinf(growth_rate) else round(growth_rate, 9), "stop": bool(stopped),
+                    "measured": "rewrite" if variant == "dc" else "lessons",
                     "won": sum(bool(e.summary["won"]) for e in eps), "episodes": len(eps)}
             atomic_write_json(work / f"pass-{p}.json", {"rows": now, "stat": stat})
             made = [r for r in client.recorder.records if r["call_id"] not in before]
             passes.write(p - 1, eps, made, memory)
             rows.extend(now)
             stats.append(stat)
-            prev = len(now)
+            prev_texts = [r["text"] for r in now]
     play.write(episodes, model, env, f"{variant}/{growth}/run{run}", out_episodes, out_steps)
     write_parquet(playbook_frame(rows), out_playbooks, schema=PLAYBOOK_SCHEMA)
     calls = read_records(out_calls).to_pandas()
@@ -146,16 +150,38 @@ def _texts(memory: PlaybookMemory) -> list[str]:
     return [x.text for x in memory.playbook()]
 
 
-def _load_passes(work: Path, done: int, rows: list[dict[str, Any]], stats: list[dict[str, Any]]) -> int:
+def _load_passes(work: Path, done: int, rows: list[dict[str, Any]], stats: list[dict[str, Any]]) -> list[str]:
+    """Reload the completed passes; the last one's lesson texts."""
     import json
 
-    prev = 0
+    prev: list[str] = []
     for p in range(1, done + 1):
         data = json.loads((work / f"pass-{p}.json").read_text(encoding="utf-8"))
         rows.extend(data["rows"])
         stats.append(data["stat"])
-        prev = data["stat"]["n_lessons"]
+        prev = [r["text"] for r in data["rows"]]
     return prev
+
+
+def rewrite_change(before: Sequence[str], after: Sequence[str]) -> float:
+    """Dynamic Cheatsheet's pass change (our declared rule): the entries a rewrite added or
+    removed (texts, counted with multiplicity) over the entries before it; from an empty
+    cheatsheet, infinite if it wrote any entry, else 0.  A rewrite that shrinks the cheatsheet
+    changes it (dropping 5 of 10 entries is a change of 0.5), where ACE's lesson-count rule
+    would read a negative growth and stop."""
+    if not before:
+        return math.inf if after else 0.0
+    b, a = Counter(before), Counter(after)
+    return (sum((a - b).values()) + sum((b - a).values())) / len(before)
+
+
+def pass_change(variant: str, before: Sequence[str], after: Sequence[str]) -> float:
+    """What the 10 % stop compares with ``min_growth`` after a pass: for Dynamic Cheatsheet,
+    which rewrites its whole playbook, :func:`rewrite_change`; for ACE (which never removes a
+    lesson: the paper's rule) and a user's memory, the growth in lessons (:func:`memtrials.memory.ace.grew_by`)."""
+    if variant == "dc":
+        return rewrite_change(before, after)
+    return grew_by(len(before), len(after))
 
 
 def _call_counts(calls: pd.DataFrame) -> dict[str, dict[str, int]]:

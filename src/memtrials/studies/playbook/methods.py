@@ -13,6 +13,7 @@ _LABELS = {  # key -> label, in the tables' order
     "random": "Random", "own": "Own", "top_k": "Top-k", "tags_star": "Tags*", "topk_star": "Top-k*",
     "dc_self": "DC_self", "dc_outcome": "DC_outcome", "dgmem": "DG-Mem", "pooled": "Pooled",
     "best_full_cut": "Best-Full cut", "all_positive": "All-positive (no cap)", "judge": "Judge-based RBC-cut",
+    "judge_other": "Judge-based RBC-cut (another model)",
     "subsampled": "RBC-cut, subsampled rounds",
 }
 _TUNED_ON_EVALUATION = ("tags_star", "topk_star")  # the best variant on the evaluation tasks; every other: mean

@@ -16,6 +16,7 @@ import pandas as pd
 
 from memtrials.agent.records import STEP_SCHEMA
 from memtrials.agent.runner import episode_schema, write_episodes
+from memtrials.memory.ace import SECTIONS, serving_block
 from memtrials.memory.base import FixedView, Lesson, MemoryBlock
 from memtrials.studies.playbook.records import EPISODE_COLUMNS
 
@@ -30,12 +31,21 @@ def columns(**values: Any) -> dict[str, Any]:
     return {f.name: values.get(f.name) for f in EPISODE_COLUMNS}
 
 
-def view_of(lessons: pd.DataFrame | Sequence[Mapping[str, Any]]) -> FixedView:
-    """A view serving ``lessons`` (rows with ``lesson_id`` and ``text``, in playbook order), no tags."""
+def block_of(lessons: Sequence[Lesson], grouped: bool = False) -> MemoryBlock | None:
+    """The block serving ``lessons`` (playbook order): ACE's one rendering
+    (:func:`memtrials.memory.ace.serving_block`), grouped by section with headers when ``grouped``
+    and every lesson carries one of ACE's sections, as growth served them; else a flat list."""
+    if not lessons:
+        return None
+    ace = grouped and all(x.section in SECTIONS for x in lessons)
+    return serving_block(list(lessons), TITLE, ace)
+
+
+def view_of(lessons: pd.DataFrame | Sequence[Mapping[str, Any]], grouped: bool = False) -> FixedView:
+    """A view serving ``lessons`` (rows with ``lesson_id``, ``text`` and, optionally, ``section``, in
+    playbook order), no tags, rendered by :func:`block_of`."""
     rows = lessons.to_dict("records") if isinstance(lessons, pd.DataFrame) else list(lessons)
-    if not rows:
-        return FixedView(None)
-    return FixedView(MemoryBlock(tuple(Lesson(str(r["lesson_id"]), str(r["text"])) for r in rows), TITLE))
+    return FixedView(block_of([Lesson(str(r["lesson_id"]), str(r["text"]), r.get("section")) for r in rows], grouped))
 
 
 def write(episodes: Sequence[Any], model: str, env: str, condition: str, out_episodes: str,

@@ -87,7 +87,7 @@ async def practice_run(config: Mapping[str, Any], *, model: str, env: str, varia
             s = int(row.actor_seed)
             specs.append(EpisodeSpec(
                 env, str(row.task_id), f"{cell_id}/{int(row.episode):04d}", s, actor_settings(model, cell["actor"], s),
-                memory=play.view_of(served),
+                memory=play.view_of(served, cell["grouped"]),
                 columns=play.columns(round="practice", split="practice", design_episode=int(row.episode),
                                      inclusion="".join(map(str, z)), served_tokens=int(sum(tokens[i] for i in ids)))))
         client.expect(n * int(cell["actor"]["max_actions"]))

@@ -67,8 +67,33 @@ def baseline_rows(records: Sequence[str]) -> pd.DataFrame:
         rows.append({**dict(zip(an.SETTING_KEYS, an.setting_of(p))), "method": res["label"],
                      "candidate": f"{rec['method']}" + (f" ({res['chosen']})" if res.get("chosen") else ""),
                      "score": res["score"] if res["score"] is not None else np.nan, "served_tokens": np.nan,
-                     "sees": res["sees"]})
+                     "sees": res["sees"], "runs": ",".join(res.get("runs") or [])})
     return pd.DataFrame(rows)
+
+
+#: Methods computed per run from that run's lessons and practice round, then averaged over runs:
+#: every one in a table must stand on the same runs (Pooled and Best-Full cut draw on all K by design).
+NOT_PER_RUN = ("No playbook", "Best-Full", "RBC", "Pooled", "Best-Full cut")
+
+
+def runs_behind(allm: pd.DataFrame, names: Sequence[str] | None = None) -> dict[tuple, dict[str, str]]:
+    """Per setting (std growth), the runs behind each per-run method's cell (``names``: only these)."""
+    std = allm[(allm["growth"] == "std") & ~allm["method"].isin(NOT_PER_RUN)]
+    if names is not None:
+        std = std[std["method"].isin(names)]
+    out: dict[tuple, dict[str, str]] = {}
+    for r in std.itertuples(index=False):
+        out.setdefault(tuple(getattr(r, k) for k in an.SETTING_KEYS), {})[str(r.method)] = str(r.runs)
+    return out
+
+
+def check_like_for_like(allm: pd.DataFrame, names: Sequence[str] | None = None) -> None:
+    """Refuse a table whose per-run methods of one setting stand on different runs (issue 36)."""
+    for key, by_method in runs_behind(allm, names).items():
+        if len(set(by_method.values())) > 1:
+            raise ValueError(f"playbook report: setting {setting_label(key)}: the compared methods stand on "
+                             f"different runs {by_method}; every same-budget method must use the same runs "
+                             "(playbook.baselines.runs decides them; rerun the baselines and the choice)")
 
 
 def table1_every(meth: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
@@ -90,6 +115,17 @@ def table1_every(meth: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+RUNS_NOTE = (" Every per-run method (RBC-cut, Whole and each budgeted baseline) is computed per growth run "
+             "from that run's lessons and practice round and averaged over the same runs (playbook.baselines.runs; "
+             "the records' `runs`).")
+AGREE_CAPTION = ("Section 6.5 analogue: per setting, the Spearman correlation over Table 1's 2K+1 candidates "
+                 "between practice success (candidate scoring) and evaluation success, and whether RBC's choice "
+                 "is the best candidate on evaluation or within 0.5 points of it; the summary gives the median "
+                 "over settings (where defined: at least 3 candidates, neither score constant).")
+TABLE13_CAPTION = ("Table 13 / Figure 6 analogue: RBC and Best-Full choosing over the first j grown runs, their "
+                   "evaluation score and the tokens spent before serving (growth with Reflector/Curator calls, "
+                   "practice rounds for RBC, candidate scoring), and the extra tokens against RBC at Table 1's K.")
+
 #: The appendix comparisons (issue 10): each a table of settings x these methods (those run).
 COMPARISONS = {
     "table7_8_advantaged": (("RBC-cut", "Tags*", "Top-k*", "DC_outcome", "DC_self"),
@@ -98,12 +134,14 @@ COMPARISONS = {
     "table9_dgmem": (("RBC-cut", "DG-Mem"), "Table 9 analogue: the same practice episodes and serving rule, "
                      "RBC's ridge against DG-Mem's subset-Shapley estimates."),
     "table11_pooled": (("No playbook", "Best-Full", "Pooled", "RBC"), "Table 11 analogue: pooling the K runs "
-                       "(merged, 8K blocks, inclusion 1/K, curated once) against choosing among them."),
+                       "(merged, 8K blocks, inclusion 1/K, curated once within the same budget B as one run's: 40 % of the "
+                       "runs' mean whole-playbook tokens) against choosing among them."),
     "table16_cap": (("RBC-cut", "All-positive (no cap)"), "Table 16 analogue: every positive block against the "
                     "best blocks within B, from the same estimates."),
-    "table_judge": (("RBC-cut", "Judge-based RBC-cut"), "Block effects estimated from an LLM goal check (the "
-                    "setting's model, never told the outcome) instead of task success, curated the same way, "
-                    "against RBC-cut."),
+    "table_judge": (("RBC-cut", "Judge-based RBC-cut", "Judge-based RBC-cut (another model)"), "Block effects "
+                    "estimated from an LLM goal check (the setting's model, and a judge from another model: the "
+                    "first of playbook.baselines.other_judges that is not the setting's; never told the outcome) "
+                    "instead of task success, curated the same way, against RBC-cut."),
     "table_best_full_cut": (("Best-Full", "Best-Full cut"), "Best-Full's playbook cut to 40 % of its tokens by "
                             "similarity to the task, against Best-Full alone."),
 }
@@ -229,7 +267,8 @@ def record_markdown(rec: dict[str, Any]) -> str:
              f"RBC serves **{rec['rbc']['chosen']}** (practice score {rec['rbc']['score']:.3f} on "
              f"{rec['choice_episodes']} fresh practice episodes; tied: {', '.join(rec['rbc']['tied'])}); "
              f"Best-Full serves **{rec['best_full']['chosen']}** ({rec['best_full']['score']:.3f}); "
-             f"RBC-cut serves {rec['rbc_cut']}.", "", "| candidate | tokens | practice score |", "|---|---|---|"]
+             f"RBC-cut serves {', '.join(rec['rbc_cut']) if isinstance(rec['rbc_cut'], list) else rec['rbc_cut']} "
+             "(scored as their mean).", "", "| candidate | tokens | practice score |", "|---|---|---|"]
     lines += [f"| {c['name']} | {c['tokens']} | {c['practice_score']:.3f} |" for c in rec["candidates"]]
     for run in rec["runs"]:
         lines += ["", f"## run {run['run']}: {run['m']} blocks ({run['blocks_method']}, m = {run['m_requested']}), "
@@ -259,7 +298,8 @@ def write_report(*, growth: Sequence[str], playbooks: Sequence[str], practice: S
     written = []
     tables = {
         "table1_methods": (table1(meth), "Evaluation score (0-100) per method and setting; last rows: the mean and "
-                           "each method's worst gap to No playbook."),
+                           "each method's worst gap to No playbook. RBC and Best-Full choose over Table 1's K runs "
+                           "(playbook.choice.runs)." + RUNS_NOTE),
         "table5_growth_runs": (_setting_cols(runs), "Every growth run: passes, lessons, tokens, Whole and curated "
                                "set against No playbook (evaluation scores)."),
         "table10_parts": (table10(parts), "What each part adds: curate one run, choose alone, both on one run, "
@@ -272,7 +312,7 @@ def write_report(*, growth: Sequence[str], playbooks: Sequence[str], practice: S
             meth, pd.DataFrame(columns=[*an.SETTING_KEYS, "method", "score", "sees"])),
                                 "Every method, baselines included, per setting (0-100), the mean over the settings "
                                 "it ran on, its worst gap to No playbook, and what it was allowed to see before "
-                                "serving: Tags* and Top-k* are tuned on the evaluation tasks on purpose."),
+                                "serving: Tags* and Top-k* are tuned on the evaluation tasks on purpose." + RUNS_NOTE),
     }
     t17 = table17(baselines)
     if not t17.empty:
@@ -281,10 +321,20 @@ def write_report(*, growth: Sequence[str], playbooks: Sequence[str], practice: S
                                                "(mean over the runs cut); only practice episodes choose.")
     base = baseline_rows(baselines)
     allm = pd.concat([meth, base], ignore_index=True) if len(base) else meth
+    check_like_for_like(allm)
     for stem, (names, caption) in COMPARISONS.items():
         t = comparison(allm, names)
         if not t.empty:
-            tables[stem] = (t, caption)
+            tables[stem] = (t, caption + RUNS_NOTE)
+    agree = an.agreement(choices, cands)
+    if len(agree):
+        tables["table_practice_vs_eval"] = (_setting_cols(agree), AGREE_CAPTION)
+        tables["table_practice_vs_eval_summary"] = (an.agreement_summary(agree), AGREE_CAPTION)
+    by_k = an.costs(growth, practice, choice, choices, cands, every_k=True)
+    if len(by_k):
+        k = max(an.headline_k(ch) for ch in choices.values())
+        tables["table13_by_runs"] = (_setting_cols(by_k), TABLE13_CAPTION)
+        tables["table13_level"] = (an.table13_level(by_k, k), TABLE13_CAPTION + f" Reference: RBC at K = {k}.")
     t2 = table2(meth, runs)
     if not t2.empty:
         tables["table2_long_growth"] = (t2, "Long growth (10 passes, no early stop): size and methods' scores.")

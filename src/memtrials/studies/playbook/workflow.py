@@ -156,6 +156,14 @@ class PlaybookWorkflow(Study):
             raise ConfigError(f"{src}.cut_share: a share of Best-Full's tokens in (0, 1], got {b['cut_share']!r}")
         if not 0 < float(b["merge_threshold"]) <= 1:
             raise ConfigError(f"{src}.merge_threshold: a cosine in (0, 1], got {b['merge_threshold']!r}")
+        for name in b["other_judges"] if "judge_other" in b["methods"] else ():
+            if name not in self.models_registry:
+                raise ConfigError(f"{src}.other_judges: endpoint {name!r} is not in the registry "
+                                  f"({self.config['models_file']}); add an entry there or remove the name")
+        k = self.p["choice"]["runs"]
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.runs):
+            raise ConfigError(f"config key playbook.choice.runs: expected null or an integer in 1..growth.runs "
+                              f"({self.runs}), got {k!r}")
         h = self.p["diagnostics"]["halvings"]
         if isinstance(h, bool) or not isinstance(h, int) or h < 1:
             raise ConfigError(f"config key playbook.diagnostics.halvings: expected an integer >= 1, got {h!r}")
@@ -168,14 +176,16 @@ class PlaybookWorkflow(Study):
 
     def settings(self) -> list[tuple[str, str, str, str]]:
         """(growth, model, env, variant) of every setting, less ``playbook.exclude``'s entries:
-        ``<model>:<env>`` (every variant) or ``<model>:<env>:<variant>``, ``*`` for any model."""
+        ``<model>:<env>`` (every variant) or ``<model>:<env>:<variant>``, ``*`` for any model.
+        Long growth only on ACE's variants: the paper grows long on ACE, which never removes a
+        lesson; Dynamic Cheatsheet rewrites its playbook, so it does not keep growing."""
         skip = {str(x) for x in self.p["exclude"]}
 
         def left_out(m: str, e: str, v: str) -> bool:
             return bool({f"{m}:{e}", f"*:{e}", f"{m}:{e}:{v}", f"*:{e}:{v}"} & skip)
 
         return [(g, m, e, v) for g in self.growths for m in self.models for e in self.envs for v in self.variants(e)
-                if not left_out(m, e, v)]
+                if not left_out(m, e, v) and (g == "std" or v.startswith("ace"))]  # long growth: ACE (Appendix E)
 
     def role(self, role: str, model: str) -> str:
         """The endpoint of ``role`` (reflector, curator) in ``model``'s settings: ``model`` itself
@@ -186,31 +196,36 @@ class PlaybookWorkflow(Study):
     def base(growth: str, model: str, env: str, variant: str) -> str:
         return f"{ROOT}/{growth}/{model}/{env}/{variant}"
 
-    def candidates(self) -> list[str]:
+    def runs_of(self, growth: str) -> int:
+        """Growth runs of a recipe: ``growth.runs`` for std (Figure 6's 1..K); long growth grows
+        Table 1's K new runs (Appendix E: "each setting gets three new growth runs")."""
+        return self.runs if growth == "std" else self.headline_runs()
+
+    def candidates(self, growth: str = "std") -> list[str]:
         """Candidate names in path form, RBC's order: curated per run, whole per run, none."""
-        runs = range(1, self.runs + 1)
+        runs = range(1, self.runs_of(growth) + 1)
         return [f"curated-run{k}" for k in runs] + [f"whole-run{k}" for k in runs] + ["none"]
 
     def run_paths(self, wc: Any, kind: str) -> list[str]:
         b = self.base(wc.growth, wc.model, wc.env, wc.variant)
         suffix = {"playbooks": "growth/run{k}.playbooks.parquet", "growth": "growth/run{k}.json",
                   "practice": "practice/run{k}.json"}[kind]
-        return [f"{b}/{suffix.format(k=k)}" for k in range(1, self.runs + 1)]
+        return [f"{b}/{suffix.format(k=k)}" for k in range(1, self.runs_of(wc.growth) + 1)]
 
     def report_inputs(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {"growth": [], "playbooks": [], "practice": [], "choice": [], "eval": [],
                                      "calls": []}
         for g, m, e, v in self.settings():
             b = self.base(g, m, e, v)
-            for k in range(1, self.runs + 1):
+            for k in range(1, self.runs_of(g) + 1):
                 out["growth"].append(f"{b}/growth/run{k}.json")
                 out["playbooks"].append(f"{b}/growth/run{k}.playbooks.parquet")
                 out["practice"].append(f"{b}/practice/run{k}.json")
                 out["calls"] += [f"{b}/growth/run{k}.calls.parquet", f"{b}/practice/run{k}.calls.parquet"]
             out["choice"].append(f"{b}/choice.json")
             out["calls"].append(f"{b}/choice.calls.parquet")
-            out["eval"] += [f"{b}/eval/{c}.parquet" for c in self.candidates()]
-            out["calls"] += [f"{b}/eval/{c}.calls.parquet" for c in self.candidates()]
+            out["eval"] += [f"{b}/eval/{c}.parquet" for c in self.candidates(g)]
+            out["calls"] += [f"{b}/eval/{c}.calls.parquet" for c in self.candidates(g)]
         out["baselines"] = self.baseline_paths("record")
         return out
 
@@ -281,19 +296,43 @@ class PlaybookWorkflow(Study):
         if part == "practice":
             cell.update(measurement=dict(p["measurement"]), roles={"embedder": self.roles["embedder"]},
                         role_endpoints={"embedder": self.endpoint(self.roles["embedder"])})
-        if part == "choice":
-            cell["choice"] = dict(p["choice"])
+        if part in ("practice", "choice", "eval", "baseline", "pooled"):
+            cell["grouped"] = bool(p["growth"]["grouped"])  # one rendering of a lesson set (play.view_of)
+        if part in ("choice", "baseline", "pooled"):
+            cell["choice"], cell["cut_runs"] = dict(p["choice"]), self.cut_runs()
         if part == "eval":
             cell["evaluation"] = dict(p["evaluation"])
         if part in ("baseline", "pooled"):
             b = {k: v for k, v in p["baselines"].items() if k not in ("methods", "envs", "prompts_dir",
-                                                                      "subsampled_settings")}
+                                                                      "subsampled_settings", "other_judges")}
             roles = {"embedder": self.roles["embedder"], "curator": self.role("curator", model), "judge": model}
+            if "judge_other" in p["baselines"]["methods"]:
+                roles["judge_other"] = self.other_judge(model)
             cell.update(measurement=dict(p["measurement"]), baselines=b, roles=roles,
                         role_endpoints={r: self.endpoint(n) for r, n in roles.items()})
             if part == "baseline":
                 cell["evaluation"] = dict(p["evaluation"])
         return cell
+
+    def headline_runs(self) -> int:
+        """K of RBC and Best-Full in Table 1: ``choice.runs`` (null: every grown run)."""
+        k = self.p["choice"]["runs"]
+        return self.runs if k is None else int(k)
+
+    def cut_runs(self) -> list[str]:
+        """The runs every same-budget method (RBC-cut and each budgeted baseline) and Table 1's
+        Whole are computed on and averaged over: the first ``baselines.runs`` of the headline K
+        (null: all of them), so each compared cell stands on the same runs (issue 36)."""
+        n, k = self.p["baselines"]["runs"], self.headline_runs()
+        return [f"run{j}" for j in range(1, (k if n is None else min(int(n), k)) + 1)]
+
+    def other_judge(self, model: str) -> str:
+        """The judge of ``judge_other``: the first of ``baselines.other_judges`` that is not ``model``."""
+        for name in self.p["baselines"]["other_judges"]:
+            if name != model:
+                return str(name)
+        raise ConfigError(f"config key playbook.baselines.other_judges: every entry is {model!r}, the setting's own "
+                          "model; name another endpoint of the registry")
 
     def prompt_files(self) -> list[str]:
         from memtrials.memory.ace import PROMPT_FILES as ACE
