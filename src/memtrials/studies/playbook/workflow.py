@@ -17,7 +17,7 @@ from memtrials.pipeline.study import Study, alternatives
 from memtrials.studies.playbook.design import GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
 PARTS = ("growth", "practice", "choice", "eval", "report", "baseline", "pooled", "diagnostics")
-ENVS = ("alfworld", "appworld")
+ENVS = ("alfworld", "appworld", "webshop")
 ROOT = "results/playbook"
 
 
