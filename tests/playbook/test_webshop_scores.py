@@ -61,7 +61,9 @@ SHOWN = ["search[<your query>]", "click[back to search]", 'click[b0 "7"]']
 def test_a_template_action_is_filled_in_and_admitted():
     assert templates(SHOWN) == ["search"]
     assert parse_action("search[red shirt under 30 dollars]", SHOWN, "choice").status == "ok"
-    assert parse_action("Search[ x ]", SHOWN, "react").status == "ok"
+    assert parse_action("<action>search[ x ]</action>", SHOWN, "react").status == "ok"
+    assert parse_action("Search[x]", SHOWN, "react").status == "inadmissible"  # as WebShop refuses it
+    assert parse_action("search [x]", SHOWN, "react").status == "inadmissible"
     assert parse_action("search[]", SHOWN, "choice").status == "inadmissible"
     assert parse_action("click[next >]", SHOWN, "choice").status == "inadmissible"  # clicks must be listed
     assert parse_action("search[shirt]", SHOWN[1:], "choice").status == "inadmissible"  # no search bar shown

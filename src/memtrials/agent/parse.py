@@ -6,7 +6,7 @@ invalid command ("Nothing happens.", an error message).
 
 - ``choice`` mode (replies constrained to the admissible list): the reply, stripped.
 - an admissible entry may be a *template*, ``name[<what to write>]`` (WebShop's search bar:
-  ``search[<your query>]``): any ``name[text]`` with non-empty text on one line is admissible
+  ``search[<your query>]``): any ``name[text]`` (the same name, non-empty text on one line) is admissible
   through it (:func:`templates`, :func:`fills_template`); in ``choice`` mode the grammar lets
   the reply write the text (:func:`memtrials.llm.structured.gbnf_actions`).
 - ``react`` mode: the text of the last ``<action> ... </action>``; without one, a reply
@@ -32,7 +32,7 @@ _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*?)\n?```$", re.DOTALL)
 MAX_FALLBACK = 200
 TEMPLATE = re.compile(r"^([A-Za-z_][A-Za-z0-9_ ]*)\[<[^<>\[\]\n]+>\]$")
 """An admissible entry whose bracketed argument is a placeholder the actor fills in."""
-_CALL = re.compile(r"^([A-Za-z_][A-Za-z0-9_ ]*)\[([^\n]*\S[^\n]*)\]$", re.DOTALL)
+_CALL = re.compile(r"^([A-Za-z_][A-Za-z0-9_ ]*)\[([^\n]*\S[^\n]*)\]$")
 
 
 def templates(admissible: Sequence[str] | None) -> list[str]:
@@ -41,10 +41,11 @@ def templates(admissible: Sequence[str] | None) -> list[str]:
 
 
 def fills_template(action: str, names: Sequence[str]) -> bool:
-    """Whether ``action`` is ``name[text]`` for one of the template ``names`` (text non-empty,
-    one line; the name compared case-insensitively)."""
+    """Whether ``action`` is ``name[text]`` for one of the template ``names``: the name exactly
+    as the template writes it (WebShop refuses ``Search[x]`` and ``search [x]``), the text
+    non-empty and on one line."""
     m = _CALL.match(action.strip())
-    return bool(m) and normalize(m.group(1)) in {normalize(n) for n in names}
+    return bool(m) and m.group(1) in set(names)
 
 
 @dataclass(frozen=True)
