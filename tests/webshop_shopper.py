@@ -1,0 +1,58 @@
+"""A scripted WebShop shopper for the loopback endpoint (the three studies' WebShop tests).
+
+It reads only what the actor prompt shows: the task (the goal's instruction) and the listed
+actions.  With the search bar listed (the template ``search[<...>]``) it searches for the
+instruction's words; on a results page it opens the first product listed; on an item page it
+buys.  So its purchases score a real, partial purchase reward.  Every request that asks for
+JSON (a review, a judge, ACE's Reflector and Curator, Dynamic Cheatsheet's selection) gets a
+schema-valid object (:func:`memtrials.testing.policies.first_enum`); a JSON-enum action
+request gets the action wrapped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping
+
+from memtrials.agent.parse import TEMPLATE
+from memtrials.testing.policies import admissible_in_prompt, first_enum, schema_of
+from tests.history.helpers import is_judge, is_review
+
+_TASK = re.compile(r"Your task is to:\s*(.+)")
+_PRODUCT = re.compile(r"^click\[b[0-9a-z]{9}\]$")
+
+
+def _text(body: Mapping[str, Any]) -> str:
+    return "\n".join(str(m.get("content", "")) for m in body.get("messages") or [])
+
+
+def shop(body: Mapping[str, Any]) -> str:
+    """The shopper's next action for an actor request."""
+    text = _text(body)
+    listed = admissible_in_prompt(text)
+    bar = next((a for a in listed if TEMPLATE.match(a)), None)
+    if bar is not None:
+        m = _TASK.search(text)
+        words = re.sub(r"[^a-z0-9 ]+", " ", (m.group(1) if m else "product").lower()).split()
+        return f"{bar.split('[', 1)[0]}[{' '.join(words[:12])}]"
+    if "click[buy now]" in listed:
+        return "click[buy now]"
+    product = next((a for a in listed if _PRODUCT.match(a)), None)
+    return product or (listed[0] if listed else "click[back to search]")
+
+
+def shopper(body: Mapping[str, Any]) -> str:
+    """The loopback policy: the Experience review keeps nothing, the repetition judge says no,
+    JSON where a schema is asked for, else :func:`shop`."""
+    if is_review(body):
+        return '{"decision":"NOUPDATE","experience":null}'
+    if is_judge(body):
+        return '{"supports_repetition": false}'
+    fmt = body.get("response_format") or {}
+    schema = (fmt.get("json_schema") or {}).get("schema") or {}
+    if "answer" in (schema.get("properties") or {}):  # an action as a JSON enum
+        return json.dumps({"answer": shop(body)})
+    if schema_of(body) is not None:
+        return first_enum(body)
+    return shop(body)
