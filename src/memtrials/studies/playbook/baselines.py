@@ -48,6 +48,7 @@ from memtrials.memory.lessons import trajectory_text
 from memtrials.memory.retrieval import top_k
 from memtrials.config.prompts import PromptFiles
 from memtrials.stats.shapley import subset_shapley
+from memtrials.studies.playbook.records import REWARD_SCORED
 from memtrials.studies.playbook.records import scores as play_scores
 from memtrials.studies.playbook.methods import (  # noqa: F401  (re-exported)
     BASELINE_PROMPTS_KEY, DC_PROMPT_FILES, EVALUATION, JUDGE_PROMPT_FILES, METHODS, PRACTICE,
@@ -254,6 +255,8 @@ def attempts_text(episodes: pd.DataFrame, steps: pd.DataFrame, with_outcome: boo
         head = f"Attempt {k}. Task: {ep.task}"
         if with_outcome:
             head += f"\nOutcome: {'succeeded' if bool(ep.won) else 'failed'}"
+            if str(getattr(ep, "env", "")) in REWARD_SCORED:  # WebShop: the purchase reward too
+                head += f" (reward {float(ep.final_score):.2f})"
         parts.append(head + "\n" + trajectory_text(st, obs_chars))
     return "\n\n".join(parts)
 
