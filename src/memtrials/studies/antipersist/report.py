@@ -105,6 +105,10 @@ def figure_per_round(rounds: pd.DataFrame, out_stem: Path) -> list[Path]:
     return paths
 
 
+WEBSHOP_NOTE = ("; WebShop: success = a purchase with reward 1.0, on synthetic goals of the 1,000-product catalog, "
+                "goals whose exact purchase upstream caps below 1.0 kept")
+
+
 def write_report(eval_paths: Sequence[str], train_paths: Sequence[str], tables_dir: str, figures_dir: str,
                  index_path: str) -> None:
     """Read every job's episode table and write the tables, the figure and the index."""
@@ -122,7 +126,7 @@ def write_report(eval_paths: Sequence[str], train_paths: Sequence[str], tables_d
     n_seeds = int(summary["seeds"].max()) if len(summary) else 0
     table("main", success_matrix(summary, average, designs),
           f"Held-out success (%) by design and setting, mean ± sd over {n_seeds} seed(s); average: equal-weighted "
-          "over settings")
+          "over settings" + (WEBSHOP_NOTE if "webshop" in set(ev["env"].astype(str)) else ""))
     table("calls", calls_matrix(analysis.calls(ev), analysis.calls(tr), designs),
           "LLM calls per episode (synthesis plus execution; embeddings not counted)")
     table("keep_discard", keep_discard(summary), "Keep versus discard: the same synthesized guidance persisted or "
