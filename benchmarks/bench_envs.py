@@ -5,7 +5,10 @@ Raw engine calls (what an adapter cannot avoid):
   package's own ``env.step`` is also timed for reference, it builds the valid-action list
   every step);
 * ALFWorld: the TextWorld engine's ``step`` (``PddlEnv`` + ALFWorld's wrappers);
-* AppWorld: ``world.execute``.
+* AppWorld: ``world.execute``;
+* WebShop: the engine's ``step`` (:class:`memtrials.envs.webshop.engine.WebShopEngine`, the
+  project's own re-implementation); also the median wall time of one step, and of one step
+  that runs a search for a query not seen before (target: 5 ms).
 Rounds of the same action sequence from a fresh reset, raw and interface in alternating
 order, on one engine per environment.  The last
 line is the smallest interface/raw ratio over the environments (target >= 0.9).
@@ -15,7 +18,7 @@ TextWorld's parsing (:mod:`memtrials.envs.alfworld.speed`), each in a fresh proc
 kill switch ``MEMTRIALS_TEXTWORLD_MEMO=0`` for "without"): the first game load + reset, a
 second game's, a reset of a loaded game, and CPU ms per step, with the before/after ratios.
 
-    python benchmarks/bench_envs.py [--steps 200] [--envs scienceworld alfworld appworld]
+    python benchmarks/bench_envs.py [--steps 200] [--envs scienceworld alfworld appworld webshop]
         [--alfworld-root resources/alfworld/games] [--appworld-root resources/appworld]
 """
 
@@ -166,10 +169,44 @@ def bench_appworld(steps: int, root: str | None) -> float:
     return ratio
 
 
+def bench_webshop(steps: int) -> float:
+    import statistics
+    import time
+
+    from memtrials.envs.webshop.env import WebShopEnv
+
+    env = WebShopEnv()
+    goals = env.catalog.goals
+    cycle = ["search[{}]", "click[{}]", "click[description]", "click[< prev]", "click[next >]", "click[< prev]",
+             "click[back to search]"]
+    step_ms, search_ms = [], []
+    env.reset("0")
+    for i in range(max(steps, len(cycle))):
+        k, goal = i % len(cycle), goals[(i // len(cycle)) % len(goals)]
+        if k == 0:
+            action = cycle[0].format(goal.instruction_text)  # a query not searched before in this process
+        elif k == 1:
+            links = [c for c in env.engine.available_actions()["clickables"] if c[:1] == "b" and len(c) == 10]
+            action = cycle[1].format(links[0] if links else "back to search")
+        else:
+            action = cycle[k]
+        t0 = time.perf_counter()
+        env.step(action)
+        (search_ms if k == 0 else step_ms).append((time.perf_counter() - t0) * 1000)
+    every = step_ms + search_ms
+    print(f"webshop: step median {statistics.median(every):.2f} ms over {len(every)} steps; a step with a fresh "
+          f"search median {statistics.median(search_ms):.2f} ms (p90 {sorted(search_ms)[int(0.9 * len(search_ms))]:.2f}, "
+          f"{len(search_ms)} searches); other steps {statistics.median(step_ms):.3f} ms (target: 5 ms)")
+    actions = ["search[decorative pillows]", "click[b0743jkhbv]", 'click[28" x 28"]', "click[features]", "click[< prev]",
+               "click[< prev]", "click[next >]", "click[back to search]"]
+    actions = [actions[i % len(actions)] for i in range(steps)]
+    return compare("webshop", env.engine.step, env.step, actions, lambda: env.reset("0"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--envs", nargs="+", default=["scienceworld", "alfworld", "appworld"])
+    ap.add_argument("--envs", nargs="+", default=["scienceworld", "alfworld", "appworld", "webshop"])
     ap.add_argument("--alfworld-root", default="resources/alfworld/games")
     ap.add_argument("--appworld-root", default="resources/appworld")
     ap.add_argument("--memo-probe", metavar="ROOT", help=argparse.SUPPRESS)  # internal: one side of memo_report
@@ -187,6 +224,8 @@ def main() -> None:
             ratios[name] = bench_alfworld(max(20, args.steps // 4), args.alfworld_root)
         elif name == "appworld":
             ratios[name] = bench_appworld(max(20, args.steps // 4), args.appworld_root)
+        elif name == "webshop":
+            ratios[name] = bench_webshop(args.steps)
         else:
             raise SystemExit(f"bench_envs: unknown environment {name!r}")
     worst = min(ratios, key=ratios.get)

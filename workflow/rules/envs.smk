@@ -2,7 +2,7 @@
 # scripted-agent check.  Logic lives in src/memtrials/envs/ (build.py is what these
 # rules run); the scripts only pass snakemake.* on.
 
-from memtrials.envs.build import env_data_inputs  # noqa: E402
+from memtrials.envs.build import env_data_inputs, webshop_data_files  # noqa: E402
 
 ENVS_CFG = config["envs"]
 
@@ -44,6 +44,23 @@ rule env_appworld_data:
         "../scripts/env_appworld_data.py"
 
 
+rule env_webshop_data:
+    input:
+        # the shipped data (catalog, attributes, Lucene's document tokens) and their digests
+        data=lambda wc: webshop_data_files(ENVS_CFG),
+    output:
+        setup="resources/webshop/setup.json",
+    log:
+        "logs/envs/webshop_data.log",
+    priority: 90  # every WebShop job waits for it (see env_alfworld_games)
+    conda:
+        CONDA_ENV
+    params:
+        envs={k: ENVS_CFG[k] for k in ("seed", "webshop")},
+    script:
+        "../scripts/env_webshop_data.py"
+
+
 rule env_tasks:
     input:
         lambda wc: env_data_inputs(ENVS_CFG, wc.env),
@@ -52,7 +69,7 @@ rule env_tasks:
     log:
         "logs/envs/tasks/{env}.log",
     wildcard_constraints:
-        env="alfworld|scienceworld|appworld",
+        env="alfworld|scienceworld|appworld|webshop",
     conda:
         CONDA_ENV
     params:
@@ -69,7 +86,7 @@ rule env_check:
     log:
         "logs/envs/envcheck/{env}.log",
     wildcard_constraints:
-        env="alfworld|scienceworld|appworld",
+        env="alfworld|scienceworld|appworld|webshop",
     conda:
         CONDA_ENV
     params:

@@ -3,8 +3,8 @@
 The ``envs:`` config section (validated by ``config/schemas/config.schema.json``):
 ``run`` (environments whose tables and checks ``all`` builds), ``seed``, per-environment
 ``source`` (``generated`` or ``official``), AppWorld ``verify``/``verify_sample``, ALFWorld
-``sizes``/``workers``, ScienceWorld ``simplification``, and ``check`` (``per_split``,
-``random_steps``, ``gold_min_success``).
+``sizes``/``workers``, ScienceWorld ``simplification``, WebShop ``root``, and ``check``
+(``per_split``, ``random_steps``, ``gold_min_success``).
 Every key is required (``config/config.yaml`` holds the defaults); a rule passes the
 slice it needs (``seed`` and the sections named), and this module reads it without a
 second default.
@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 ALFWORLD_GAMES = "resources/alfworld/games"
 APPWORLD_ROOT = "resources/appworld"
+WEBSHOP_SETUP = "resources/webshop/setup.json"
 
 
 def env_options(envs_cfg: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -34,6 +35,9 @@ def env_options(envs_cfg: Mapping[str, Any], name: str) -> dict[str, Any]:
         return {"official": True} if _official(envs_cfg, name) else {"root": ALFWORLD_GAMES}
     if name == "appworld":
         return {"official": True} if _official(envs_cfg, name) else {"root": APPWORLD_ROOT}
+    if name == "webshop":
+        root = envs_cfg[name]["root"]
+        return {} if root is None else {"root": str(root)}
     raise ValueError(f"envs: unknown environment {name!r}")
 
 
@@ -42,11 +46,24 @@ def _official(envs_cfg: Mapping[str, Any], name: str) -> bool:
 
 
 def env_data_inputs(envs_cfg: Mapping[str, Any], name: str) -> list[str]:
-    """The generated data a task table of ``name`` depends on (none for official sources)."""
+    """The generated data a task table of ``name`` depends on (none for official sources;
+    WebShop's set-up record: its shipped data verified, its index built)."""
+    if name == "webshop":
+        return [WEBSHOP_SETUP]
     if name not in ("alfworld", "appworld") or _official(envs_cfg, name):
         return []
     return {"alfworld": ["resources/alfworld/games.parquet"],
             "appworld": ["resources/appworld/tasks.parquet"]}[name]
+
+
+def webshop_data_files(envs_cfg: Mapping[str, Any]) -> list[str]:
+    """The WebShop data files the set-up step verifies (``envs.webshop.root`` or ``data/webshop``):
+    its ``SHA256SUMS`` and the compressed files it lists."""
+    from memtrials.envs.webshop.data import REQUIRED, SUMS_FILE
+
+    root = envs_cfg["webshop"]["root"]
+    folder = Path(root) if root is not None else Path("data/webshop")
+    return [str(folder / SUMS_FILE)] + [str(folder / f"{name}.xz") for name in REQUIRED]
 
 
 def generate_alfworld(envs_cfg: Mapping[str, Any], out_dir: str, manifest: str, workers: int = 1) -> None:
@@ -93,6 +110,10 @@ def build_task_table(name: str, envs_cfg: Mapping[str, Any]) -> pd.DataFrame:
         from memtrials.envs.appworld.env import task_rows
 
         return make_table(name, task_rows(root=opts.get("root"), official=bool(opts.get("official"))))
+    if name == "webshop":
+        from memtrials.envs.webshop.splits import task_rows as webshop_rows
+
+        return make_table(name, webshop_rows(opts.get("root")))
     raise ValueError(f"envs: unknown environment {name!r}")
 
 
@@ -102,7 +123,7 @@ def run_envcheck(name: str, envs_cfg: Mapping[str, Any], tasks_path: str) -> pd.
     from memtrials.envs.check import require_gold, run_check, success_rates
 
     chk = envs_cfg["check"]
-    tasks = load_tasks(name, tasks_path)
+    tasks = winnable(load_tasks(name, tasks_path))
     env = make_env(name, **env_options(envs_cfg, name))
     try:
         df = run_check(env, tasks, int(chk["per_split"]), int(envs_cfg["seed"]), int(chk["random_steps"]))
@@ -111,6 +132,38 @@ def run_envcheck(name: str, envs_cfg: Mapping[str, Any], tasks_path: str) -> pd.
     log.info("envcheck %s: success %s", name, success_rates(df))
     require_gold(df, float(chk["gold_min_success"]))
     return df
+
+
+def winnable(tasks: pd.DataFrame) -> pd.DataFrame:
+    """The tasks whose ``detail`` does not flag them ``capped`` (WebShop goals whose exact
+    purchase scores below 1.0: no agent can win them, so the gold check leaves them out)."""
+    from memtrials.envs.tasks import detail
+
+    keep = [not detail(row).get("capped", False) for _, row in tasks.iterrows()]
+    return tasks[keep]
+
+
+def setup_webshop(envs_cfg: Mapping[str, Any], out: str) -> dict[str, Any]:
+    """WebShop's set-up step: verify the data (SHA-256 of every file; ``envs.webshop.root``, or
+    the shipped ``data/webshop``) and build the search index, timed; the record (digests,
+    documents, seconds) is written to ``out``."""
+    import time
+
+    from memtrials.envs.webshop import data
+    from memtrials.envs.webshop.env import shop
+    from memtrials.io import atomic_write_json
+
+    t0 = time.perf_counter()
+    root = env_options(envs_cfg, "webshop").get("root")
+    digests = data.verify(root)
+    t1 = time.perf_counter()
+    catalog, engine = shop(root)
+    t2 = time.perf_counter()
+    record = {"digests": digests, "products": len(catalog.products), "goals": len(catalog.goals),
+              "indexed": len(engine.doc_ids), "verify_s": round(t1 - t0, 3), "index_s": round(t2 - t1, 3)}
+    atomic_write_json(out, record)
+    log.info("webshop: data verified in %.1f s, %d products indexed in %.1f s", t1 - t0, record["indexed"], t2 - t1)
+    return record
 
 
 def build_appworld(envs_cfg: Mapping[str, Any], data_dir: str, manifest: str, workers: int = 1,

@@ -11,7 +11,8 @@ and the fix.
 A split's size is known before its task table exists for the generated data (the ALFWorld
 game counts in ``envs.alfworld.sizes``, the authored AppWorld set); for official data and
 ScienceWorld it is known once ``results/tasks/{env}.parquet`` has been built (until then the
-job checks it before its first call: :func:`memtrials.envs.tasks.select_tasks`).
+job checks it before its first call: :func:`memtrials.envs.tasks.select_tasks`); for WebShop it
+is counted from the shipped goals (:mod:`memtrials.envs.webshop.splits`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ def source(env: str, envs_cfg: Mapping[str, Any]) -> str:
     """``generated`` or ``official``: where ``env``'s task table comes from (``envs.<env>.source``)."""
     if env == "scienceworld":
         return "official"
+    if env == "webshop":
+        from memtrials.envs.webshop.splits import SOURCE
+
+        return SOURCE
     return str(envs_cfg[env]["source"])
 
 
@@ -66,6 +71,10 @@ def allowed_splits(env: str, envs_cfg: Mapping[str, Any]) -> tuple[str, ...]:
     """The split names ``env``'s task table holds under its configured source."""
     if env == "scienceworld":
         return SCIENCEWORLD_SPLITS
+    if env == "webshop":
+        from memtrials.envs.webshop.splits import SPLITS
+
+        return SPLITS
     if env == "alfworld":
         from memtrials.envs.alfworld.env import OFFICIAL_SPLITS
         from memtrials.envs.alfworld.gen import SPLITS
@@ -82,6 +91,8 @@ def env_option_names(env: str) -> tuple[str, ...]:
         from memtrials.envs.scienceworld.env import ScienceWorldEnv as cls
     elif env == "alfworld":
         from memtrials.envs.alfworld.env import AlfworldEnv as cls  # type: ignore[assignment]
+    elif env == "webshop":
+        from memtrials.envs.webshop.env import WebShopEnv as cls  # type: ignore[assignment]
     else:
         from memtrials.envs.appworld.env import AppWorldEnv as cls  # type: ignore[assignment]
     return tuple(inspect.signature(cls).parameters) + MAKE_ENV_OPTIONS
@@ -108,6 +119,12 @@ def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
         n = sum(c for s in ([split] if split is not None else sizes) for t, c in per_split.get(str(s), {}).items()
                 if wanted is None or t in wanted)
         return int(n), "the generated games, envs.alfworld.sizes"
+    if env == "webshop":  # the shipped goals fix the splits
+        from memtrials.envs.webshop.splits import task_rows as webshop_rows
+
+        n = sum(1 for r in webshop_rows(with_capped=False)
+                if (split is None or r["split"] == str(split)) and (wanted is None or r["type"] in wanted))
+        return int(n), "the shipped WebShop goals (memtrials.envs.webshop.splits)"
     if env == "appworld" and source(env, envs_cfg) == "generated":  # the authored set: fixed by envs.seed
         from memtrials.envs.appworld.tasks import task_specs
 
@@ -137,6 +154,10 @@ def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Pat
         from memtrials.envs.alfworld.scenes import TASK_TYPES
 
         return tuple(sorted(TASK_TYPES)), "ALFWorld's six task types"
+    if env == "webshop":
+        from memtrials.envs.webshop.splits import task_rows as webshop_rows
+
+        return tuple(sorted({r["type"] for r in webshop_rows(with_capped=False)})), "the shipped WebShop goals"
     if env == "appworld" and str(envs_cfg["appworld"]["source"]) == "generated":
         from memtrials.envs.appworld.tasks import task_specs
 

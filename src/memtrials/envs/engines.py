@@ -26,4 +26,8 @@ def build_engine(name: str, **options: Any) -> Env:
         from memtrials.envs.appworld.env import AppWorldEnv
 
         return AppWorldEnv(**options)
+    if name == "webshop":
+        from memtrials.envs.webshop.env import WebShopEnv
+
+        return WebShopEnv(**options)
     raise ValueError(f"make_env: unknown environment {name!r}; expected one of {ENV_NAMES}")

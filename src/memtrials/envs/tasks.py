@@ -4,12 +4,12 @@
 a cell's tasks are fixed by the config and seed.  Schema (:data:`TASK_COLUMNS`):
 
 * ``task_id``  -- what ``Env.reset`` takes;
-* ``env``      -- ``alfworld`` | ``scienceworld`` | ``appworld``;
+* ``env``      -- ``alfworld`` | ``scienceworld`` | ``appworld`` | ``webshop``;
 * ``split``    -- ScienceWorld ``train``/``dev``/``test`` (official variations); ALFWorld and
   AppWorld generated sets ``train``/``practice``/``eval``; official ALFWorld ``train``/
   ``eval_in_distribution``/``eval_out_of_distribution``; official AppWorld ``train``/``dev``/
-  ``test_normal``/``test_challenge``;
-* ``type``     -- ScienceWorld task name, ALFWorld task type, AppWorld scenario family;
+  ``test_normal``/``test_challenge``; WebShop ``test`` (goals 0-499)/``practice``/``train``/``duplicate``;
+* ``type``     -- ScienceWorld task name, ALFWorld task type, AppWorld scenario family, WebShop category;
 * ``source``   -- ``official`` or ``generated``;
 * ``detail``   -- a JSON object of environment-specific fields (variation, scene, apps, ...).
 
@@ -29,7 +29,7 @@ import pandas as pd
 
 from memtrials.io import write_parquet
 
-ENV_NAMES: tuple[str, ...] = ("alfworld", "scienceworld", "appworld")
+ENV_NAMES: tuple[str, ...] = ("alfworld", "scienceworld", "appworld", "webshop")
 TASK_COLUMNS: dict[str, str] = {
     "task_id": "string",
     "env": "string",
