@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from memtrials.config import ConfigError
 from memtrials.envs.catalog import check_env_options, check_split, check_task_count
+from memtrials.envs.catalog import source as data_source
 from memtrials.memory.registry import PLAYBOOK, check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
 from memtrials.studies.playbook.design import GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
@@ -48,11 +49,11 @@ class PlaybookWorkflow(Study):
         for env in self.envs:
             if env not in ENVS:
                 raise ConfigError(f"{src}.envs: {env!r} is not one of {', '.join(ENVS)}")
-            source = self.config["envs"][env]["source"]
+            source = data_source(env, self.config["envs"])
             roles = (p["splits"].get(env) or {}).get(source)
             if not isinstance(roles, Mapping) or set(roles) != set(ROLES):
                 raise ConfigError(f"{src}.splits.{env}.{source}: expected a mapping of {', '.join(ROLES)} to task-table "
-                                  f"splits (envs.{env}.source is {source!r}); add it")
+                                  f"splits (the data source of {env} is {source!r}); add it")
         for pair in p["exclude"]:
             parts = str(pair).split(":")
             if len(parts) not in (2, 3) or not parts[0] or parts[1] not in ENVS or \
@@ -117,7 +118,7 @@ class PlaybookWorkflow(Study):
         check_env_options(p["env_options"], "playbook.env_options", ENVS)
         wants = {"train": "growth.train_tasks", "practice": "measurement.practice_tasks", "eval": "evaluation.tasks"}
         for env in self.envs:
-            source = envs_cfg[env]["source"]
+            source = data_source(env, envs_cfg)
             for role, key in wants.items():
                 split_key = f"playbook.splits.{env}.{source}.{role}"
                 split = p["splits"][env][source][role]
@@ -258,7 +259,7 @@ class PlaybookWorkflow(Study):
 
     # -- job slices ------------------------------------------------------------
     def splits(self, env: str) -> dict[str, str]:
-        return {r: str(self.p["splits"][env][self.config["envs"][env]["source"]][r]) for r in ROLES}
+        return {r: str(self.p["splits"][env][data_source(env, self.config["envs"])][r]) for r in ROLES}
 
     def cell(self, part: str, model: str, env: str, variant: str | None = None) -> dict[str, Any]:
         """Everything of the config that determines one job's output (a growth run of a user
