@@ -90,8 +90,10 @@ class Goal:
                 "product_category": self.product_category, "name": self.name, "weight": self.weight}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Catalog:
+    """Compared and hashed by identity (one per data folder and process)."""
+
     products: Mapping[str, Product]
     prices: Mapping[str, float]
     goals: tuple[Goal, ...]
