@@ -139,7 +139,7 @@ def winnable(tasks: pd.DataFrame) -> pd.DataFrame:
     purchase scores below 1.0: no agent can win them, so the gold check leaves them out)."""
     from memtrials.envs.tasks import detail
 
-    keep = [not detail(row).get("capped", False) for _, row in tasks.iterrows()]
+    keep = [detail(row).get("capped") is not True for _, row in tasks.iterrows()]
     return tasks[keep]
 
 

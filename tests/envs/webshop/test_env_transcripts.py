@@ -54,16 +54,19 @@ def test_gold_actions_are_the_recorded_expert_and_score_the_same(env: WebShopEnv
 
 
 def test_gold_agent_matches_upstream_on_the_whole_test_split(env: WebShopEnv):
-    """Goals 0-499: the gold episode's reward equals upstream's expert's (goals 0-199) and
-    upstream's reward for buying the target with the goal's options (golden rewards, wherever
+    """Goals 0-499: the gold agent buys the target (goal 444 only after a search for its title:
+    neither recorded search lists it), and its reward equals upstream's expert's (goals 0-199)
+    and upstream's reward for buying the target with the goal's options (golden rewards, wherever
     the target is among the recorded top-10s)."""
     expert = {e["goal_index"]: e["final_reward"] for e in golden("transcripts") if e["policy"] == "expert"}
     target = {r["goal_index"]: r["with_goal_options"]["reward"] for r in golden("rewards") if r["is_target"]}
     checked = defaultdict(int)
     for index in range(500):
         obs = env.reset(str(index))
-        for action in env.gold_actions(str(index)):
+        actions = env.gold_actions(str(index))
+        for action in actions:
             obs = env.step(action)
+        assert (index == 444) == (len([a for a in actions if a.startswith("search[")]) == 3), index
         assert obs.done and obs.info["purchase"]["asin"] == env.goal(str(index)).asin, index
         for name, ref in (("expert", expert), ("rewards", target)):
             if index in ref:

@@ -59,7 +59,7 @@ def task_rows(root: str | Path | None = None, with_capped: bool = True) -> tuple
     if with_capped:
         from memtrials.envs.webshop.reward import capped_goals
 
-        capped = {g.index for g in capped_goals(catalog)}
+        capped = frozenset(capped_goals(catalog))
     return tuple(rows_of(catalog.goals, capped))
 
 
