@@ -16,7 +16,7 @@ import re
 from typing import Any, Mapping
 
 from memtrials.agent.parse import TEMPLATE
-from memtrials.testing.policies import admissible_in_prompt, first_enum, schema_of
+from memtrials.testing.policies import first_enum, schema_of
 from tests.history.helpers import is_judge, is_review
 
 _TASK = re.compile(r"Your task is to:\s*(.+)")
@@ -27,10 +27,23 @@ def _text(body: Mapping[str, Any]) -> str:
     return "\n".join(str(m.get("content", "")) for m in body.get("messages") or [])
 
 
+def listed_actions(text: str) -> list[str]:
+    """The bullets under the prompt's last ``Admissible actions:`` heading."""
+    at = text.rfind("Admissible actions:\n")
+    if at < 0:
+        return []
+    out = []
+    for line in text[at + len("Admissible actions:\n"):].splitlines():
+        if not line.startswith("- "):
+            break
+        out.append(line[2:])
+    return out
+
+
 def shop(body: Mapping[str, Any]) -> str:
     """The shopper's next action for an actor request."""
     text = _text(body)
-    listed = admissible_in_prompt(text)
+    listed = listed_actions(text)
     bar = next((a for a in listed if TEMPLATE.match(a)), None)
     if bar is not None:
         m = _TASK.search(text)
