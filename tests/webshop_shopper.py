@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any, Mapping
 
+import yaml
+
 from memtrials.agent.parse import TEMPLATE
+from memtrials.testing import loopback_embed_endpoint, loopback_endpoint
 from memtrials.testing.policies import first_enum, schema_of
+from tests.conftest import base_config
 from tests.history.helpers import is_judge, is_review
 
 _TASK = re.compile(r"Your task is to:\s*(.+)")
@@ -69,3 +74,16 @@ def shopper(body: Mapping[str, Any]) -> str:
     if schema_of(body) is not None:
         return first_enum(body)
     return shop(body)
+
+
+def loopback_overlay(wf: Path, srv: Any, section: str, values: Mapping[str, Any], grammar: bool = False) -> None:
+    """``models.yaml`` (chat endpoint ``loop`` on ``srv``, with grammars when ``grammar``, and
+    embedder ``emb``) and ``overlay.yaml`` in the workflow copy ``wf``: every role on ``loop``,
+    the embedder ``emb``, the study ``section`` set to ``values``, only WebShop's environment
+    jobs in ``all``."""
+    (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": {
+        "loop": loopback_endpoint(srv, grammar=grammar), "emb": loopback_embed_endpoint(srv)}}))
+    overlay = {"models_file": "models.yaml", "panel": ["loop"],
+               "roles": {**{r: "loop" for r in base_config()["roles"]}, "embedder": "emb"},
+               section: dict(values), "envs": {"run": ["webshop"]}}
+    (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))

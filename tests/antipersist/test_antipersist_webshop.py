@@ -10,11 +10,10 @@ import json
 
 import pandas as pd
 import pytest
-import yaml
 
-from memtrials.testing import LoopbackServer, loopback_embed_endpoint, loopback_endpoint
-from tests.conftest import base_config, copy_workflow, failure_text, run_snakemake
-from tests.webshop_shopper import shopper
+from memtrials.testing import LoopbackServer
+from tests.conftest import copy_workflow, failure_text, run_snakemake
+from tests.webshop_shopper import loopback_overlay, shopper
 
 DESIGNS = ["react", "autorefine"]
 
@@ -24,19 +23,10 @@ DESIGNS = ["react", "autorefine"]
 def test_antipersist_on_webshop_end_to_end(tmp_path):
     wf = copy_workflow(tmp_path / "wf")
     with LoopbackServer(policy=shopper, embed_dim=32) as srv:
-        (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": {
-            "loop": loopback_endpoint(srv), "emb": loopback_embed_endpoint(srv)}}))
-        overlay = {
-            "models_file": "models.yaml", "panel": ["loop"],
-            "roles": {**{r: "loop" for r in base_config()["roles"]}, "embedder": "emb"},
-            "antipersist": {"envs": ["webshop"], "designs": DESIGNS, "rounds": 2, "round_size": 1, "in_flight": 1,
-                            "pools": {"webshop": {"train_split": "train", "train_tasks": 2,
-                                                  "eval_split": "test", "eval_tasks": 2}},
-                            "actor": {"mode": "choice", "max_actions": 4, "max_output_tokens": 48,
-                                      "max_listed_actions": None}},
-            "envs": {"run": ["webshop"]},
-        }
-        (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+        loopback_overlay(wf, srv, "antipersist", {
+            "envs": ["webshop"], "designs": DESIGNS, "rounds": 2, "round_size": 1, "in_flight": 1,
+            "pools": {"webshop": {"train_split": "train", "train_tasks": 2, "eval_split": "test", "eval_tasks": 2}},
+            "actor": {"mode": "choice", "max_actions": 4, "max_output_tokens": 48, "max_listed_actions": None}})
         r = run_snakemake(wf, "--configfile", "overlay.yaml", "--", "results/antipersist/tables/index.md", timeout=900)
         assert r.returncode == 0, failure_text(r)
     out = wf / "results" / "antipersist"

@@ -13,19 +13,14 @@ reward 1.0) and are continuation sources; the grammar path of a template is exer
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pandas as pd
 import pytest
 import yaml
 
 from memtrials.testing import Faults, LoopbackServer, loopback_endpoint
-from tests.conftest import REPO, copy_workflow, failure_text
-from tests.history.test_history_workflow import cached_ids, default_roles, snakemake
+from tests.conftest import REPO, copy_workflow
+from tests.history.test_history_workflow import default_roles, kill_then_rerun
 from tests.webshop_shopper import shopper
 
 TARGET = "results/history/tables/index.md"
@@ -54,22 +49,7 @@ def test_history_on_webshop_resumes_after_kill_and_continues_by_replay(tmp_path)
             "luck": {"enabled": False}, "smoke": {"enabled": False}, "envs": {"run": ["webshop"]},
         }
         (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))
-        args = [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "overlay.yaml", "--", TARGET]
-        proc = subprocess.Popen(args, cwd=wf, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
-        deadline = time.monotonic() + 300
-        while srv.stats.completions < 3 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        assert proc.poll() is None, f"the run ended (rc {proc.returncode}) before it could be killed: rerun the " \
-                                    "command in the test's folder to see why"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        time.sleep(0.5)
-        served, done = srv.stats.completions, cached_ids(wf)
-        assert done, "nothing completed before the kill"
-        assert snakemake(wf, "--configfile", "overlay.yaml", "--unlock", "--", TARGET).returncode == 0
-        out = snakemake(wf, "--configfile", "overlay.yaml", "--", TARGET, cores="1")
-        assert out.returncode == 0, failure_text(out)
+        served, done = kill_then_rerun(wf, srv, TARGET, wait_s=300)  # in the first WebShop rollout cell
     res = wf / "results" / "history"
     all_ids = set().union(*(set(pd.read_parquet(p)["call_id"]) for p in res.rglob("*.calls.parquet")))
     assert done <= all_ids and srv.stats.completions - served == len(all_ids - done)  # nothing repeated

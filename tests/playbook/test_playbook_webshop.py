@@ -10,12 +10,11 @@ import json
 
 import pandas as pd
 import pytest
-import yaml
 
 from memtrials.llm import read_records
-from memtrials.testing import LoopbackServer, loopback_embed_endpoint, loopback_endpoint
-from tests.conftest import base_config, copy_workflow, failure_text, run_snakemake
-from tests.webshop_shopper import shopper
+from memtrials.testing import LoopbackServer
+from tests.conftest import copy_workflow, failure_text, run_snakemake
+from tests.webshop_shopper import loopback_overlay, shopper
 
 BASE = "results/playbook/std/loop/webshop/ace-reward"
 
@@ -25,21 +24,14 @@ BASE = "results/playbook/std/loop/webshop/ace-reward"
 def test_playbook_on_webshop_scores_the_purchase_reward(tmp_path):
     wf = copy_workflow(tmp_path / "wf")
     with LoopbackServer(policy=shopper, embed_dim=32) as srv:
-        (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": {
-            "loop": loopback_endpoint(srv, grammar=True), "emb": loopback_embed_endpoint(srv)}}))
-        overlay = {
-            "models_file": "models.yaml", "panel": ["loop"],
-            "roles": {**{r: "loop" for r in base_config()["roles"]}, "embedder": "emb"},
-            "playbook": {"envs": ["webshop"], "systems": ["ace"], "exclude": [], "tokenizer": "pieces",
-                         "actor": {"mode": "choice", "max_actions": 3, "max_output_tokens": 48,
-                                   "max_listed_actions": None, "listing": "sample"},
-                         "growth": {"runs": 1, "train_tasks": 2, "batch_size": 2},
-                         "measurement": {"blocks": 2, "practice_tasks": 2, "episodes": 4},
-                         "choice": {"episodes": 2}, "evaluation": {"tasks": 2, "seeds": 1},
-                         "baselines": {"envs": []}, "diagnostics": {"enabled": False}},
-            "envs": {"run": ["webshop"]},
-        }
-        (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+        loopback_overlay(wf, srv, "playbook", {
+            "envs": ["webshop"], "systems": ["ace"], "exclude": [], "tokenizer": "pieces",
+            "actor": {"mode": "choice", "max_actions": 3, "max_output_tokens": 48, "max_listed_actions": None,
+                      "listing": "sample"},
+            "growth": {"runs": 1, "train_tasks": 2, "batch_size": 2},
+            "measurement": {"blocks": 2, "practice_tasks": 2, "episodes": 4}, "choice": {"episodes": 2},
+            "evaluation": {"tasks": 2, "seeds": 1}, "baselines": {"envs": []}, "diagnostics": {"enabled": False}},
+            grammar=True)
         r = run_snakemake(wf, "--configfile", "overlay.yaml", "--", "results/playbook/tables/index.md", timeout=900)
         assert r.returncode == 0, failure_text(r)
     base = wf / BASE
