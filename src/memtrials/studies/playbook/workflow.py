@@ -55,12 +55,12 @@ class PlaybookWorkflow(Study):
                 raise ConfigError(f"{src}.splits.{env}.{source}: expected a mapping of {', '.join(ROLES)} to task-table "
                                   f"splits (the data source of {env} is {source!r}); add it")
         for pair in p["exclude"]:
-            parts = str(pair).split(":")
+            parts = str(pair).removeprefix("long:").split(":")
             if len(parts) not in (2, 3) or not parts[0] or parts[1] not in ENVS or \
                     (len(parts) == 3 and parts[2] not in self.variant_names):
                 raise ConfigError(f"{src}.exclude: {pair!r} is not '<model>:<env>' or '<model>:<env>:<variant>' "
                                   f"(model a name or *, env one of {', '.join(ENVS)}, variant one of "
-                                  f"{', '.join(self.variant_names)})")
+                                  f"{', '.join(self.variant_names)}; prefixed 'long:' for long growth only)")
         for s in p["systems"]:
             if memory_name(s) is not None:  # a user's memory as a growth system (memtrials.memory.registry)
                 check_memory(self.config, s, f"{src}.systems", needs=PLAYBOOK, user="the playbook study")
@@ -169,14 +169,16 @@ class PlaybookWorkflow(Study):
 
     def settings(self) -> list[tuple[str, str, str, str]]:
         """(growth, model, env, variant) of every setting, less ``playbook.exclude``'s entries:
-        ``<model>:<env>`` (every variant) or ``<model>:<env>:<variant>``, ``*`` for any model."""
+        ``<model>:<env>`` (every variant) or ``<model>:<env>:<variant>``, ``*`` for any model;
+        prefixed ``long:``, the long-growth setting only (Table 2 leaves WebShop out for 9B and Gemma)."""
         skip = {str(x) for x in self.p["exclude"]}
 
-        def left_out(m: str, e: str, v: str) -> bool:
-            return bool({f"{m}:{e}", f"*:{e}", f"{m}:{e}:{v}", f"*:{e}:{v}"} & skip)
+        def left_out(g: str, m: str, e: str, v: str) -> bool:
+            keys = {f"{m}:{e}", f"*:{e}", f"{m}:{e}:{v}", f"*:{e}:{v}"}
+            return bool((keys | {f"{g}:{k}" for k in keys if g == "long"}) & skip)
 
         return [(g, m, e, v) for g in self.growths for m in self.models for e in self.envs for v in self.variants(e)
-                if not left_out(m, e, v)]
+                if not left_out(g, m, e, v)]
 
     def role(self, role: str, model: str) -> str:
         """The endpoint of ``role`` (reflector, curator) in ``model``'s settings: ``model`` itself
