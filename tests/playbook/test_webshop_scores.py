@@ -65,11 +65,12 @@ def test_a_template_action_is_filled_in_and_admitted():
     assert parse_action("Search[x]", SHOWN, "react").status == "inadmissible"  # as WebShop refuses it
     assert parse_action("search [x]", SHOWN, "react").status == "inadmissible"
     assert parse_action("search[]", SHOWN, "choice").status == "inadmissible"
+    assert parse_action("search[<your query>]", SHOWN, "choice").status == "inadmissible"  # the placeholder copied
     assert parse_action("click[next >]", SHOWN, "choice").status == "inadmissible"  # clicks must be listed
     assert parse_action("search[shirt]", SHOWN[1:], "choice").status == "inadmissible"  # no search bar shown
     grammar = gbnf_actions(SHOWN[1:], ["search"], 100)
     assert grammar.splitlines()[1] == 'root ::= "click[back to search]" | "click[b0 \\"7\\"]" | "search[" arg "]"'
-    assert grammar.splitlines()[2] == "arg ::= [^\\]\\n\\r]{1,100}"
+    assert grammar.splitlines()[2] == "arg ::= [^<\\]\\n\\r \\t] [^\\]\\n\\r]{0,99}"  # no placeholder copied
 
 
 class _Client:

@@ -32,6 +32,7 @@ _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*?)\n?```$", re.DOTALL)
 MAX_FALLBACK = 200
 TEMPLATE = re.compile(r"^([A-Za-z_][A-Za-z0-9_ ]*)\[<[^<>\[\]\n]+>\]$")
 """An admissible entry whose bracketed argument is a placeholder the actor fills in."""
+_PLACEHOLDER = re.compile(r"^<[^<>]*>$")
 _CALL = re.compile(r"^([A-Za-z_][A-Za-z0-9_ ]*)\[([^\n]*\S[^\n]*)\]$")
 
 
@@ -43,9 +44,9 @@ def templates(admissible: Sequence[str] | None) -> list[str]:
 def fills_template(action: str, names: Sequence[str]) -> bool:
     """Whether ``action`` is ``name[text]`` for one of the template ``names``: the name exactly
     as the template writes it (WebShop refuses ``Search[x]`` and ``search [x]``), the text
-    non-empty and on one line."""
+    non-empty, on one line and not a placeholder (``<keywords>`` copied is not filled in)."""
     m = _CALL.match(action.strip())
-    return bool(m) and m.group(1) in set(names)
+    return bool(m) and m.group(1) in set(names) and not _PLACEHOLDER.match(m.group(2).strip())
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,8 @@ def parse_action(reply: str, admissible: Sequence[str] | None, mode: str = "reac
     if admissible is not None:
         lookup = {normalize(a): a for a in admissible}
         canon = lookup.get(normalize(action))
+        if canon is not None and TEMPLATE.match(canon):  # the placeholder copied, not filled in
+            return Parsed(action, "inadmissible")
         if canon is None:
             return Parsed(action, "ok" if fills_template(action, templates(admissible)) else "inadmissible")
         return Parsed(canon, "ok")
