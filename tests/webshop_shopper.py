@@ -87,3 +87,19 @@ def loopback_overlay(wf: Path, srv: Any, section: str, values: Mapping[str, Any]
                "roles": {**{r: "loop" for r in base_config()["roles"]}, "embedder": "emb"},
                section: dict(values), "envs": {"run": ["webshop"]}}
     (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+
+
+def run_on_webshop(tmp_path: Path, section: str, values: Mapping[str, Any], target: str,
+                   grammar: bool = False) -> Path:
+    """A workflow copy under ``tmp_path`` run to ``target`` through Snakemake with the study
+    ``section`` set to ``values`` (:func:`loopback_overlay`), the shopper answering every
+    call; returns the copy's folder."""
+    from memtrials.testing import LoopbackServer
+    from tests.conftest import copy_workflow, failure_text, run_snakemake
+
+    wf = copy_workflow(tmp_path / "wf")
+    with LoopbackServer(policy=shopper, embed_dim=32) as srv:
+        loopback_overlay(wf, srv, section, values, grammar=grammar)
+        r = run_snakemake(wf, "--configfile", "overlay.yaml", "--", target, timeout=900)
+        assert r.returncode == 0, failure_text(r)
+    return wf

@@ -11,9 +11,7 @@ import json
 import pandas as pd
 import pytest
 
-from memtrials.testing import LoopbackServer
-from tests.conftest import copy_workflow, failure_text, run_snakemake
-from tests.webshop_shopper import loopback_overlay, shopper
+from tests.webshop_shopper import run_on_webshop
 
 DESIGNS = ["react", "autorefine"]
 
@@ -21,14 +19,11 @@ DESIGNS = ["react", "autorefine"]
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_antipersist_on_webshop_end_to_end(tmp_path):
-    wf = copy_workflow(tmp_path / "wf")
-    with LoopbackServer(policy=shopper, embed_dim=32) as srv:
-        loopback_overlay(wf, srv, "antipersist", {
-            "envs": ["webshop"], "designs": DESIGNS, "rounds": 2, "round_size": 1, "in_flight": 1,
-            "pools": {"webshop": {"train_split": "train", "train_tasks": 2, "eval_split": "test", "eval_tasks": 2}},
-            "actor": {"mode": "choice", "max_actions": 4, "max_output_tokens": 48, "max_listed_actions": None}})
-        r = run_snakemake(wf, "--configfile", "overlay.yaml", "--", "results/antipersist/tables/index.md", timeout=900)
-        assert r.returncode == 0, failure_text(r)
+    wf = run_on_webshop(tmp_path, "antipersist", {
+        "envs": ["webshop"], "designs": DESIGNS, "rounds": 2, "round_size": 1, "in_flight": 1,
+        "pools": {"webshop": {"train_split": "train", "train_tasks": 2, "eval_split": "test", "eval_tasks": 2}},
+        "actor": {"mode": "choice", "max_actions": 4, "max_output_tokens": 48, "max_listed_actions": None}},
+        "results/antipersist/tables/index.md")
     out = wf / "results" / "antipersist"
     tasks = pd.read_parquet(wf / "results" / "tasks" / "webshop.parquet")
     split = dict(zip(tasks["task_id"].astype(str), tasks["split"].astype(str)))

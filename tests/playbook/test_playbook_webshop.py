@@ -12,9 +12,7 @@ import pandas as pd
 import pytest
 
 from memtrials.llm import read_records
-from memtrials.testing import LoopbackServer
-from tests.conftest import copy_workflow, failure_text, run_snakemake
-from tests.webshop_shopper import loopback_overlay, shopper
+from tests.webshop_shopper import run_on_webshop
 
 BASE = "results/playbook/std/loop/webshop/ace-reward"
 
@@ -22,18 +20,14 @@ BASE = "results/playbook/std/loop/webshop/ace-reward"
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_playbook_on_webshop_scores_the_purchase_reward(tmp_path):
-    wf = copy_workflow(tmp_path / "wf")
-    with LoopbackServer(policy=shopper, embed_dim=32) as srv:
-        loopback_overlay(wf, srv, "playbook", {
-            "envs": ["webshop"], "systems": ["ace"], "exclude": [], "tokenizer": "pieces",
-            "actor": {"mode": "choice", "max_actions": 3, "max_output_tokens": 48, "max_listed_actions": None,
-                      "listing": "sample"},
-            "growth": {"runs": 1, "train_tasks": 2, "batch_size": 2},
-            "measurement": {"blocks": 2, "practice_tasks": 2, "episodes": 4}, "choice": {"episodes": 2},
-            "evaluation": {"tasks": 2, "seeds": 1}, "baselines": {"envs": []}, "diagnostics": {"enabled": False}},
-            grammar=True)
-        r = run_snakemake(wf, "--configfile", "overlay.yaml", "--", "results/playbook/tables/index.md", timeout=900)
-        assert r.returncode == 0, failure_text(r)
+    wf = run_on_webshop(tmp_path, "playbook", {
+        "envs": ["webshop"], "systems": ["ace"], "exclude": [], "tokenizer": "pieces",
+        "actor": {"mode": "choice", "max_actions": 3, "max_output_tokens": 48, "max_listed_actions": None,
+                  "listing": "sample"},
+        "growth": {"runs": 1, "train_tasks": 2, "batch_size": 2},
+        "measurement": {"blocks": 2, "practice_tasks": 2, "episodes": 4}, "choice": {"episodes": 2},
+        "evaluation": {"tasks": 2, "seeds": 1}, "baselines": {"envs": []}, "diagnostics": {"enabled": False}},
+        "results/playbook/tables/index.md", grammar=True)
     base = wf / BASE
     tasks = pd.read_parquet(wf / "results" / "tasks" / "webshop.parquet")
     split = dict(zip(tasks["task_id"].astype(str), tasks["split"].astype(str)))
