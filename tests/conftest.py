@@ -86,12 +86,14 @@ and ``data/`` (WebShop's shipped catalog, 1 MB, which its set-up rule verifies a
 
 
 def copy_workflow(dest: Path) -> Path:
-    """The workflow (:data:`WORKFLOW_ITEMS`; ``src`` linked) copied into the new folder ``dest``."""
+    """The workflow (:data:`WORKFLOW_ITEMS`; ``src`` and the shipped ``data`` linked) copied into
+    the new folder ``dest``."""
     dest.mkdir(parents=True)
     for item in WORKFLOW_ITEMS:
         src = REPO / item
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / item)
     (dest / "src").symlink_to(REPO / "src")
+    (dest / "data").symlink_to(REPO / "data")  # WebShop's catalog: rule env_webshop_data's inputs
     return dest
 
 

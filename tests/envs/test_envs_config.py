@@ -16,7 +16,7 @@ from tests.conftest import REPO, base_config
 @pytest.mark.parametrize("path,value,pattern", [
     ("alfworld.source", "downloaded", r"envs.*alfworld.*source"),
     ("alfworld.sizes.test", 3, r"envs.*sizes.*'test'"),
-    ("run", ["webshop"], r"envs.*run"),
+    ("run", ["webarena"], r"envs.*run"),
     ("check.gold_min_success", 1.5, r"envs.*gold_min_success"),
 ])
 def test_schema_rejects_bad_envs_keys(path, value, pattern):
@@ -30,10 +30,10 @@ def test_schema_rejects_bad_envs_keys(path, value, pattern):
         check_config(cfg)
 
 
-def test_default_config_builds_at_least_300_games_and_all_three_envs():
+def test_default_config_builds_at_least_300_games_and_all_four_envs():
     envs = base_config()["envs"]
     assert sum(envs["alfworld"]["sizes"].values()) >= 300
-    assert set(envs["run"]) == {"alfworld", "scienceworld", "appworld"}
+    assert set(envs["run"]) == {"alfworld", "scienceworld", "appworld", "webshop"}
 
 
 def envs_with(**sections):

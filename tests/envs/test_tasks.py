@@ -33,8 +33,8 @@ def test_load_tasks_errors_name_file_and_fix(tmp_path):
     pd.DataFrame({"task_id": ["a"]}).to_parquet(bad)
     with pytest.raises(ValueError, match=r"bad.parquet: missing column\(s\)"):
         load_tasks("alfworld", bad)
-    with pytest.raises(ValueError, match="unknown environment 'webshop'"):
-        load_tasks("webshop", bad)
+    with pytest.raises(ValueError, match="unknown environment 'webarena'"):
+        load_tasks("webarena", bad)
     good = tmp_path / "good.parquet"
     write_table(table(), good)
     assert load_tasks("alfworld", good).equals(table())
@@ -58,5 +58,5 @@ def test_disjointness_check():
 
 
 def test_make_env_rejects_unknown_name():
-    with pytest.raises(ValueError, match="unknown environment 'webshop'"):
-        make_env("webshop")
+    with pytest.raises(ValueError, match="unknown environment 'webarena'"):
+        make_env("webarena")

@@ -1,6 +1,6 @@
 """The environments of the studies behind one interface (:mod:`memtrials.envs.base`).
 
-* :func:`make_env` -- ``make_env("scienceworld" | "alfworld" | "appworld", **options) -> Env``;
+* :func:`make_env` -- ``make_env("scienceworld" | "alfworld" | "appworld" | "webshop", **options) -> Env``;
 * :func:`load_tasks` -- the split table ``results/tasks/{env}.parquet`` as a DataFrame
   (columns ``task_id, env, split, type, source, detail``; see :mod:`memtrials.envs.tasks`);
 * :mod:`memtrials.envs.scripted` -- scripted gold and random agents and ``run_episode``;

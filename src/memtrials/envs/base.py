@@ -1,4 +1,4 @@
-"""The one small interface every environment (ALFWorld, ScienceWorld, AppWorld) offers.
+"""The one small interface every environment (ALFWorld, ScienceWorld, AppWorld, WebShop) offers.
 
 Studies score *success* (``won``, the environment's own flag), not progress.
 State restore is by deterministic replay of an action prefix (``restore``), checked

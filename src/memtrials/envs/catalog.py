@@ -122,7 +122,7 @@ def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
     if env == "webshop":  # the shipped goals fix the splits
         from memtrials.envs.webshop.splits import task_rows as webshop_rows
 
-        n = sum(1 for r in webshop_rows(with_capped=False)
+        n = sum(1 for r in webshop_rows(envs_cfg["webshop"]["root"], with_capped=False)
                 if (split is None or r["split"] == str(split)) and (wanted is None or r["type"] in wanted))
         return int(n), "the shipped WebShop goals (memtrials.envs.webshop.splits)"
     if env == "appworld" and source(env, envs_cfg) == "generated":  # the authored set: fixed by envs.seed
@@ -157,7 +157,8 @@ def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Pat
     if env == "webshop":
         from memtrials.envs.webshop.splits import task_rows as webshop_rows
 
-        return tuple(sorted({r["type"] for r in webshop_rows(with_capped=False)})), "the shipped WebShop goals"
+        rows = webshop_rows(envs_cfg["webshop"]["root"], with_capped=False)
+        return tuple(sorted({r["type"] for r in rows})), "the shipped WebShop goals"
     if env == "appworld" and str(envs_cfg["appworld"]["source"]) == "generated":
         from memtrials.envs.appworld.tasks import task_specs
 

@@ -9,7 +9,8 @@ a cell's tasks are fixed by the config and seed.  Schema (:data:`TASK_COLUMNS`):
   AppWorld generated sets ``train``/``practice``/``eval``; official ALFWorld ``train``/
   ``eval_in_distribution``/``eval_out_of_distribution``; official AppWorld ``train``/``dev``/
   ``test_normal``/``test_challenge``; WebShop ``test`` (goals 0-499)/``practice``/``train``/``duplicate``;
-* ``type``     -- ScienceWorld task name, ALFWorld task type, AppWorld scenario family, WebShop category;
+* ``type``     -- ScienceWorld task name, ALFWorld task type, AppWorld scenario family, WebShop
+  ``purchase`` (one stratum: a uniform draw; the category is in ``detail``);
 * ``source``   -- ``official`` or ``generated``;
 * ``detail``   -- a JSON object of environment-specific fields (variation, scene, apps, ...).
 

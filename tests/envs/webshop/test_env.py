@@ -110,7 +110,9 @@ def test_task_table_splits_are_disjoint_and_sized(table):
     assert not (texts["practice"] & texts["train"])
     # the papers' sizes: 10 rounds x 50 training tasks, 100 held-out, 500 evaluation tasks
     assert sizes["train"] >= 500 and sizes["test"] == 500 and sizes["practice"] >= 200
-    assert set(table["type"]) == {"beauty", "electronics", "fashion", "garden", "grocery"}
+    assert set(table["type"]) == {"purchase"}  # one stratum: select_tasks draws uniformly
+    categories = Counter(detail(r)["category"] for _, r in table[table["split"] == "test"].iterrows())
+    assert categories == {"fashion": 393, "garden": 57, "beauty": 23, "electronics": 19, "grocery": 8}
     assert (table["source"] == "generated").all()
 
 
@@ -132,7 +134,7 @@ def test_registration_make_env_load_tasks_and_config_checks(tmp_path, table):
     cfg = {"webshop": {"root": None}}
     assert env_catalog.allowed_splits("webshop", cfg) == ("train", "practice", "test", "duplicate")
     assert env_catalog.split_size("webshop", "test", cfg)[0] == 500
-    assert env_catalog.known_task_types("webshop", cfg)[0] == ("beauty", "electronics", "fashion", "garden", "grocery")
+    assert env_catalog.known_task_types("webshop", cfg)[0] == ("purchase",)
     assert set(env_catalog.env_option_names("webshop")) == {"root", "max_steps", "process"}
     env_catalog.check_task_count("webshop", "test", 500, cfg, "x.tasks", "fix")
     with pytest.raises(ConfigError, match="holds 500"):
@@ -151,3 +153,33 @@ def test_setup_and_env_check(tmp_path, table):
     gold = check[check["agent"] == "gold"]
     assert len(gold) == 8 and gold["won"].all()
     assert set(check["agent"]) == {"gold", "random"}
+
+
+def test_keyword_prefixes(env: WebShopEnv):
+    """Upstream's ``<q>``/``<c>`` searches list catalog products; ``<r>`` is seeded per session and
+    draw (a replay repeats it); ``<a>`` and a bare ``<c>``, which raise upstream, are no-ops."""
+    env.reset("0")
+    q = env.step("search[<q> decorative pillows]")
+    assert q.info["valid"] and "Total results: " in q.text
+    listed = [c.upper() for c in q.info["clickables"] if len(c) == 10 and c.startswith("b")]
+    assert listed and all(env.catalog.products[a].query == "decorative pillows" for a in listed)
+    first = env.step("search[<r>]").text
+    assert env.step("search[<r>]").text != first
+    env.reset("0")
+    assert env.step("search[<r>]").text == first
+    for action in ("search[<a> machine wash]", "search[<c>]"):
+        obs = env.step(action)
+        assert not obs.info["valid"] and obs.text == first
+
+
+def test_objects_in_threads_play_as_in_sequence():
+    from concurrent.futures import ThreadPoolExecutor
+
+    def play(task: str) -> list[str]:
+        env, rng = WebShopEnv(), random.Random(task)
+        env.reset(task)
+        return [env.step(env.random_action(rng)).text for _ in range(25)]
+
+    tasks = [str(i) for i in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(play, tasks)) == [play(t) for t in tasks]

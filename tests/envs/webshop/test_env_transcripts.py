@@ -9,6 +9,7 @@ from collections import defaultdict
 import pytest
 
 from memtrials.envs.webshop.env import WebShopEnv
+from memtrials.envs.webshop.reward import exact_purchase_reward
 from tests.envs.webshop.golden import golden
 
 
@@ -55,9 +56,10 @@ def test_gold_actions_are_the_recorded_expert_and_score_the_same(env: WebShopEnv
 
 def test_gold_agent_matches_upstream_on_the_whole_test_split(env: WebShopEnv):
     """Goals 0-499: the gold agent buys the target (goal 444 only after a search for its title:
-    neither recorded search lists it), and its reward equals upstream's expert's (goals 0-199)
-    and upstream's reward for buying the target with the goal's options (golden rewards, wherever
-    the target is among the recorded top-10s)."""
+    neither recorded search lists it) with the goal's options; its reward equals the reward
+    module's for that purchase on every goal, upstream's expert's (goals 0-199) and upstream's
+    recorded reward for it (golden rewards, wherever the target is among the recorded top-10s:
+    462 goals)."""
     expert = {e["goal_index"]: e["final_reward"] for e in golden("transcripts") if e["policy"] == "expert"}
     target = {r["goal_index"]: r["with_goal_options"]["reward"] for r in golden("rewards") if r["is_target"]}
     checked = defaultdict(int)
@@ -68,11 +70,12 @@ def test_gold_agent_matches_upstream_on_the_whole_test_split(env: WebShopEnv):
             obs = env.step(action)
         assert (index == 444) == (len([a for a in actions if a.startswith("search[")]) == 3), index
         assert obs.done and obs.info["purchase"]["asin"] == env.goal(str(index)).asin, index
+        assert obs.score == exact_purchase_reward(env.catalog, env.goal(str(index))), index
         for name, ref in (("expert", expert), ("rewards", target)):
             if index in ref:
                 assert obs.score == ref[index], (index, name)
                 checked[name] += 1
-    assert checked["expert"] == 200 and checked["rewards"] >= 450, dict(checked)
+    assert checked == {"expert": 200, "rewards": 462}, dict(checked)
 
 
 def test_random_action_is_the_recorded_random_policy(env: WebShopEnv):

@@ -160,11 +160,13 @@ class WebShopEnv(Env):
         """One uniform choice among ``search[<goal query>]`` and ``search[<instruction>]`` (where
         the search bar is shown) and ``click[c]`` for every clickable, the no-op
         ``click[search]`` included: the random policy of the golden transcripts, which
-        ``random.Random(goal index)`` reproduces action for action."""
+        ``random.Random(goal index)`` reproduces action for action (it stopped at done; on the
+        done page, which lists nothing, one of the two searches)."""
         goal = self.engine.goal
         page, clickables, _ = self._listing()
-        searches = [f"search[{goal.query}]", f"search[{goal.instruction_text}]"] if page.has_search_bar else []
-        return str(rng.choice(searches + [f"click[{c}]" for c in clickables]))
+        searches = [f"search[{goal.query}]", f"search[{goal.instruction_text}]"]
+        actions = (searches if page.has_search_bar else []) + [f"click[{c}]" for c in clickables]
+        return str(rng.choice(actions or searches))  # the done page lists nothing: upstream still searches
 
     def gold_actions(self, task_id: str) -> list[str]:
         """Upstream's expert, as the golden transcripts recorded it: ``search[<goal query>]``, then

@@ -20,8 +20,11 @@ Sizes for the papers: anti-persistence draws 10 rounds x 50 training tasks from 
 product has ~17 goals, one per option combination; 146 of the 415 products with goals have one
 in ``test``), as upstream's index splits do; ``detail.asin`` names the product.
 
-``type`` is the goal's catalog category (beauty, electronics, fashion, garden, grocery), the
-stratum of :func:`memtrials.envs.tasks.select_tasks`.  ``detail.capped``: upstream's option
+``type`` is :data:`TASK_TYPE` for every goal (one kind of task: find and buy the described
+product), so :func:`memtrials.envs.tasks.select_tasks` draws a seeded *uniform* sample of a split.
+The catalog category is in ``detail.category``; as the stratum it would distort every draw (the
+test split is 393 fashion, 57 garden, 23 beauty, 19 electronics and 8 grocery goals: a balanced
+draw of 100 would take all 8 grocery goals and 25 fashion ones).  ``detail.capped``: upstream's option
 matching scores even the exact purchase of this goal (target product, goal options) below 1.0
 (458 of 6,910 goals; :mod:`.reward`), so success is out of reach there.
 """
@@ -36,6 +39,7 @@ SPLITS: tuple[str, ...] = ("train", "practice", "test", "duplicate")
 TEST_END = 500
 PRACTICE_END = 1500
 SOURCE = "generated"
+TASK_TYPE = "purchase"
 
 
 def split_of(index: int, seen_instruction: bool) -> str:
@@ -73,7 +77,8 @@ def rows_of(goals: Any, capped: Collection[int]) -> list[dict[str, Any]]:
         if split == "test" and goal.instruction_text in seen:
             raise ValueError(f"webshop: test goal {goal.index} repeats the instruction of a lower test goal")
         seen.add(goal.instruction_text)
-        rows.append({"task_id": str(goal.index), "split": split, "type": goal.category, "source": SOURCE,
-                     "asin": goal.asin, "query": goal.query, "options": len(goal.goal_options),
+        rows.append({"task_id": str(goal.index), "split": split, "type": TASK_TYPE, "source": SOURCE,
+                     "category": goal.category, "asin": goal.asin, "query": goal.query,
+                     "options": len(goal.goal_options),
                      "price_upper": goal.price_upper, "capped": goal.index in capped})
     return rows
