@@ -79,10 +79,9 @@ def failure_text(proc: subprocess.CompletedProcess, tail: int = 3000) -> str:
     return (f"{found}\n=== the output's last {tail} characters ===\n" if found else "") + text[-tail:]
 
 
-WORKFLOW_ITEMS = ("Snakefile", "profiles", "workflow", "config", "envs", "data")
+WORKFLOW_ITEMS = ("Snakefile", "profiles", "workflow", "config", "envs")
 """What a workflow copy holds: ``profiles/`` too, since Snakemake loads ``profiles/default``
-beside the Snakefile into every run (without it a copy runs without the workflow profile),
-and ``data/`` (WebShop's shipped catalog, 1 MB, which its set-up rule verifies and indexes)."""
+beside the Snakefile into every run (without it a copy runs without the workflow profile)."""
 
 
 def copy_workflow(dest: Path) -> Path:
