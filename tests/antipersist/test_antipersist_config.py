@@ -30,7 +30,7 @@ def workflow(**changes):
 @pytest.mark.parametrize("changes, message", [
     # caught by the schema (config/schemas/config.schema.json), naming the key
     ({"designs": ["trajectory", "memgpt"]}, r"key antipersist\.designs\.1: 'memgpt' is not one of \['trajectory'"),
-    ({"envs": ["webshop"]}, r"key antipersist\.envs\.0: 'webshop' is not one of \['alfworld', 'scienceworld'\]"),
+    ({"envs": ["textcraft"]}, r"key antipersist\.envs\.0: 'textcraft' is not one of \['alfworld', 'scienceworld', 'webshop'\]"),
     ({"rounds": 0}, r"key antipersist\.rounds: 0 is less than the minimum of 1"),
     ({"pools__alfworld": {"train_split": "train"}}, r"key antipersist\.pools\.alfworld: 'train_tasks' is a required"),
     ({"pools__scienceworld__eval_tasks": 0}, r"key antipersist\.pools\.scienceworld\.eval_tasks: 0 is less than"),
@@ -89,8 +89,8 @@ def test_the_paper_preset_dry_run(workflow_copy):
     r = run_snakemake(workflow_copy, "-n", "--configfile", "config/presets/antipersist-paper.yaml", "--",
                       "results/antipersist/tables/index.md", timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    # 3 backbones x 2 benchmarks x (14 designs + 6 sweep designs: the 8 points less the two equal to the
+    # 3 backbones x 3 benchmarks x (14 designs + 6 sweep designs: the 8 points less the two equal to the
     # main design, whose rows are its cells) x 3 seeds streams, as many evaluations
     counts = dict(re.findall(r"^(antipersist_\w+)\s+(\d+)$", r.stdout, re.MULTILINE))
-    assert counts == {"antipersist_train": str(3 * 2 * 20 * 3), "antipersist_eval": str(3 * 2 * 20 * 3),
+    assert counts == {"antipersist_train": str(3 * 3 * 20 * 3), "antipersist_eval": str(3 * 3 * 20 * 3),
                       "antipersist_report": "1"}, r.stdout[-2000:]

@@ -49,6 +49,29 @@ def cached_ids(wf: Path) -> set[str]:
         return {json.loads(r)["call_id"] for (r,) in db.execute("SELECT record FROM responses")}
 
 
+def kill_then_rerun(wf: Path, srv: LoopbackServer, target: str, wait_s: float = 120) -> tuple[int, set[str]]:
+    """Run ``target`` (with ``overlay.yaml``) in ``wf``, kill -9 the whole run once the
+    server has answered 3 calls, unlock and run it again to the end.  Returns the calls the
+    server had answered and the ids of the calls completed (cached) at the kill."""
+    args = [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "overlay.yaml", "--", target]
+    proc = subprocess.Popen(args, cwd=wf, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + wait_s
+    while srv.stats.completions < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, f"the run ended (rc {proc.returncode}) before it could be killed: rerun the " \
+                                "command in the test's folder to see why"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.5)
+    served, done = srv.stats.completions, cached_ids(wf)
+    assert done, "nothing completed before the kill"
+    assert snakemake(wf, "--configfile", "overlay.yaml", "--unlock", "--", target).returncode == 0
+    out = snakemake(wf, "--configfile", "overlay.yaml", "--", target, cores="1")
+    assert out.returncode == 0, failure_text(out)
+    return served, done
+
+
 @pytest.mark.slow
 def test_history_workflow_end_to_end(tmp_path):
     wf = copy_workflow(tmp_path / "wf")
@@ -84,23 +107,7 @@ def test_history_workflow_end_to_end(tmp_path):
         }
         (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))
         # kill -9 the whole run in the middle of its first rollout cell, then run again
-        args = [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "overlay.yaml", "--",
-                "results/history/tables/index.md"]
-        proc = subprocess.Popen(args, cwd=wf, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
-        deadline = time.monotonic() + 120
-        while srv.stats.completions < 3 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        assert proc.poll() is None, f"the run ended (rc {proc.returncode}) before it could be killed: rerun the " \
-                                    "command in the test's folder to see why"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        time.sleep(0.5)
-        served, done = srv.stats.completions, cached_ids(wf)
-        assert done, "nothing completed before the kill"
-        assert snakemake(wf, "--configfile", "overlay.yaml", "--unlock", "--", "results/history/tables/index.md").returncode == 0
-        out = snakemake(wf, "--configfile", "overlay.yaml", "--", "results/history/tables/index.md", cores="1")
-        assert out.returncode == 0, failure_text(out)
+        served, done = kill_then_rerun(wf, srv, "results/history/tables/index.md")
         res = wf / "results" / "history"
         all_ids = set().union(*(set(pd.read_parquet(p)["call_id"]) for p in res.rglob("*.calls.parquet")))
         assert done <= all_ids and srv.stats.completions - served == len(all_ids - done)  # nothing repeated

@@ -109,13 +109,14 @@ def _write(tmp_path, flip_eval: bool = False):
         path = base / f"eval/{c.replace(':', '-')}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
         won = [(c != "whole:run1") != flip_eval] * 4
-        pd.DataFrame({"candidate": c, "task_id": [f"t{i}" for i in range(4)], "won": won,
-                      "served_tokens": 0, "prompt_tokens": 1, "completion_tokens": 1}).to_parquet(path)
+        pd.DataFrame({"candidate": c, "task_id": [f"t{i}" for i in range(4)], "won": won, "env": "alfworld",
+                      "final_score": [float(w) for w in won], "served_tokens": 0, "prompt_tokens": 1, "completion_tokens": 1}).to_parquet(path)
         evals.append(str(path))
     ch = {**choice, "candidates": [{"name": c, "tokens": 1} for c in names], "rbc": {"chosen": "curated:run1"}}
     (base / "choice.json").write_text(json.dumps(ch))
     # the subsampled baseline played run 1's four sets (f25 wins 1 of 4 tasks, ..., f100 all 4); run 2 not
-    played = pd.DataFrame([{"candidate": f"subsampled:f{f}:run1", "task_id": f"t{i}", "won": (i < k) != flip_eval}
+    played = pd.DataFrame([{"candidate": f"subsampled:f{f}:run1", "task_id": f"t{i}", "won": (i < k) != flip_eval,
+                            "env": "alfworld", "final_score": float((i < k) != flip_eval)}
                            for k, f in enumerate((25, 50, 75, 100), 1) for i in range(4)])
     (base / "baseline").mkdir()
     played.to_parquet(base / "baseline/subsampled.parquet")

@@ -23,9 +23,11 @@ def test_settings_variants_and_paths_from_the_default_config():
     wf = workflow(base_config())
     assert wf.variants("alfworld") == ["ace-passfail", "dc"]
     assert wf.variants("appworld") == ["ace-passfail", "dc"]  # unit_tests feedback: the paper preset
-    # the default leaves DC out on AppWorld ("*:appworld:dc", for time): 3 settings
+    assert wf.variants("webshop") == ["ace-reward", "dc"]  # on WebShop ACE's Reflector sees the reward
+    # the default leaves AppWorld and DC on WebShop out ("*:appworld", "*:webshop:dc", for time): 3 settings
     assert [s[2:] for s in wf.settings()] == [("alfworld", "ace-passfail"), ("alfworld", "dc"),
-                                              ("appworld", "ace-passfail")]
+                                              ("webshop", "ace-reward")]
+    assert wf.splits("webshop") == {"train": "train", "practice": "practice", "eval": "test"}
     assert {s[0] for s in wf.settings()} == {"std"}
     assert wf.candidates() == ["curated-run1", "curated-run2", "whole-run1", "whole-run2", "none"]
     assert variants_for("appworld", ["dc"], ["unit_tests"]) == ["dc"]
@@ -40,7 +42,7 @@ def test_official_data_maps_the_papers_splits_and_roles_from_model():
     cfg = copy.deepcopy(base_config())
     cfg["envs"]["appworld"]["source"] = "official"
     cfg["envs"]["alfworld"]["source"] = "official"
-    cfg["playbook"].update(roles_from_model=True, exclude=["smollm2:alfworld"], long_growth=True)
+    cfg["playbook"].update(roles_from_model=True, exclude=["smollm2:alfworld", "*:webshop"], long_growth=True)
     wf = workflow(cfg)
     assert wf.splits("appworld") == {"train": "train", "practice": "dev", "eval": "test_normal"}
     assert wf.cell("growth", "smollm2", "appworld")["roles"]["reflector"] == "smollm2"
@@ -49,15 +51,22 @@ def test_official_data_maps_the_papers_splits_and_roles_from_model():
 
 def test_exclude_takes_a_model_env_pair_or_one_variant_and_a_wildcard_model():
     cfg = copy.deepcopy(base_config())
-    cfg["playbook"].update(appworld_feedback=["pass_fail", "unit_tests"], exclude=[])
+    cfg["playbook"].update(appworld_feedback=["pass_fail", "unit_tests"], exclude=["*:webshop"])
     assert len(workflow(cfg).settings()) == 5
-    cfg["playbook"]["exclude"] = ["smollm2:appworld:ace-pertest", "*:alfworld:dc"]
+    cfg["playbook"]["exclude"] = ["smollm2:appworld:ace-pertest", "*:alfworld:dc", "*:webshop"]
     assert [s[2:] for s in workflow(cfg).settings()] == [("alfworld", "ace-passfail"), ("appworld", "ace-passfail"),
                                                          ("appworld", "dc")]
-    cfg["playbook"]["exclude"] = ["*:alfworld"]
+    cfg["playbook"]["exclude"] = ["*:alfworld", "*:webshop"]
     assert {s[2] for s in workflow(cfg).settings()} == {"appworld"}
-    cfg["playbook"]["exclude"] = ["other:alfworld"]  # another model's pair leaves this panel's settings in
+    cfg["playbook"]["exclude"] = ["other:alfworld", "*:webshop"]  # another model's pair leaves this panel's in
     assert len(workflow(cfg).settings()) == 5
+    cfg["playbook"]["exclude"] = []  # every benchmark: ALFWorld 2, AppWorld 3, WebShop 2 (ace-reward, dc)
+    assert len(workflow(cfg).settings()) == 7
+    cfg["playbook"].update(long_growth=True, exclude=["long:*:webshop", "long:smollm2:alfworld:dc"])
+    settings = workflow(cfg).settings()  # long growth only: std keeps all 7, long drops 3
+    assert len([s for s in settings if s[0] == "std"]) == 7
+    assert sorted(s[2:] for s in settings if s[0] == "long") == [
+        ("alfworld", "ace-passfail"), ("appworld", "ace-passfail"), ("appworld", "ace-pertest"), ("appworld", "dc")]
 
 
 @pytest.mark.parametrize("key,value,match", [

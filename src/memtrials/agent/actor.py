@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from memtrials.agent.listing import LISTINGS
 from memtrials.agent.listing import list_actions as listed_actions  # the prompt's listing
-from memtrials.agent.parse import parse_action, parse_joint
+from memtrials.agent.parse import TEMPLATE, parse_action, parse_joint, templates
 from memtrials.agent.records import dumps
 from memtrials.agent.review import ReviewHook, StepHook, Transition
 from memtrials.agent.render import Segment, approx_tokens, render_block, render_chat
 from memtrials.agent.views import SHUFFLE_MODES, Entry, apply_view, current_label, raw
 from memtrials.io import canonical_json
 from memtrials.llm import CallFailed
-from memtrials.llm.structured import gbnf_joint
+from memtrials.llm.structured import gbnf_actions, gbnf_joint
 from memtrials.memory.base import EpisodeMemory, StepContext
 
 if TYPE_CHECKING:
@@ -159,6 +159,27 @@ def joint_grammar(client: Client, s: ActorSettings, shown: Sequence[str] | None)
     return gbnf_joint(list(shown), s.joint_grammar_chars)
 
 
+MAX_TEMPLATE_CHARS = 100
+"""Longest text a constrained reply writes into a template action (a search query)."""
+
+
+def action_constraint(client: Client, model: str, shown: Sequence[str] | None) -> dict[str, Any]:
+    """What constrains a ``choice``-mode reply to the listed actions ``shown``: ``choices``
+    (the client's grammar or JSON enum), or, where the list holds a template action
+    (``search[<your query>]``, :func:`memtrials.agent.parse.templates`), a grammar of the
+    listed actions and the template filled in (:func:`memtrials.llm.structured.gbnf_actions`)
+    on endpoints that take one, else nothing (the free reply, parsed against the list)."""
+    if not shown:
+        return {}
+    names = templates(shown)
+    if not names:
+        return {"choices": list(shown)}
+    if not client.supports_grammar(model):
+        return {}
+    literals = [a for a in shown if not TEMPLATE.match(a)]
+    return {"grammar": gbnf_actions(literals, names, MAX_TEMPLATE_CHARS)}
+
+
 def attach_calibration(ep: Episode, decision: str, experience: str | None, call_id: str | None) -> None:
     """A joint actor's calibration of the latest completed transition: its experience (if
     CALIBRATE) beside that entry, and the review columns of that step's row (the call is
@@ -211,7 +232,8 @@ async def run_episode(
         try:
             r = await client.complete(
                 s.model, msgs, sample=s.sample, max_tokens=s.max_output_tokens, purpose="actor",
-                temperature=s.temperature, choices=list(shown) if (s.mode == "choice" and shown) else None,
+                temperature=s.temperature,
+                **(action_constraint(client, s.model, shown) if s.mode == "choice" else {}),
                 **({"grammar": grammar} if grammar is not None else {}))
         except CallFailed as exc:
             if not is_context_error(exc):

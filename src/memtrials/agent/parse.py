@@ -5,6 +5,10 @@ a step; it is sent to the environment as written, which treats it as it treats a
 invalid command ("Nothing happens.", an error message).
 
 - ``choice`` mode (replies constrained to the admissible list): the reply, stripped.
+- an admissible entry may be a *template*, ``name[<what to write>]`` (WebShop's search bar:
+  ``search[<your query>]``): any ``name[text]`` (the same name, non-empty text on one line) is admissible
+  through it (:func:`templates`, :func:`fills_template`); in ``choice`` mode the grammar lets
+  the reply write the text (:func:`memtrials.llm.structured.gbnf_actions`).
 - ``react`` mode: the text of the last ``<action> ... </action>``; without one, a reply
   of one line is taken as the action, anything else is *unparsable* and its first line
   (at most 200 characters) is what the environment receives.
@@ -26,6 +30,23 @@ _ACTION = re.compile(r"<action>\s*(.*?)\s*</action>", re.DOTALL | re.IGNORECASE)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*?)\n?```$", re.DOTALL)
 MAX_FALLBACK = 200
+TEMPLATE = re.compile(r"^([A-Za-z_][A-Za-z0-9_ ]*)\[<[^<>\[\]\n]+>\]$")
+"""An admissible entry whose bracketed argument is a placeholder the actor fills in."""
+_PLACEHOLDER = re.compile(r"^<[^<>]*>$")
+_CALL = re.compile(r"^([A-Za-z_][A-Za-z0-9_ ]*)\[([^\n]*\S[^\n]*)\]$")
+
+
+def templates(admissible: Sequence[str] | None) -> list[str]:
+    """The names of the template entries of ``admissible`` (``search`` for ``search[<your query>]``)."""
+    return [m.group(1) for m in (TEMPLATE.match(a) for a in admissible or ()) if m]
+
+
+def fills_template(action: str, names: Sequence[str]) -> bool:
+    """Whether ``action`` is ``name[text]`` for one of the template ``names``: the name exactly
+    as the template writes it (WebShop refuses ``Search[x]`` and ``search [x]``), the text
+    non-empty, on one line and not a placeholder (``<keywords>`` copied is not filled in)."""
+    m = _CALL.match(action.strip())
+    return bool(m) and m.group(1) in set(names) and not _PLACEHOLDER.match(m.group(2).strip())
 
 
 @dataclass(frozen=True)
@@ -63,8 +84,10 @@ def parse_action(reply: str, admissible: Sequence[str] | None, mode: str = "reac
     if admissible is not None:
         lookup = {normalize(a): a for a in admissible}
         canon = lookup.get(normalize(action))
-        if canon is None:
+        if canon is not None and TEMPLATE.match(canon):  # the placeholder copied, not filled in
             return Parsed(action, "inadmissible")
+        if canon is None:
+            return Parsed(action, "ok" if fills_template(action, templates(admissible)) else "inadmissible")
         return Parsed(canon, "ok")
     return Parsed(action, "ok")
 

@@ -68,6 +68,22 @@ def gbnf_choice(choices: Sequence[str]) -> str:
     return "root ::= " + " | ".join(lit(c) for c in choices)
 
 
+def gbnf_actions(literals: Sequence[str], calls: Sequence[str], max_chars: int) -> str:
+    """A llama.cpp GBNF grammar whose language is ``literals`` plus, for each name in
+    ``calls``, ``name[text]`` with 1 to ``max_chars`` characters of text (no ``]``, no line
+    break, not starting with ``<`` or a space, so the placeholder itself cannot be copied): a listed
+    action copied, or a template action (a search bar) filled in.  It starts
+    with a comment line, so it is not read as a choice list (:func:`gbnf_choice`'s form)."""
+    if not literals and not calls:
+        raise ValueError("literals and calls must not both be empty")
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    alts = [gbnf_choice(literals)[len("root ::= "):]] if literals else []
+    alts += [gbnf_choice([f"{name}["])[len("root ::= "):] + ' arg "]"' for name in calls]
+    return "\n".join(["# listed actions, or a template action with its text filled in",
+                      "root ::= " + " | ".join(alts), f"arg ::= [^<\\]\\n\\r \\t] [^\\]\\n\\r]{{0,{max_chars - 1}}}"])
+
+
 def gbnf_joint(choices: Sequence[str], max_chars: int) -> str:
     """A llama.cpp GBNF grammar for a joint actor's reply (section 6.4 / Appendix G.3): one
     ``<calibration>`` block holding one of the two review outputs (``NOUPDATE``, or

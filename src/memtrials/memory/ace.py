@@ -10,7 +10,8 @@ After each batch (:meth:`ACEPlaybook.update`):
 1. **Reflect.** One ``reflector`` call per episode (concurrently, answers in episode
    order) reads the task, the trajectory, the feedback (``feedback="pass_fail"``: whether
    the task was completed; ``"unit_tests"``: every unit test's result, see
-   :func:`.ace_feedback.unit_tests`) and the lessons the episode was served (its steps'
+   :func:`.ace_feedback.unit_tests`; ``"reward"``: whether it was completed and the
+   environment's final reward, e.g. a purchase reward that gives partial credit) and the lessons the episode was served (its steps'
    ``memory_ids``).  It answers JSON: an ``analysis`` and ``tags: [{id, tag}]``.  A tag
    naming an id that the episode was not served, or repeating an id already tagged in the
    same answer, is ignored and counted.
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
 
 PROMPT_FILES = ("ace_reflector_system.txt", "ace_reflector_user.txt", "ace_curator_system.txt",
                 "ace_curator_user.txt")
-FEEDBACK = ("pass_fail", "unit_tests")
+FEEDBACK = ("pass_fail", "unit_tests", "reward")
 SECTIONS: dict[str, str] = {  # slug -> section (the AppWorld sections of ACE's code)
     "str": "strategies and hard rules",
     "api": "apis to use",

@@ -1,6 +1,6 @@
 """What ACE's Reflector reads from a finished episode besides its trajectory: the lesson
-ids it was served, AppWorld's unit-test results and the feedback text (``pass_fail`` or
-``unit_tests``) for :class:`memtrials.memory.ace.ACEPlaybook`.  AutoRefine
+ids it was served, AppWorld's unit-test results and the feedback text (``pass_fail``,
+``unit_tests`` or ``reward``) for :class:`memtrials.memory.ace.ACEPlaybook`.  AutoRefine
 (:mod:`memtrials.memory.autorefine`) reads the served ids the same way.
 """
 
@@ -40,11 +40,15 @@ def unit_tests(episode: Any) -> list[dict[str, Any]] | None:
 
 
 def feedback_text(episode: Any, mode: str, trace_chars: int = 300) -> str:
-    """What the Reflector is told about the outcome (``pass_fail`` or ``unit_tests``)."""
+    """What the Reflector is told about the outcome: ``pass_fail`` (completed or not),
+    ``reward`` (that and the episode's final reward in [0, 1], ``final_score``: partial
+    credit where the environment gives it) or ``unit_tests``."""
     s = episode.summary
     outcome = "The task was completed successfully." if s["won"] else "The task was not completed."
     if mode == "pass_fail":
         return outcome
+    if mode == "reward":
+        return f"{outcome} Reward: {float(s['final_score']):.2f} (1.00 is full success)."
     tests = unit_tests(episode)
     if tests is None:
         raise ValueError(

@@ -18,7 +18,9 @@ held-out evaluation with the memory frozen; three seeds.  A **design** is one me
 Task pools come from the task tables (:func:`memtrials.envs.tasks.select_tasks`, seeded
 and balanced over task types): ``train_tasks`` of ``train_split`` and ``eval_tasks`` of
 ``eval_split`` per environment (ScienceWorld: 5 and 2 variations of each of its 30 task
-types, i.e. 150 and 60; ALFWorld: the 134 held-out games).  The training stream visits
+types, i.e. 150 and 60; ALFWorld: the 134 held-out games; WebShop: 100 held-out
+instructions of the test split, goals 0-499, and a training pool of 500 from the train
+split: docs/antipersist.md).  The training stream visits
 the pool in passes, each pass in its own seeded order, cut into rounds: a pool smaller
 than ``rounds x round_size`` is met again in later rounds.
 """
@@ -44,7 +46,7 @@ BASELINES = ("react", "reflexion", "expel", "autorefine")
 DESIGNS = MEMORY_DESIGNS + ABLATIONS + BASELINES
 LINEAGE_DESIGNS = ("abstraction", "joint")
 """The designs that store abstractions with their lineage (the error-reproduction evidence)."""
-ENVS = ("alfworld", "scienceworld")
+ENVS = ("alfworld", "scienceworld", "webshop")
 ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions", "listing")
 LABELS = {
     "react": "ReAct", "reflexion": "Reflexion", "expel": "ExpeL", "autorefine": "AutoRefine",

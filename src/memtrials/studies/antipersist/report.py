@@ -142,6 +142,10 @@ def figure_per_round(rounds: pd.DataFrame, out_stem: Path, ylabel: str = "traini
     return paths
 
 
+WEBSHOP_NOTE = ("; WebShop: success = a purchase with reward 1.0, on synthetic goals of the 1,000-product catalog, "
+                "goals whose exact purchase upstream caps below 1.0 kept")
+
+
 def write_report(eval_paths: Sequence[str], train_paths: Sequence[str], tables_dir: str, figures_dir: str,
                  index_path: str, *, memory_paths: Sequence[str] = (), sweeps: Sequence[Sequence] = ()) -> None:
     """Read every job's episode table (and the lineage designs' final snapshots) and write the
@@ -161,7 +165,8 @@ def write_report(eval_paths: Sequence[str], train_paths: Sequence[str], tables_d
     table("main", success_matrix(summary, average, designs),
           f"Held-out success (%) by design and setting, mean ± sd over {n_seeds} seed(s); average: equal-weighted "
           "over settings. Reflexion is served across tasks (its task's reflections, then the most similar tasks', "
-          "k in all; the project's reading, since held-out tasks never occur in training)")
+          "k in all; the project's reading, since held-out tasks never occur in training)"
+          + (WEBSHOP_NOTE if "webshop" in set(ev["env"].astype(str)) else ""))
     table("calls", calls_matrix(analysis.calls(analysis.final_round(ev)), analysis.calls(tr), designs),
           "LLM calls per episode (synthesis plus execution; embeddings not counted)")
     table("keep_discard", keep_discard(summary), "Keep versus discard: the same synthesized guidance persisted or "

@@ -49,8 +49,7 @@ class AntipersistWorkflow(Study):
         a, src = self.a, "config key antipersist"
         for env in self.envs:
             if env not in ENVS:
-                raise ConfigError(f"{src}.envs: {env!r} is not one of {', '.join(ENVS)} (WebShop is not available "
-                                  "offline)")
+                raise ConfigError(f"{src}.envs: {env!r} is not one of {', '.join(ENVS)}")
             p = a["pools"].get(env)
             if not isinstance(p, Mapping) or sorted(p) != sorted(POOL_KEYS):
                 raise ConfigError(f"{src}.pools.{env}: expected a mapping with exactly {', '.join(POOL_KEYS)}; "

@@ -21,7 +21,7 @@ from memtrials.agent.actor import ActorSettings
 from memtrials.agent.views import SHUFFLE_MODES, VIEWS
 from memtrials.envs.tasks import select_tasks
 
-ENVS: tuple[str, ...] = ("alfworld", "scienceworld", "appworld")
+ENVS: tuple[str, ...] = ("alfworld", "scienceworld", "appworld", "webshop")
 CONDITION_LABELS: dict[str, str] = {
     "raw": "Raw", "recent3": "Recent-3-Only", "obsonly": "Observation-Only",
     "shuffle_all": "Shuffle-All", "shuffle_old": "Shuffle-Old", "causal": "Causal",

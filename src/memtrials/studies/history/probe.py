@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from memtrials.agent.actor import ActorSettings
+from memtrials.agent.actor import ActorSettings, action_constraint
 from memtrials.agent.parse import normalize, parse_action
 from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.review import review_transition
@@ -139,7 +139,7 @@ async def probe_cell(
                 admissible=p.shown_actions, mode=mode, fmt=settings.fmt)
             choice = mode == "choice" and bool(p.shown_actions)
             r = await client.complete(model, msgs, max_tokens=settings.max_output_tokens, purpose="actor",
-                                      choices=list(p.shown_actions) if choice else None)
+                                      **(action_constraint(client, model, p.shown_actions) if choice else {}))
             parsed = parse_action(r.text, p.shown_actions, "choice" if choice else "react")
             return {"episode_id": p.episode_id, "task_id": p.task_id, "pair_step": p.step, "condition": condition,
                     "repeated_action": p.action, "call_id": r.call_id, "raw_reply": r.text,

@@ -91,6 +91,10 @@ class Report:
         self.entries.append((f"figures/{name}.{{png,svg}}", caption))
 
 
+WEBSHOP_NOTE = ("; WebShop: success = a purchase with reward 1.0, on synthetic goals of the 1,000-product catalog, "
+                "goals whose exact purchase upstream caps below 1.0 kept")
+
+
 def rollout_part(rep: Report, eps: pd.DataFrame, steps: pd.DataFrame, n_boot: int) -> None:
     if eps.empty:
         rep.table("table2_success", _empty("no rollout episodes"), "Table 2 analogue: no rollouts")
@@ -98,7 +102,8 @@ def rollout_part(rep: Report, eps: pd.DataFrame, steps: pd.DataFrame, n_boot: in
     block = eps[~eps["condition"].str.endswith("-chat")]
     chat = eps[eps["condition"].str.endswith("-chat")]
     rep.table("table2_success", A.grouped_table(block, _present(block, TABLE2), LABELS),
-              "Task success (%) with Wilson 95% intervals under history interventions (Table 2 analogue)")
+              "Task success (%) with Wilson 95% intervals under history interventions (Table 2 analogue)"
+              + (WEBSHOP_NOTE if "webshop" in set(block["env"].astype(str)) else ""))
     rep.table("table4_counts", A.count_table(block, _present(block, TABLE4), LABELS),
               "Successes / episodes per model-environment cell (Table 4 analogue)")
     rep.table("table5_check", A.count_table(block, _present(block, TABLE5), LABELS),

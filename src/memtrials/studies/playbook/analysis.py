@@ -1,6 +1,7 @@
 """The study's numbers from its artifacts: candidate and method scores, growth runs, costs.
 
-Scores (Section 4): an episode scores 1 when the task is completed; a candidate's score
+Scores (Section 4): an episode scores 1 when the task is completed (on WebShop: its purchase
+reward in [0, 1], :func:`.records.score`); a candidate's score
 on a setting is 100 x the mean over evaluation tasks of the mean over that task's seeds
 (:func:`method_score`).  A method's score is the score of the candidate it serves: No
 playbook ``none``; Whole each run's ``whole:runk`` (Table 1's Whole: their mean over the
@@ -22,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from memtrials.llm import read_records
+from memtrials.studies.playbook.records import scores
 
 SETTING_KEYS = ("growth", "model", "env", "variant")
 _PATH = re.compile(r"results/playbook/(?P<growth>[^/]+)/(?P<model>[^/]+)/(?P<env>[^/]+)/(?P<variant>[^/]+)/")
@@ -36,10 +38,11 @@ def setting_of(path: str | Path) -> tuple[str, str, str, str]:
 
 
 def method_score(episodes: pd.DataFrame) -> float:
-    """100 x mean over tasks of the mean success over each task's seeds."""
+    """100 x mean over tasks of the mean score over each task's seeds (success; the purchase
+    reward on WebShop: :func:`.records.scores`)."""
     if episodes.empty:
         return float("nan")
-    per_task = episodes.assign(y=episodes["won"].astype(float)).groupby("task_id")["y"].mean()
+    per_task = episodes.assign(y=scores(episodes)).groupby("task_id")["y"].mean()
     return 100.0 * float(per_task.mean())
 
 

@@ -41,7 +41,7 @@ from memtrials.studies.playbook import play
 from memtrials.studies.playbook.design import actor_settings, env_options, role_tasks
 from memtrials.studies.playbook.evaluate import eval_plan
 from memtrials.studies.playbook.practice import json_ready, practice_run
-from memtrials.studies.playbook.records import PLAYBOOK_SCHEMA, final_playbook
+from memtrials.studies.playbook.records import PLAYBOOK_SCHEMA, final_playbook, scores
 
 if TYPE_CHECKING:
     from memtrials.llm import Client
@@ -153,7 +153,7 @@ async def served_variants(method: str, cell: Mapping[str, Any], client: Client, 
 
             rec = json.loads(Path(practice[i]).read_text(encoding="utf-8"))
             eps = pd.read_parquet(_side(practice[i], ".parquet"))
-            sc = pd.DataFrame({"episode": eps["design_episode"].astype(int), "score": eps["won"].astype(float)})
+            sc = pd.DataFrame({"episode": eps["design_episode"].astype(int), "score": scores(eps)})
             tok = np.asarray([x["tokens"] for x in rec["block_lessons"]], dtype=np.int64)
             blocks = pd.read_parquet(_side(practice[i], ".blocks.parquet"))
             sub = subsampled(pd.read_parquet(_side(practice[i], ".design.parquet")), sc, tok, budget=budget,

@@ -49,6 +49,8 @@ from memtrials.memory.retrieval import top_k
 from memtrials.config.prompts import PromptFiles
 from memtrials.stats.shapley import subset_shapley
 from memtrials.studies.playbook.play import block_of
+from memtrials.studies.playbook.records import REWARD_SCORED
+from memtrials.studies.playbook.records import scores as play_scores
 from memtrials.studies.playbook.methods import (  # noqa: F401  (re-exported)
     BASELINE_PROMPTS_KEY, DC_PROMPT_FILES, EVALUATION, JUDGE_PROMPT_FILES, METHODS, PRACTICE,
 )
@@ -192,20 +194,20 @@ def dgmem_curated(design: pd.DataFrame, scores: pd.DataFrame, blocks: pd.DataFra
     """DG-Mem: subset-Shapley estimates from the practice round, curated by RBC's rule.
 
     ``design`` and ``blocks`` are the practice round's artifacts, ``scores`` its episodes'
-    ``design_episode`` and ``won``, ``p`` the round's inclusion probability (the estimator
+    ``design_episode`` and what :func:`.records.scores` reads, ``p`` the round's inclusion probability (the estimator
     weighs episodes by the design's size probabilities).  Every block gets an estimate; the
     table also says which sizes of the other blocks the round left unobserved.
     """
     m = int(blocks["block"].max()) + 1 if len(blocks) else 0
     if m == 0:
         return [], pd.DataFrame()
-    joined = design.merge(scores.rename(columns={"design_episode": "episode"})[["episode", "won"]], on="episode",
-                          how="inner", validate="one_to_one")
+    scored = pd.DataFrame({"episode": scores["design_episode"], "y": play_scores(scores)})
+    joined = design.merge(scored, on="episode", how="inner", validate="one_to_one")
     if len(joined) != len(design):
         raise ValueError(f"DG-Mem: {len(design) - len(joined)} practice episodes of the design have no score; "
                          "rebuild the practice round")
     table = subset_shapley(joined[DESIGN_COLUMNS[1]].to_numpy(), inclusion_matrix(joined, m),
-                           joined["won"].astype(float).to_numpy(), p=p)
+                           joined["y"].to_numpy(float), p=p)
     tok = _tokens(lessons)
     block_tok = blocks.groupby("block")["lesson_id"].apply(lambda s: sum(tok[str(x)] for x in s)).reindex(
         range(m), fill_value=0).to_numpy(dtype=np.int64)
@@ -255,6 +257,8 @@ def attempts_text(episodes: pd.DataFrame, steps: pd.DataFrame, with_outcome: boo
         head = f"Attempt {k}. Task: {ep.task}"
         if with_outcome:
             head += f"\nOutcome: {'succeeded' if bool(ep.won) else 'failed'}"
+            if str(getattr(ep, "env", "")) in REWARD_SCORED:  # WebShop: the purchase reward too
+                head += f" (reward {float(ep.final_score):.2f})"
         parts.append(head + "\n" + trajectory_text(st, obs_chars))
     return "\n\n".join(parts)
 

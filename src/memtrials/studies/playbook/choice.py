@@ -116,7 +116,7 @@ async def choice_run(config: Mapping[str, Any], *, model: str, env: str, variant
         "task_id": [e.summary["task_id"] for e in episodes],
         "episode_id": [e.summary["episode_id"] for e in episodes],
         "split": [e.summary["split"] for e in episodes],
-        "score": [play.score(e.summary) for e in episodes]})
+        "score": [play.score(e.summary, env) for e in episodes]})
     write_parquet(scores, out_scores, schema=SCORES_SCHEMA)
     record = {"model": model, "env": env, "variant": variant, "growth": growth, "runs": runs,
               "practice_tasks": practice, "episodes": int(len(design)),

@@ -3,7 +3,9 @@
 *Reliable Memory from Unstable Growth*, Sections 2-3 and Appendix A.  A setting is a
 system variant x model x benchmark (x growth recipe): ``ace-passfail`` (ACE; its
 Reflector sees whether the task passed, on ALFWorld its success), ``ace-pertest`` (ACE on
-AppWorld, the Reflector sees each unit test's result) and ``dc`` (Dynamic Cheatsheet,
+AppWorld, the Reflector sees each unit test's result), ``ace-reward`` (ACE on WebShop, the
+Reflector sees the purchase reward: "On WebShop it sees the reward", Appendix A) and
+``dc`` (Dynamic Cheatsheet,
 cumulative, which never sees the reward).  Growth recipes: ``std`` (at most
 ``max_passes`` passes, stop after a pass that grows the playbook by less than
 ``min_growth``) and ``long`` (``long_passes`` passes, no early stop).
@@ -27,6 +29,7 @@ from memtrials.envs.tasks import select_tasks
 from memtrials.memory.ace import ACEPlaybook, piece_tokens
 from memtrials.memory.cheatsheet import Cheatsheet
 from memtrials.seeds import seed_of
+from memtrials.studies.playbook.records import REWARD_SCORED
 
 if TYPE_CHECKING:
     from memtrials.llm import Client
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 VARIANTS: dict[str, tuple[str, str | None]] = {  # variant -> (system, ACE feedback)
     "ace-passfail": ("ace", "pass_fail"),
     "ace-pertest": ("ace", "unit_tests"),
+    "ace-reward": ("ace", "reward"),
     "dc": ("dc", None),
 }
 GROWTHS = ("std", "long")
@@ -50,10 +54,13 @@ SAMPLE_MOD = 2**30
 
 
 def variants_for(env: str, systems: Sequence[str], appworld_feedback: Sequence[str]) -> list[str]:
-    """The settings' variants on ``env``: ACE with pass/fail (and per-test on AppWorld), DC."""
+    """The settings' variants on ``env``: ACE with pass/fail (and per-test on AppWorld; the
+    reward on WebShop), DC."""
     out: list[str] = []
     if "ace" in systems:
-        if env == "appworld":
+        if env in REWARD_SCORED:
+            out.append("ace-reward")
+        elif env == "appworld":
             out += [{"pass_fail": "ace-passfail", "unit_tests": "ace-pertest"}[f] for f in appworld_feedback]
         else:
             out.append("ace-passfail")

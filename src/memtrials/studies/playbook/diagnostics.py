@@ -38,6 +38,7 @@ from scipy import stats as _st
 from memtrials.curation import curate, inclusion_matrix
 from memtrials.curation.design import DESIGN_COLUMNS
 from memtrials.stats.inclusion import ridge_loto
+from memtrials.studies.playbook.records import SCORE_COLUMNS, scores
 
 FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 
@@ -139,7 +140,7 @@ def table17_values(sub: pd.DataFrame, run: str, evaluated: pd.DataFrame | None, 
 
     out = sub.copy()
     names = [candidate_name("subsampled", f"f{int(round(100 * f))}", run) for f in out["fraction"]]
-    ev = evaluated if evaluated is not None else pd.DataFrame(columns=["candidate", "task_id", "won"])
+    ev = evaluated if evaluated is not None else pd.DataFrame(columns=["candidate", "task_id", *SCORE_COLUMNS])
     out["evaluated"] = [method_score(ev[ev["candidate"].astype(str) == c]) for c in names]
     out["predicted_score"] = (float(none_score) + 100.0 * out["predicted"].astype(float)).clip(0.0, 100.0)
     played = out["evaluated"].notna()
@@ -158,13 +159,14 @@ def split_half(evals: pd.DataFrame, candidates: Sequence[str], tokens: Mapping[s
                seed: int = 0) -> pd.DataFrame:
     """Choose on one half of the evaluation tasks, score on the other, both ways, per halving.
 
-    ``evals``: one row per evaluation episode with ``candidate``, ``task_id``, ``won``.  Each
+    ``evals``: one row per evaluation episode with ``candidate``, ``task_id`` and
+    :data:`.records.SCORE_COLUMNS` (scored by :func:`.records.scores`).  Each
     row of the result names the tasks that chose and the tasks that scored (disjoint)."""
     ev = evals[evals["candidate"].isin(candidates)]
     tasks = sorted(ev["task_id"].astype(str).unique())
     if len(tasks) < 2:
         raise ValueError(f"split_half: needs at least 2 evaluation tasks, got {len(tasks)}")
-    per_task = ev.assign(y=ev["won"].astype(float)).groupby(["candidate", "task_id"])["y"].mean().unstack()
+    per_task = ev.assign(y=scores(ev)).groupby(["candidate", "task_id"])["y"].mean().unstack()
     rng = np.random.default_rng(seed)
     rows = []
     for h in range(halvings):
@@ -227,7 +229,8 @@ def write_diagnostics(*, playbooks: Sequence[str], practice: Sequence[str], choi
     cands = an.candidate_scores(evals)
     score = {(r.growth, r.model, r.env, r.variant, r.candidate): r.score for r in cands.itertuples(index=False)}
     books = {(*an.setting_of(p), int(an.run_number(p))): p for p in playbooks}
-    played = {an.setting_of(p): pd.read_parquet(p, columns=["candidate", "task_id", "won"]) for p in subsampled_evals}
+    played = {an.setting_of(p): pd.read_parquet(p, columns=["candidate", "task_id", *SCORE_COLUMNS])
+              for p in subsampled_evals}
     blocks, subs = [], []
     for p in practice:
         rec, key = an.read_json(p), an.setting_of(p)
@@ -239,7 +242,7 @@ def write_diagnostics(*, playbooks: Sequence[str], practice: Sequence[str], choi
         stem = str(p).removesuffix(".json")
         design = pd.read_parquet(stem + ".design.parquet")
         eps = pd.read_parquet(stem + ".parquet")
-        sc = pd.DataFrame({"episode": eps["design_episode"].astype(int), "score": eps["won"].astype(float)})
+        sc = pd.DataFrame({"episode": eps["design_episode"].astype(int), "score": scores(eps)})
         tok = np.asarray([b["tokens"] for b in rec["block_lessons"]], dtype=np.int64)
         s = table17_values(subsampled(design, sc, tok, budget=budget, rule=rule), f"run{int(rec['run'])}",
                            played.get(key), score.get((*key, "none"), np.nan))
@@ -264,7 +267,8 @@ def write_diagnostics(*, playbooks: Sequence[str], practice: Sequence[str], choi
     for p in choice:
         ch, key = an.read_json(p), an.setting_of(p)
         ev = [e for e in evals if an.setting_of(e) == key]
-        table = pd.concat([pd.read_parquet(e, columns=["candidate", "task_id", "won"]) for e in ev], ignore_index=True)
+        table = pd.concat([pd.read_parquet(e, columns=["candidate", "task_id", *SCORE_COLUMNS]) for e in ev],
+                          ignore_index=True)
         if table["task_id"].nunique() < 2:
             continue
         tok = {c["name"]: int(c["tokens"]) for c in ch["candidates"]}

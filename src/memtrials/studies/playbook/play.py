@@ -18,7 +18,7 @@ from memtrials.agent.records import STEP_SCHEMA
 from memtrials.agent.runner import episode_schema, write_episodes
 from memtrials.memory.ace import SECTIONS, serving_block
 from memtrials.memory.base import FixedView, Lesson, MemoryBlock
-from memtrials.studies.playbook.records import EPISODE_COLUMNS
+from memtrials.studies.playbook.records import EPISODE_COLUMNS, score  # noqa: F401  (score: the study's episode score)
 
 TITLE = "Playbook"
 
@@ -57,11 +57,6 @@ def write(episodes: Sequence[Any], model: str, env: str, condition: str, out_epi
     return write_episodes(episodes, {"model": model, "env": env, "condition": condition}, index,
                           out_episodes, out_steps, schema=episode_schema(EPISODE_COLUMNS),
                           step_schema=episode_schema((), STEP_SCHEMA))
-
-
-def score(summary: Mapping[str, Any]) -> float:
-    """An episode's success in [0, 1]: task completion (ALFWorld success, AppWorld pass)."""
-    return 1.0 if summary["won"] else 0.0
 
 
 def served_ids(steps: Sequence[Mapping[str, Any]]) -> list[str]:

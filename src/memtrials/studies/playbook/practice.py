@@ -96,7 +96,7 @@ async def practice_run(config: Mapping[str, Any], *, model: str, env: str, varia
     write_parquet(blocks.table(), out_blocks, schema=BLOCKS_SCHEMA)
     write_design(design, blocks.m, out_design)
     scores = pd.DataFrame({"episode": [int(e.summary["design_episode"]) for e in episodes],
-                           "score": [play.score(e.summary) for e in episodes]})
+                           "score": [play.score(e.summary, env) for e in episodes]})
     record: dict[str, Any] = {"model": model, "env": env, "variant": variant, "growth": growth, "run": run,
                               "practice_tasks": practice, "episodes": n, "p": float(meas["p"]),
                               "blocks": blocks.record(), "block_lessons": block_examples(blocks, lessons),

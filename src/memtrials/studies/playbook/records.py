@@ -7,12 +7,13 @@
 - :data:`EPISODE_COLUMNS`: the study's columns on the runner's episode table (which
   round an episode belongs to, what it was served).
 - :data:`SCORES_SCHEMA`: the candidates' practice scores (what the choice reads).
+- :func:`score` / :func:`scores`: an episode's score (success; WebShop's purchase reward).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -79,3 +80,33 @@ def final_playbook(path: str | Path) -> pd.DataFrame:
         return df
     last = df[df["pass"] == df["pass"].max()]
     return last.sort_values("position").reset_index(drop=True)
+
+
+REWARD_SCORED: frozenset[str] = frozenset({"webshop"})
+"""Benchmarks scored by the environment's reward in [0, 1] instead of task completion
+(section 2: WebShop is scored by purchase reward; its ``final_score`` is the reward of the
+purchase, 0 without one).  Every other benchmark scores 1 when the task is completed."""
+
+
+def score(summary: Mapping[str, Any], env: str) -> float:
+    """An episode's score in [0, 1] on ``env``: task completion (ALFWorld success, AppWorld
+    pass), or the purchase reward on WebShop (:data:`REWARD_SCORED`)."""
+    if env in REWARD_SCORED:
+        return float(summary["final_score"])
+    return 1.0 if summary["won"] else 0.0
+
+
+SCORE_COLUMNS = ("env", "won", "final_score")
+"""The episode-table columns :func:`scores` reads."""
+
+
+def scores(episodes: pd.DataFrame) -> pd.Series:
+    """:func:`score` of every row of an episode table (its ``env``, ``won``, ``final_score``;
+    a table without an ``env`` column, e.g. a unit test's, is scored by success)."""
+    won = episodes["won"].astype(float)
+    if "env" not in episodes.columns:
+        return won
+    reward = episodes["env"].astype(str).isin(REWARD_SCORED)
+    if not reward.any():
+        return won
+    return episodes["final_score"].astype(float).where(reward, won)

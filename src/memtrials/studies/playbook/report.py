@@ -24,6 +24,8 @@ from memtrials.report.tables import write_table
 from memtrials.studies.playbook import analysis as an
 
 METHODS = ("No playbook", "Whole", "Best-Full", "RBC-cut", "RBC")
+WEBSHOP_NOTE = (" WebShop scores the purchase reward x 100 (not success), on synthetic goals of the 1,000-product "
+                "catalog; goals whose exact purchase upstream caps below 1.0 are kept.")
 
 
 def setting_label(key: Sequence[str]) -> str:
@@ -296,10 +298,11 @@ def write_report(*, growth: Sequence[str], playbooks: Sequence[str], practice: S
     parts, steps = an.parts(choices, cands), an.by_runs(choices, cands)
     cost = an.costs(growth, practice, choice, choices, cands)
     written = []
+    ws = WEBSHOP_NOTE if len(cands) and "webshop" in set(cands["env"].astype(str)) else ""
     tables = {
         "table1_methods": (table1(meth), "Evaluation score (0-100) per method and setting; last rows: the mean and "
                            "each method's worst gap to No playbook. RBC and Best-Full choose over Table 1's K runs "
-                           "(playbook.choice.runs)." + RUNS_NOTE),
+                           "(playbook.choice.runs)." + RUNS_NOTE + ws),
         "table5_growth_runs": (_setting_cols(runs), "Every growth run: passes, lessons, tokens, Whole and curated "
                                "set against No playbook (evaluation scores)."),
         "table10_parts": (table10(parts), "What each part adds: curate one run, choose alone, both on one run, "
@@ -307,12 +310,12 @@ def write_report(*, growth: Sequence[str], playbooks: Sequence[str], practice: S
         "table12_13_costs": (_setting_cols(cost), "Episodes and model tokens each method spends before serving "
                              "(growth incl. Reflector/Curator calls, practice, candidate scoring), and lesson "
                              "tokens served per task."),
-        "candidates": (_setting_cols(cands), "Every candidate's evaluation score."),
+        "candidates": (_setting_cols(cands), "Every candidate's evaluation score." + ws),
         "table1_every_method": (table1_every(meth, baseline_rows(baselines)) if baselines else table1_every(
             meth, pd.DataFrame(columns=[*an.SETTING_KEYS, "method", "score", "sees"])),
                                 "Every method, baselines included, per setting (0-100), the mean over the settings "
                                 "it ran on, its worst gap to No playbook, and what it was allowed to see before "
-                                "serving: Tags* and Top-k* are tuned on the evaluation tasks on purpose." + RUNS_NOTE),
+                                "serving: Tags* and Top-k* are tuned on the evaluation tasks on purpose." + RUNS_NOTE + ws),
     }
     t17 = table17(baselines)
     if not t17.empty:
@@ -352,7 +355,7 @@ def write_report(*, growth: Sequence[str], playbooks: Sequence[str], practice: S
         atomic_write_text(tdir / "records" / f"{stem}.md", record_markdown(rec))
         rec_links.append(f"- [{setting_label(key)}](records/{stem}.md)")
     index = ["# Playbook curation: tables", "",
-             "Scores are 0-100: success averaged over seeds per task, then over tasks (evaluation tasks).", ""]
+             "Scores are 0-100: success averaged over seeds per task, then over tasks (evaluation tasks)." + ws, ""]
     index += [f"- [{stem}]({stem}.md)" for stem in written]
     index += ["", "Figures: [Figure 2](../figures/figure2_runs.svg), [Figure 6](../figures/figure6_runs.svg)", "",
               "Per-setting records:", *rec_links]

@@ -12,12 +12,13 @@ from typing import Any, Mapping
 
 from memtrials.config import ConfigError
 from memtrials.envs.catalog import check_env_options, check_split, check_task_count
+from memtrials.envs.catalog import source as data_source
 from memtrials.memory.registry import PLAYBOOK, check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
 from memtrials.studies.playbook.design import GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
 PARTS = ("growth", "practice", "choice", "eval", "report", "baseline", "pooled", "diagnostics")
-ENVS = ("alfworld", "appworld")
+ENVS = ("alfworld", "appworld", "webshop")
 ROOT = "results/playbook"
 
 
@@ -48,18 +49,18 @@ class PlaybookWorkflow(Study):
         for env in self.envs:
             if env not in ENVS:
                 raise ConfigError(f"{src}.envs: {env!r} is not one of {', '.join(ENVS)}")
-            source = self.config["envs"][env]["source"]
+            source = data_source(env, self.config["envs"])
             roles = (p["splits"].get(env) or {}).get(source)
             if not isinstance(roles, Mapping) or set(roles) != set(ROLES):
                 raise ConfigError(f"{src}.splits.{env}.{source}: expected a mapping of {', '.join(ROLES)} to task-table "
-                                  f"splits (envs.{env}.source is {source!r}); add it")
+                                  f"splits (the data source of {env} is {source!r}); add it")
         for pair in p["exclude"]:
-            parts = str(pair).split(":")
+            parts = str(pair).removeprefix("long:").split(":")
             if len(parts) not in (2, 3) or not parts[0] or parts[1] not in ENVS or \
                     (len(parts) == 3 and parts[2] not in self.variant_names):
                 raise ConfigError(f"{src}.exclude: {pair!r} is not '<model>:<env>' or '<model>:<env>:<variant>' "
                                   f"(model a name or *, env one of {', '.join(ENVS)}, variant one of "
-                                  f"{', '.join(self.variant_names)})")
+                                  f"{', '.join(self.variant_names)}; prefixed 'long:' for long growth only)")
         for s in p["systems"]:
             if memory_name(s) is not None:  # a user's memory as a growth system (memtrials.memory.registry)
                 check_memory(self.config, s, f"{src}.systems", needs=PLAYBOOK, user="the playbook study")
@@ -117,7 +118,7 @@ class PlaybookWorkflow(Study):
         check_env_options(p["env_options"], "playbook.env_options", ENVS)
         wants = {"train": "growth.train_tasks", "practice": "measurement.practice_tasks", "eval": "evaluation.tasks"}
         for env in self.envs:
-            source = envs_cfg[env]["source"]
+            source = data_source(env, envs_cfg)
             for role, key in wants.items():
                 split_key = f"playbook.splits.{env}.{source}.{role}"
                 split = p["splits"][env][source][role]
@@ -176,16 +177,18 @@ class PlaybookWorkflow(Study):
 
     def settings(self) -> list[tuple[str, str, str, str]]:
         """(growth, model, env, variant) of every setting, less ``playbook.exclude``'s entries:
-        ``<model>:<env>`` (every variant) or ``<model>:<env>:<variant>``, ``*`` for any model.
+        ``<model>:<env>`` (every variant) or ``<model>:<env>:<variant>``, ``*`` for any model;
+        prefixed ``long:``, the long-growth setting only (Table 2 leaves WebShop out for 9B and Gemma).
         Long growth only on ACE's variants: the paper grows long on ACE, which never removes a
         lesson; Dynamic Cheatsheet rewrites its playbook, so it does not keep growing."""
         skip = {str(x) for x in self.p["exclude"]}
 
-        def left_out(m: str, e: str, v: str) -> bool:
-            return bool({f"{m}:{e}", f"*:{e}", f"{m}:{e}:{v}", f"*:{e}:{v}"} & skip)
+        def left_out(g: str, m: str, e: str, v: str) -> bool:
+            keys = {f"{m}:{e}", f"*:{e}", f"{m}:{e}:{v}", f"*:{e}:{v}"}
+            return bool((keys | {f"{g}:{k}" for k in keys if g == "long"}) & skip)
 
         return [(g, m, e, v) for g in self.growths for m in self.models for e in self.envs for v in self.variants(e)
-                if not left_out(m, e, v) and (g == "std" or v.startswith("ace"))]  # long growth: ACE (Appendix E)
+                if not left_out(g, m, e, v) and (g == "std" or v.startswith("ace"))]  # long growth: ACE (Appendix E)
 
     def role(self, role: str, model: str) -> str:
         """The endpoint of ``role`` (reflector, curator) in ``model``'s settings: ``model`` itself
@@ -273,7 +276,7 @@ class PlaybookWorkflow(Study):
 
     # -- job slices ------------------------------------------------------------
     def splits(self, env: str) -> dict[str, str]:
-        return {r: str(self.p["splits"][env][self.config["envs"][env]["source"]][r]) for r in ROLES}
+        return {r: str(self.p["splits"][env][data_source(env, self.config["envs"])][r]) for r in ROLES}
 
     def cell(self, part: str, model: str, env: str, variant: str | None = None) -> dict[str, Any]:
         """Everything of the config that determines one job's output (a growth run of a user
