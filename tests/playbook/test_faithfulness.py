@@ -139,7 +139,10 @@ def test_long_growth_is_new_runs_on_ace_only():
     cfg = copy.deepcopy(base_config())
     cfg["playbook"]["long_growth"] = True
     wf = workflow(cfg)
-    assert {s[3] for s in wf.settings() if s[0] == "long"} == {"ace-passfail"}
+    long_variants = {s[3] for s in wf.settings() if s[0] == "long"}
+    std_variants = {s[3] for s in wf.settings() if s[0] == "std"}
+    assert "dc" in std_variants and "ace-passfail" in long_variants  # DC grows standard runs only
+    assert long_variants == {v for v in std_variants if v.startswith("ace")}
     tasks = [f"t{i}" for i in range(12)]
     assert growth_order(tasks, 1, "alfworld", 1, 1, "long") != growth_order(tasks, 1, "alfworld", 1, 1, "std")
     assert growth_seed(1, "alfworld", 1, 1, "t0", "long") != growth_seed(1, "alfworld", 1, 1, "t0", "std")

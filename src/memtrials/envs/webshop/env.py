@@ -73,6 +73,21 @@ def _reward(product: Any, goal: Any, price: float, options: Mapping[str, str]) -
         return purchase_reward(product, goal, price, options)
 
 
+
+NAVIGATION = ("description", "features", "reviews", "< prev", "next >", "back to search")
+"""The buttons that lead away from a page's content, listed last by :func:`listing_order`."""
+
+
+def listing_order(page: Any) -> list[str]:
+    """The order in which the admissible actions list a page's clickables: the page's content
+    first (a results page's products; an item page's option values, then Buy Now), then the
+    buttons that lead away from it (:data:`NAVIGATION`), each group in upstream's order.  The
+    project's choice (upstream's text env lists Back to Search first): a model that tends to pick
+    the first listed action is not steered away from the shop's content by the page's
+    navigation.  The clickables themselves (what upstream accepts, in its order) are unchanged."""
+    names = list(page.clickables)
+    return [c for c in names if c not in NAVIGATION] + [c for c in names if c in NAVIGATION]
+
 class WebShopEnv(Env):
     """One browser session at a time over the process's shared catalog and search index.
 
@@ -146,7 +161,7 @@ class WebShopEnv(Env):
         page = self.engine.page
         if self._listed is None or self._listed[0] is not page:
             clickables = tuple(page.clickables)
-            clicks = tuple(f"click[{c}]" for c in clickables if c != "search")
+            clicks = tuple(f"click[{c}]" for c in listing_order(page) if c != "search")
             self._listed = (page, clickables, ((SEARCH_ACTION,) if page.has_search_bar else ()) + clicks)
         return self._listed
 

@@ -15,7 +15,8 @@ from memtrials.envs.catalog import check_env_options, check_split, check_task_co
 from memtrials.envs.catalog import source as data_source
 from memtrials.memory.registry import PLAYBOOK, check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
-from memtrials.studies.playbook.design import GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
+from memtrials.envs.tasks import ENV_NAMES
+from memtrials.studies.playbook.design import ACTOR_KEYS, GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
 PARTS = ("growth", "practice", "choice", "eval", "report", "baseline", "pooled", "diagnostics")
 ENVS = ("alfworld", "appworld", "webshop")
@@ -96,6 +97,14 @@ class PlaybookWorkflow(Study):
         for key, v in positive.items():
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{src}.{key}: expected an integer >= 1, got {v!r}")
+        for env, over in (p["actor_env"] or {}).items():
+            bad = sorted(set(over or {}) - set(ACTOR_KEYS))
+            if env not in ENV_NAMES or bad:
+                raise ConfigError(f"{src}.actor_env.{env}: " + (f"unknown key(s) {bad}; allowed: {', '.join(ACTOR_KEYS)}"
+                                  if bad else f"unknown environment; expected one of {', '.join(ENV_NAMES)}"))
+            v = (over or {}).get("max_actions", 1)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{src}.actor_env.{env}.max_actions: expected an integer >= 1, got {v!r}")
         v = p["evaluation"]["tasks"]
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ConfigError(f"{src}.evaluation.tasks: expected an integer >= 1 or null (the whole split), got {v!r}")
@@ -286,7 +295,8 @@ class PlaybookWorkflow(Study):
         p = self.p
         cell: dict[str, Any] = {
             "seed": p["seed"], "splits": self.splits(env), "env_options": dict(p["env_options"].get(env) or {}),
-            "in_flight": p["in_flight"], "actor": dict(p["actor"]), "endpoint": self.endpoint(model),
+            "in_flight": p["in_flight"], "actor": {**p["actor"], **(p["actor_env"].get(env) or {})},
+            "endpoint": self.endpoint(model),
             "measurement": {"practice_tasks": p["measurement"]["practice_tasks"]},
         }
         if part == "growth":
