@@ -108,3 +108,17 @@ def test_what_a_fully_cached_job_imports_stays_light(module, heavy):
     code = f"import sys, {module}; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", f"{module} imports {out.stdout.strip()}"
+
+
+def test_reading_every_listed_name_of_envs_loads_no_engine_nor_pandas():
+    """AppWorld's clock freeze (freezegun) reads every attribute ``dir()`` lists of every loaded
+    module; listing ``memtrials.envs``'s lazy names there imported pandas inside AppWorld's frozen
+    clock and overflowed the C stack of its verification workers (5 December)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, memtrials.envs as m\n"
+            "[getattr(m, n) for n in dir(m)]\n"
+            "assert 'pandas' not in sys.modules, 'dir(memtrials.envs) led to importing pandas'\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
