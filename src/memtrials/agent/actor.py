@@ -25,6 +25,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
@@ -163,7 +164,16 @@ MAX_TEMPLATE_CHARS = 100
 """Longest text a constrained reply writes into a template action (a search query)."""
 
 
-def action_constraint(client: Client, model: str, shown: Sequence[str] | None) -> dict[str, Any]:
+def template_words(task: str | None) -> list[str]:
+    """The words a ``choice``-mode reply may write into a template action (a search): the task
+    text's words (lowercased letters and digits, in order, once each).  The project's choice: a
+    constrained reply copies what is listed, and a template's text is drawn from the task, as a
+    listed action is drawn from the page (docs/environments.md, WebShop)."""
+    return list(dict.fromkeys(w for w in re.findall(r"[a-z0-9]+", (task or "").lower()) if len(w) > 1))
+
+
+def action_constraint(client: Client, model: str, shown: Sequence[str] | None,
+                      task: str | None = None) -> dict[str, Any]:
     """What constrains a ``choice``-mode reply to the listed actions ``shown``: ``choices``
     (the client's grammar or JSON enum), or, where the list holds a template action
     (``search[<your query>]``, :func:`memtrials.agent.parse.templates`), a grammar of the
@@ -177,7 +187,7 @@ def action_constraint(client: Client, model: str, shown: Sequence[str] | None) -
     if not client.supports_grammar(model):
         return {}
     literals = [a for a in shown if not TEMPLATE.match(a)]
-    return {"grammar": gbnf_actions(literals, names, MAX_TEMPLATE_CHARS)}
+    return {"grammar": gbnf_actions(literals, names, MAX_TEMPLATE_CHARS, words=template_words(task) or None)}
 
 
 def attach_calibration(ep: Episode, decision: str, experience: str | None, call_id: str | None) -> None:
@@ -233,7 +243,7 @@ async def run_episode(
             r = await client.complete(
                 s.model, msgs, sample=s.sample, max_tokens=s.max_output_tokens, purpose="actor",
                 temperature=s.temperature,
-                **(action_constraint(client, s.model, shown) if s.mode == "choice" else {}),
+                **(action_constraint(client, s.model, shown, task) if s.mode == "choice" else {}),
                 **({"grammar": grammar} if grammar is not None else {}))
         except CallFailed as exc:
             if not is_context_error(exc):

@@ -24,14 +24,12 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from memtrials.agent.prompts import parse_review
+from memtrials.agent.prompts import TEMPLATE, parse_review  # noqa: F401  (TEMPLATE: re-exported)
 
 _ACTION = re.compile(r"<action>\s*(.*?)\s*</action>", re.DOTALL | re.IGNORECASE)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*?)\n?```$", re.DOTALL)
 MAX_FALLBACK = 200
-TEMPLATE = re.compile(r"^([A-Za-z_][A-Za-z0-9_ ]*)\[<[^<>\[\]\n]+>\]$")
-"""An admissible entry whose bracketed argument is a placeholder the actor fills in."""
 _PLACEHOLDER = re.compile(r"^<[^<>]*>$")
 _CALL = re.compile(r"^([A-Za-z_][A-Za-z0-9_ ]*)\[([^\n]*\S[^\n]*)\]$")
 

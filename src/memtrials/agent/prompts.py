@@ -33,7 +33,7 @@ from memtrials.config.prompts import PromptFiles
 
 PROMPT_FILES: tuple[str, ...] = (
     "actor_block.txt", "history_intro.txt", "history_intro_reference.txt", "actor_system.txt", "actor_user_current.txt",
-    "respond_choice.txt", "respond_react.txt", "respond_code.txt",
+    "respond_choice.txt", "respond_react.txt", "respond_code.txt", "respond_template.txt",
     "check_reminder.txt", "experience_review_system.txt", "experience_review_user.txt",
     "reference_open.txt", "reference_close.txt", "continuation_open.txt",
     "environments.yaml",
@@ -41,6 +41,8 @@ PROMPT_FILES: tuple[str, ...] = (
 MODES = ("choice", "react")
 FORMATS = ("block", "chat")
 _FIELD = re.compile(r"\{([a-z_]+)\}")
+TEMPLATE = re.compile(r"^([A-Za-z_][A-Za-z0-9_ ]*)\[<[^<>\[\]\n]+>\]$")
+"""An admissible entry whose bracketed argument is a placeholder the actor fills in."""
 
 REVIEW_SCHEMA: dict[str, Any] = {
     "anyOf": [
@@ -106,7 +108,10 @@ class ActorPrompts(PromptFiles):
             raise ValueError(f"unknown action mode {mode!r}; known: {', '.join(MODES)}")
         if admissible is None:
             return self.t("respond_code.txt")
-        return self.t("respond_choice.txt" if mode == "choice" else "respond_react.txt")
+        text = self.t("respond_choice.txt" if mode == "choice" else "respond_react.txt")
+        if any(TEMPLATE.match(a) for a in admissible):  # a list with a placeholder (WebShop's search bar)
+            text = text.rstrip("\n") + "\n" + self.t("respond_template.txt")
+        return text
 
     @staticmethod
     def actions_section(admissible: Sequence[str] | None) -> str:

@@ -68,7 +68,8 @@ def gbnf_choice(choices: Sequence[str]) -> str:
     return "root ::= " + " | ".join(lit(c) for c in choices)
 
 
-def gbnf_actions(literals: Sequence[str], calls: Sequence[str], max_chars: int) -> str:
+def gbnf_actions(literals: Sequence[str], calls: Sequence[str], max_chars: int,
+                 words: Sequence[str] | None = None, max_words: int = 8) -> str:
     """A llama.cpp GBNF grammar whose language is ``literals`` plus, for each name in
     ``calls``, ``name[text]`` with 1 to ``max_chars`` characters of text (no ``]``, no line
     break, not starting with ``<`` or a space, so the placeholder itself cannot be copied): a listed
@@ -80,8 +81,11 @@ def gbnf_actions(literals: Sequence[str], calls: Sequence[str], max_chars: int) 
         raise ValueError(f"max_chars must be >= 1, got {max_chars}")
     alts = [gbnf_choice(literals)[len("root ::= "):]] if literals else []
     alts += [gbnf_choice([f"{name}["])[len("root ::= "):] + ' arg "]"' for name in calls]
-    return "\n".join(["# listed actions, or a template action with its text filled in",
-                      "root ::= " + " | ".join(alts), f"arg ::= [^<\\]\\n\\r \\t] [^\\]\\n\\r]{{0,{max_chars - 1}}}"])
+    head = ["# listed actions, or a template action with its text filled in", "root ::= " + " | ".join(alts)]
+    if words:  # the text: 1 to max_words of ``words`` (e.g. the task's), separated by single spaces
+        return "\n".join(head + [f'arg ::= word (" " word){{0,{max(0, int(max_words) - 1)}}}',
+                                  "word ::= " + gbnf_choice(list(dict.fromkeys(words)))[len("root ::= "):]])
+    return "\n".join(head + [f"arg ::= [^<\\]\\n\\r \\t] [^\\]\\n\\r]{{0,{max_chars - 1}}}"])
 
 
 def gbnf_joint(choices: Sequence[str], max_chars: int) -> str:

@@ -139,7 +139,7 @@ async def probe_cell(
                 admissible=p.shown_actions, mode=mode, fmt=settings.fmt)
             choice = mode == "choice" and bool(p.shown_actions)
             r = await client.complete(model, msgs, max_tokens=settings.max_output_tokens, purpose="actor",
-                                      **(action_constraint(client, model, p.shown_actions) if choice else {}))
+                                      **(action_constraint(client, model, p.shown_actions, p.task) if choice else {}))
             parsed = parse_action(r.text, p.shown_actions, "choice" if choice else "react")
             return {"episode_id": p.episode_id, "task_id": p.task_id, "pair_step": p.step, "condition": condition,
                     "repeated_action": p.action, "call_id": r.call_id, "raw_reply": r.text,
