@@ -50,22 +50,28 @@ def _run(*args: str) -> str:
 
 
 @pytest.mark.slow
-def test_sft_recipe_on_a_tiny_qwen3_loss_decreases_and_the_checkpoint_loads(tmp_path):
-    data = tmp_path / "full.jsonl"
+
+def _train_tiny(tmp_path, data, **updates):
+    """Write the dataset, make the tiny model with the default recipe plus ``updates``, train it
+    with the SFT entry point; ``(checkpoint folder, its manifest)``."""
     _dataset(data)
     train = base_config()["calibrator"]["train"]
     recipe = {k: v for k, v in train.items() if k not in ("enabled", "python", "variants", "resources")}
-    # the default recipe (fp32, every block of the tiny model, 3 epochs), with a step size and batch
-    # that a randomly initialised 2-layer model learns from in a few steps
-    recipe.update(learning_rate=3e-3, batch_size=4, grad_accum=1, max_length=1024, max_steps=None,
-                  train_layers=None, label="tiny Qwen3")
+    recipe.update(updates)
     (tmp_path / "base.json").write_text(json.dumps(recipe))
     _run(str(PKG / "tiny.py"), "--dataset", str(data), "--out", str(tmp_path / "tiny"),
          "--recipe-from", str(tmp_path / "base.json"))
     out = tmp_path / "sft"
     _run("-m", "memtrials.studies.history.calibrator.sft", "--recipe", str(tmp_path / "tiny/recipe.json"),
          "--dataset", str(data), "--out", str(out))
-    man = json.loads((out / "memtrials-sft.json").read_text())
+    return out, json.loads((out / "memtrials-sft.json").read_text())
+
+def test_sft_recipe_on_a_tiny_qwen3_loss_decreases_and_the_checkpoint_loads(tmp_path):
+    data = tmp_path / "full.jsonl"
+    # the default recipe (fp32, every block of the tiny model, 3 epochs), with a step size and batch
+    # that a randomly initialised 2-layer model learns from in a few steps
+    out, man = _train_tiny(tmp_path, data, learning_rate=3e-3, batch_size=4, grad_accum=1, max_length=1024,
+                           max_steps=None, train_layers=None, label="tiny Qwen3")
     losses = [x["loss"] for x in man["losses"]]
     assert man["examples"] == 12 and len(losses) == 9          # 3 epochs x 3 steps
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.1, losses
@@ -156,18 +162,9 @@ def test_lora_option_trains_adapters_and_writes_the_merged_model(tmp_path):
     """method: lora (peft): only the adapters train, the loss falls, and the checkpoint is the
     merged model, loadable without peft (no adapter tensors left)."""
     data = tmp_path / "full.jsonl"
-    _dataset(data)
-    train = base_config()["calibrator"]["train"]
-    recipe = {k: v for k, v in train.items() if k not in ("enabled", "python", "variants", "resources")}
-    recipe.update(method="lora", learning_rate=3e-3, batch_size=4, max_length=1024, max_steps=4, train_layers=None,
-                  lora={**recipe["lora"], "r": 2, "alpha": 4})  # rank 2: the tiny model is 32 wide
-    (tmp_path / "base.json").write_text(json.dumps(recipe))
-    _run(str(PKG / "tiny.py"), "--dataset", str(data), "--out", str(tmp_path / "tiny"),
-         "--recipe-from", str(tmp_path / "base.json"))
-    out = tmp_path / "sft"
-    _run("-m", "memtrials.studies.history.calibrator.sft", "--recipe", str(tmp_path / "tiny/recipe.json"),
-         "--dataset", str(data), "--out", str(out))
-    man = json.loads((out / "memtrials-sft.json").read_text())
+    lora = {**base_config()["calibrator"]["train"]["lora"], "r": 2, "alpha": 4}  # rank 2: the tiny model is 32 wide
+    out, man = _train_tiny(tmp_path, data, method="lora", learning_rate=3e-3, batch_size=4, max_length=1024,
+                           max_steps=4, train_layers=None, lora=lora)
     est = man["memory_estimate"]
     assert 0 < est["n_trainable"] < est["n_parameters"] / 4 and man["loss_after"] < man["loss_before"]
     check = ("import safetensors.torch as st\n"
