@@ -353,11 +353,12 @@ def test_one_job_per_method_and_setting_and_bad_keys_named():
         "results/playbook/std/smollm2/alfworld/ace-passfail/baseline/subsampled.parquet"]
     cfg = copy.deepcopy(base_config())
     cfg["playbook"]["baselines"].update(methods=list(bl.METHODS), envs=None, subsampled_settings=None)
-    cfg["playbook"].update(long_growth=True, appworld_feedback=["pass_fail", "unit_tests"], exclude=[])  # 5 settings
+    cfg["playbook"].update(long_growth=True, appworld_feedback=["pass_fail", "unit_tests"], exclude=[])  # 7 settings:
+    # ALFWorld 2, AppWorld 3, WebShop 2 (ace-reward, dc); Tags* not on the 3 DC settings
     wf = workflow(cfg)
     assert "tags_star" in wf.baseline_methods("appworld", "ace-pertest")
     assert "tags_star" not in wf.baseline_methods("appworld", "dc") and "pooled" in wf.baseline_methods("alfworld", "dc")
-    assert len(wf.baseline_paths()) == len(bl.METHODS) * 5 - 2 and not any("/long/" in p for p in wf.baseline_paths())
+    assert len(wf.baseline_paths()) == len(bl.METHODS) * 7 - 3 and not any("/long/" in p for p in wf.baseline_paths())
     assert wf.cell("baseline", "smollm2", "alfworld")["roles"]["judge"] == "smollm2"
     for key, value, match in (("methods", ["bogus"], "playbook.baselines.methods"),
                               ("k_values", [0], r"playbook\.baselines\.k_values(\[0\]|\.0)"),  # the schema: .0
