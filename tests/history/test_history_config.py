@@ -25,7 +25,7 @@ def test_default_config_and_paper_preset_are_valid():
     cfg = base_config()
     check_config(cfg)
     hw = workflow(cfg)
-    assert set(hw.envs) == {"alfworld", "scienceworld", "appworld"}
+    assert set(hw.envs) == {"alfworld", "scienceworld"}  # the default leaves AppWorld out, for time
     assert len(hw.conditions) == 9 and "raw-chat" in hw.conditions
     preset = yaml.safe_load(open(REPO / "config/presets/history-paper.yaml"))
     merged = copy.deepcopy(cfg)

@@ -346,7 +346,7 @@ def test_one_job_per_method_and_setting_and_bad_keys_named():
 
     wf = workflow(base_config())
     paths = wf.baseline_paths()
-    assert len(paths) == 9 and all("/std/smollm2/alfworld/" in p for p in paths)  # the default: 2 settings x 4,
+    assert len(paths) == 5 and all("/std/smollm2/alfworld/ace-passfail/" in p for p in paths)  # the default: 1 x 4,
     assert [p for p in paths if p.endswith("/subsampled.json")] == [  # and Table 17's sets on one setting
         "results/playbook/std/smollm2/alfworld/ace-passfail/baseline/subsampled.json"]
     assert wf.diagnostics_inputs()["subsampled"] == [
