@@ -124,14 +124,20 @@ def figure_per_round(rounds: pd.DataFrame, out_stem: Path, ylabel: str = "traini
 
     settings = sorted(rounds["setting"].unique()) or ["(no data)"]
     fig, axes = plt.subplots(1, len(settings), figsize=(4.2 * len(settings), 3.4), squeeze=False, sharey=True)
+    colours = plt.get_cmap("tab20").colors  # up to 20 designs, each its own colour (tab10 repeats after 10)
+    designs = order(rounds["design"])
     for ax, s in zip(axes[0], settings):
         g = rounds[rounds["setting"] == s]
         for d in order(g["design"]):
             line = g[g["design"] == d].sort_values("round")
-            ax.plot(line["round"], 100 * line["success"], marker="o", ms=3, lw=1.2, label=label(d))
+            ax.plot(line["round"], 100 * line["success"], marker="o", ms=3, lw=1.2, label=label(d),
+                    color=colours[designs.index(d) % len(colours)])
         ax.set_title(s, fontsize=9)
         ax.set_xlabel("training round")
-        ax.xaxis.get_major_locator().set_params(integer=True)  # rounds are whole numbers
+        ticks = sorted(int(r) for r in g["round"].unique())
+        if ticks:  # rounds are whole numbers, also when only one round is drawn (the locator would split it)
+            ax.set_xticks(ticks)
+            ax.set_xlim(ticks[0] - 0.5, ticks[-1] + 0.5)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylim(-3, 103)  # a share in percent: 0 % reads as the floor, not as the middle of the axes
     axes[0][0].set_ylabel(ylabel)
