@@ -138,6 +138,10 @@ def test_the_planted_block_is_checked_before_any_job():
     with pytest.raises(ConfigError, match="history.planted.model"):
         HistoryWorkflow(cfg, models, lambda m: models[m].cell_params())
     cfg["history"]["planted"]["model"] = "planted-history"
-    cfg["history"]["shuffle"] = "per_episode"
-    with pytest.raises(ConfigError, match="per_step"):
+    cfg["history"]["actor"]["max_listed_actions"] = 3
+    with pytest.raises(ConfigError, match="max_listed_actions"):
         HistoryWorkflow(cfg, models, lambda m: models[m].cell_params())
+    cfg["history"]["actor"]["max_listed_actions"] = 10
+    cfg["history"]["shuffle"] = "per_episode"  # the planted cells draw their shuffles per step all the same
+    built = HistoryWorkflow(cfg, models, lambda m: models[m].cell_params())
+    assert built.cell("planted-history", "planted")["shuffle"] == "per_step"
