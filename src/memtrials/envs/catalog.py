@@ -170,9 +170,26 @@ def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Pat
     return None
 
 
+def check_official_data(env: str, envs_cfg: Mapping[str, Any]) -> None:
+    """Refuse ``envs.<env>.source: official`` when the official data is not where its
+    environment variable says (``ALFWORLD_DATA`` unset or without ``json_2.1.1``,
+    ``APPWORLD_ROOT`` unset or without ``data/tasks``), naming the variable and the fix.  Its
+    contents are checked when the task table is built (``check_official_layout``)."""
+    if env not in ("alfworld", "appworld") or source(env, envs_cfg) != "official":
+        return
+    if env == "alfworld":
+        from memtrials.envs.alfworld.env import official_help, official_root
+    else:
+        from memtrials.envs.appworld.env import official_help, official_root  # type: ignore[assignment]
+    if official_root() is None:
+        raise ConfigError(f"config key envs.{env}.source: {official_help()}")
+
+
 def check_split(env: str, split: Any, envs_cfg: Mapping[str, Any], key: str, *, nullable: bool = False) -> None:
     """Refuse a ``split`` that ``env``'s task table (under its configured source) does not
-    hold; ``key`` is the config key that set it."""
+    hold, or official data that is not there (:func:`check_official_data`); ``key`` is the
+    config key that set it."""
+    check_official_data(env, envs_cfg)
     if split is None and nullable:
         return
     allowed = allowed_splits(env, envs_cfg)
