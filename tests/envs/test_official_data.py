@@ -191,7 +191,19 @@ def test_the_official_alfworld_path_end_to_end_through_snakemake(tmp_path):
         r = run_snakemake(wf, *args, env={"ALFWORLD_DATA": str(data)}, timeout=900)
         assert r.returncode == 0, failure_text(r)
         completions = srv.stats.completions
-    tasks = pd.read_parquet(wf / "results" / "tasks" / "alfworld.parquet")
+        # the same data with its held-out games' traj_data.json gone: the table stops, naming folder, file and fix
+        broken_data = tmp_path / "broken"
+        shutil.copytree(data, broken_data)
+        for traj in (broken_data / "json_2.1.1" / "valid_unseen").rglob("traj_data.json"):
+            traj.unlink()
+        (wf / "results" / "tasks" / "alfworld.parquet").rename(tmp_path / "alfworld.parquet")
+        broken = run_snakemake(wf, "--configfile", "tiny.yaml", "config/presets/official-data.yaml", "--",
+                               "results/tasks/alfworld.parquet", env={"ALFWORLD_DATA": str(broken_data)})
+    assert broken.returncode != 0
+    text = broken.stdout + broken.stderr
+    assert f"official split folder {broken_data / 'json_2.1.1' / 'valid_unseen'} has no playable game" in text
+    assert "1 of 1 game folders lack traj_data.json" in text and "alfworld-download" in text
+    tasks = pd.read_parquet(tmp_path / "alfworld.parquet")
     assert set(tasks["source"]) == {"official"}
     assert tasks.groupby("split").size().to_dict() == {"eval_in_distribution": 1, "eval_out_of_distribution": 1,
                                                        "train": 2}
@@ -204,13 +216,5 @@ def test_the_official_alfworld_path_end_to_end_through_snakemake(tmp_path):
     assert [split_of[t] for t in evaluated] == ["eval_out_of_distribution"] and evaluated[0].startswith("valid_unseen/")
     assert sorted(split_of[t] for t in trained) == ["train", "train"]
     assert completions > 0 and (wf / target).exists()
-    # the same data with its held-out games' traj_data.json gone: the table stops, naming folder, file and fix
-    for traj in (data / "json_2.1.1" / "valid_unseen").rglob("traj_data.json"):
-        traj.unlink()
-    (wf / "results" / "tasks" / "alfworld.parquet").unlink()
-    broken = run_snakemake(wf, "--configfile", "tiny.yaml", "config/presets/official-data.yaml", "--",
-                           "results/tasks/alfworld.parquet", env={"ALFWORLD_DATA": str(data)})
-    assert broken.returncode != 0
-    text = broken.stdout + broken.stderr
-    assert f"official split folder {data / 'json_2.1.1' / 'valid_unseen'} has no playable game" in text
-    assert "lack traj_data.json" in text and "alfworld-download" in text
+    spec = (out / "train.spec.json").read_text()  # the cell's config slice: the environment opened the official data
+    assert '"official": true' in spec

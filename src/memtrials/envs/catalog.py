@@ -41,6 +41,17 @@ def source(env: str, envs_cfg: Mapping[str, Any]) -> str:
     return str(envs_cfg[env]["source"])
 
 
+def source_options(env: str, envs_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``make_env`` options the configured data source adds under a study's own
+    ``env_options``: ``{"official": True}`` for official ALFWorld / AppWorld data (the
+    environment opens ``$ALFWORLD_DATA/json_2.1.1`` / ``$APPWORLD_ROOT``, where the task table's
+    ids come from), nothing for the generated data (the environments' default roots: a
+    default cell's options stay as they were)."""
+    if env in ("alfworld", "appworld") and source(env, envs_cfg) == "official":
+        return {"official": True}
+    return {}
+
+
 @functools.lru_cache(maxsize=16)
 def _read(path: str, stamp: tuple[int, int]) -> Any:
     import pandas as pd
