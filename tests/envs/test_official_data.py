@@ -64,7 +64,7 @@ def test_an_unset_or_empty_variable_stops_naming_it_and_the_fix(env, variable, f
     envs = merge(base_config(), yaml.safe_load(OVERLAY.read_text()))["envs"]
     monkeypatch.delenv(variable, raising=False)
     with pytest.raises(ConfigError, match=rf"config key envs\.{env}\.source: .*the environment variable {variable} "
-                                          rf"is not set; run .* `export {variable}=<the folder it filled>`"):
+                                          rf"is not set; run .* `export {variable}=<folder>`"):
         check_official_data(env, envs)
     monkeypatch.setenv(variable, str(tmp_path))
     with pytest.raises(ConfigError, match=rf"{tmp_path / folder} does not exist \({variable}={tmp_path}\)"):
@@ -160,10 +160,44 @@ def official_alfworld(dest: Path) -> Path:
     return dest
 
 
-TINY = {  # one study on ALFWorld alone: the anti-persistence stream (ReAct) and its frozen evaluation
+def official_appworld(dest: Path) -> Path:
+    """An AppWorld root in AppWorld's official layout (``data/{tasks,datasets,base_dbs,api_docs}``,
+    the official split listings): three tasks of the project's authored set, one family per split,
+    written by AppWorld's own ``Task.save`` (in a subprocess: AppWorld fixes its root per process),
+    their listings renamed to the official splits (train, practice -> dev, eval -> test_normal)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom memtrials.envs.appworld.data import build_root\n"
+            "from memtrials.envs.appworld.manifest import MANIFEST, load_manifest\n"
+            "build_root(sys.argv[1], seed=0, max_variants=1, families=['note_tag_count', 'note_latest_title', "
+            "'todo_open_count'], workers=1, verified=load_manifest(MANIFEST), sample=0)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(dest)], capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, PYTHONPATH=str(REPO / "src")))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    datasets = dest / "data" / "datasets"
+    for ours, official in (("practice", "dev"), ("eval", "test_normal")):
+        (datasets / f"{ours}.txt").rename(datasets / f"{official}.txt")
+    (datasets / "all.txt").unlink()
+    return dest
+
+
+def appworld_or_alfworld(body: dict) -> str:
+    """ALFWorld's actor the first listed action; AppWorld's (no list) a code action ending the task."""
+    from memtrials.testing.policies import first_admissible
+
+    reply = first_admissible(body)
+    return reply if reply != "look" else "<action>apis.supervisor.complete_task()</action>"
+
+
+TINY = {  # the anti-persistence stream (ReAct) and its frozen evaluation on ALFWorld, history's Raw on AppWorld
     "panel": ["loop"],
-    "luck": {"enabled": False}, "history": {"enabled": False}, "calibrator": {"enabled": False},
-    "playbook": {"enabled": False},
+    "luck": {"enabled": False}, "calibrator": {"enabled": False}, "playbook": {"enabled": False},
+    "history": {"enabled": True, "envs": ["appworld"], "conditions": ["raw"], "chat_conditions": [],
+                "tasks_per_cell": 1, "in_flight": 1, "task_types": {"appworld": None},
+                "continuation": {"enabled": False}, "probe": {"enabled": False},
+                "actor": {"max_actions": 2, "max_output_tokens": 32}},
     "antipersist": {"enabled": True, "envs": ["alfworld"], "designs": ["react"], "rounds": 1, "round_size": 2,
                     "in_flight": 1, "pools": {"alfworld": {"train_tasks": 2, "eval_tasks": 1}},
                     "actor": {"mode": "choice", "max_actions": 2, "max_output_tokens": 16, "max_listed_actions": 5}},
@@ -171,24 +205,30 @@ TINY = {  # one study on ALFWorld alone: the anti-persistence stream (ReAct) and
 
 
 @pytest.mark.slow
-def test_the_official_alfworld_path_end_to_end_through_snakemake(tmp_path):
+def test_the_official_path_end_to_end_through_snakemake(tmp_path):
+    """ALFWorld (generator-made games in the official layout) through the anti-persistence study,
+    AppWorld (an authored root in the official layout) through the history study's Raw cell, both
+    under config/presets/official-data.yaml after a tiny overlay, on the loopback endpoint."""
     from memtrials.testing import LoopbackServer, loopback_embed_endpoint, loopback_endpoint
 
     data = official_alfworld(tmp_path / "alfworld_data")
+    app_root = official_appworld(tmp_path / "appworld_root")
+    variables = {"ALFWORLD_DATA": str(data), "APPWORLD_ROOT": str(app_root)}
     wf = copy_workflow(tmp_path / "wf")
-    target = "results/antipersist/tables/index.md"
-    with LoopbackServer(policy="first_admissible", embed_dim=32) as srv:
+    targets = ["results/antipersist/tables/index.md", "results/history/rollouts/loop/appworld/raw.parquet"]
+    with LoopbackServer(policy=appworld_or_alfworld, embed_dim=32) as srv:
         (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": {
             "loop": loopback_endpoint(srv), "emb": loopback_embed_endpoint(srv)}}))
         tiny = copy.deepcopy(TINY)
         tiny["models_file"] = "models.yaml"
         tiny["roles"] = {**{r: "loop" for r in base_config()["roles"]}, "embedder": "emb"}
         (wf / "tiny.yaml").write_text(yaml.safe_dump(tiny))
-        args = ("--configfile", "tiny.yaml", "config/presets/official-data.yaml", "--", target)
-        unset = run_snakemake(wf, "-n", *args, env={"ALFWORLD_DATA": ""})
-        assert unset.returncode != 0
-        assert "the environment variable ALFWORLD_DATA is not set" in unset.stdout + unset.stderr
-        r = run_snakemake(wf, *args, env={"ALFWORLD_DATA": str(data)}, timeout=900)
+        args = ("--configfile", "tiny.yaml", "config/presets/official-data.yaml", "--", *targets)
+        for variable in variables:
+            unset = run_snakemake(wf, "-n", *args, env={**variables, variable: ""})
+            assert unset.returncode != 0
+            assert f"the environment variable {variable} is not set" in unset.stdout + unset.stderr
+        r = run_snakemake(wf, *args, env=variables, timeout=900)
         assert r.returncode == 0, failure_text(r)
         completions = srv.stats.completions
         # the same data with its held-out games' traj_data.json gone: the table stops, naming folder, file and fix
@@ -198,7 +238,7 @@ def test_the_official_alfworld_path_end_to_end_through_snakemake(tmp_path):
             traj.unlink()
         (wf / "results" / "tasks" / "alfworld.parquet").rename(tmp_path / "alfworld.parquet")
         broken = run_snakemake(wf, "--configfile", "tiny.yaml", "config/presets/official-data.yaml", "--",
-                               "results/tasks/alfworld.parquet", env={"ALFWORLD_DATA": str(broken_data)})
+                               "results/tasks/alfworld.parquet", env={**variables, "ALFWORLD_DATA": str(broken_data)})
     assert broken.returncode != 0
     text = broken.stdout + broken.stderr
     assert f"official split folder {broken_data / 'json_2.1.1' / 'valid_unseen'} has no playable game" in text
@@ -215,6 +255,14 @@ def test_the_official_alfworld_path_end_to_end_through_snakemake(tmp_path):
     trained = pd.read_parquet(out / "train.parquet")["task_id"].tolist()
     assert [split_of[t] for t in evaluated] == ["eval_out_of_distribution"] and evaluated[0].startswith("valid_unseen/")
     assert sorted(split_of[t] for t in trained) == ["train", "train"]
-    assert completions > 0 and (wf / target).exists()
+    assert completions > 0 and (wf / targets[0]).exists()
     spec = (out / "train.spec.json").read_text()  # the cell's config slice: the environment opened the official data
     assert '"official": true' in spec
+    # AppWorld: the official table's test_normal task played from $APPWORLD_ROOT
+    app_tasks = pd.read_parquet(wf / "results" / "tasks" / "appworld.parquet")
+    assert set(app_tasks["source"]) == {"official"}
+    assert dict(zip(app_tasks["task_id"], app_tasks["split"])) == {
+        "hsnotetagcount_1": "train", "hsnotelatesttitle_1": "dev", "hstodoopencount_1": "test_normal"}
+    played = pd.read_parquet(wf / targets[1])
+    assert played["task_id"].tolist() == ["hstodoopencount_1"]
+    assert not played["won"].any()  # complete_task() without the answer: AppWorld's evaluator fails it

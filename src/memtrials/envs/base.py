@@ -53,7 +53,7 @@ def official_data_help(env: str, variable: str, folder: str, download: str) -> s
         what = f"{Path(value) / folder} does not exist ({variable}={value})"
     return (f"{env}: official data requested (envs.{env}.source: official, e.g. by "
             f"config/presets/official-data.yaml) but {what}; run `{download}` on a machine with internet "
-            f"and `export {variable}=<the folder it filled>` (the one holding {folder}) before snakemake, "
+            f"and `export {variable}=<folder>` (the one holding {folder}) before snakemake, "
             f"or use envs.{env}.source: generated")
 
 

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 def official_help() -> str:
     """What is wrong with ``$ALFWORLD_DATA`` (unset, or without ``json_2.1.1``) and the fix."""
-    return official_data_help("alfworld", "ALFWORLD_DATA", "json_2.1.1", "alfworld-download")
+    return official_data_help("alfworld", "ALFWORLD_DATA", "json_2.1.1", "alfworld-download --data-dir <folder>")
 
 
 def official_root() -> Path | None:
@@ -183,8 +183,9 @@ def check_official_layout(root: str | os.PathLike) -> None:
     folder, what is missing and the fix.  Games lacking them beside playable ones are skipped, as
     ALFWorld's own ``AlfredTWEnv.collect_game_files`` skips them, with a warning."""
     root = Path(root)
-    fix = ("fetch the complete data again with `alfworld-download` (it puts json_2.1.1 with a "
-           "traj_data.json and a game.tw-pddl in every trial folder) and point ALFWORLD_DATA at it")
+    fix = ("fetch the complete data again with `alfworld-download --data-dir <folder>` (its three archives put "
+           "traj_data.json, the PDDL files and game.tw-pddl in every trial folder of json_2.1.1) and point "
+           "ALFWORLD_DATA at that folder")
     for split, folder in OFFICIAL_SPLITS.items():
         if not (root / folder).is_dir():
             raise FileNotFoundError(f"alfworld: official data {root} has no {folder}/ folder (split {split}); {fix}")

@@ -39,7 +39,7 @@ databases and API docs (``appworld download data`` puts all four there)."""
 
 def official_help() -> str:
     """What is wrong with ``$APPWORLD_ROOT`` (unset, or without ``data/tasks``) and the fix."""
-    return official_data_help("appworld", "APPWORLD_ROOT", "data/tasks", "appworld download data")
+    return official_data_help("appworld", "APPWORLD_ROOT", "data/tasks", "appworld download data --root <folder>")
 
 
 def official_root() -> Path | None:
@@ -216,8 +216,8 @@ def check_official_layout(root: str | os.PathLike) -> dict[str, list[str]]:
     :data:`OFFICIAL_TASK_FILES`.  Anything missing raises FileNotFoundError naming the folder,
     what is missing and the fix.  A split without a listing is left out (a root may hold some)."""
     data = Path(root) / "data"
-    fix = ("fetch the complete data again with `appworld download data` (run with APPWORLD_ROOT set "
-           "to this root) and point APPWORLD_ROOT at the folder holding data/")
+    fix = ("fetch the complete data again with `appworld download data --root <folder>` and point APPWORLD_ROOT "
+           "at that folder (the one holding data/)")
     absent = [name for name in OFFICIAL_DATA_FOLDERS if not (data / name).is_dir()]
     if absent:
         raise FileNotFoundError(f"appworld: official root {root} lacks data/{', data/'.join(absent)}; {fix}")
