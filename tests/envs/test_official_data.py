@@ -54,6 +54,13 @@ def test_the_overlay_points_every_study_at_the_official_splits(preset, official_
     assert playbook.splits("appworld") == {"train": "train", "practice": "dev", "eval": "test_normal"}
     assert playbook.splits("alfworld") == {"train": "train", "practice": "eval_in_distribution",
                                            "eval": "eval_out_of_distribution"}
+    if preset == "history-paper":  # 500 tasks per cell: more than the release's held-out splits, said at parse
+        with pytest.raises(ConfigError, match=r"500 tasks per cell, but the alfworld split 'eval_out_of_distribution' "
+                                              r"holds 134 tasks \(the official alfworld release.*name a larger split"):
+            HistoryWorkflow(cfg, models, identity)
+        with pytest.raises(ConfigError, match=r"the appworld split 'test_normal' holds 168 tasks"):
+            HistoryWorkflow(merge(cfg, {"history": {"envs": ["appworld"]}}), models, identity)
+        cfg = merge(cfg, {"history": {"tasks_per_cell": 134}})  # the README's last overlay
     HistoryWorkflow(cfg, models, identity)  # the official split names pass each study's checks
     AntipersistWorkflow(cfg, models, identity)
 

@@ -148,6 +148,15 @@ def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
         if wanted is not None:
             df = df[df["type"].isin(wanted)]
         return int(len(df) if split is None else (df["split"] == str(split)).sum()), str(table)
+    if wanted is None and split is not None and source(env, envs_cfg) == "official" and env in ("alfworld", "appworld"):
+        # before the table is built: the release's count, where it is published (a paper run that asks
+        # more stops at parse, before other cells spend calls); once built, the table's count decides
+        if env == "alfworld":
+            from memtrials.envs.alfworld.env import OFFICIAL_SIZES
+        else:
+            from memtrials.envs.appworld.env import OFFICIAL_SIZES  # type: ignore[assignment]
+        if str(split) in OFFICIAL_SIZES:
+            return OFFICIAL_SIZES[str(split)], f"the official {env} release, memtrials.envs.{env}.env.OFFICIAL_SIZES"
     return None
 
 

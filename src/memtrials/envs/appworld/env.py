@@ -30,6 +30,9 @@ from memtrials.envs.base import Env, Observation, data_root, official_data, offi
 
 OFFICIAL_SPLITS: tuple[str, ...] = ("train", "dev", "test_normal", "test_challenge")
 GENERATED_SPLITS: tuple[str, ...] = ("train", "practice", "eval")
+OFFICIAL_SIZES: dict[str, int] = {"test_normal": 168}
+"""Tasks of the official splits whose size is published (the AppWorld paper's Test-Normal), counted
+before the task table is built (:func:`memtrials.envs.catalog.split_size`)."""
 OFFICIAL_TASK_FILES: tuple[str, ...] = ("specs.json", "dbs", "ground_truth")
 """What AppWorld reads in every task folder ``data/tasks/<id>/`` (its ``Task.save`` writes these)."""
 OFFICIAL_DATA_FOLDERS: tuple[str, ...] = ("tasks", "datasets", "base_dbs", "api_docs")
