@@ -11,7 +11,8 @@ and the fix.
 A split's size is known before its task table exists for the generated data (the ALFWorld
 game counts in ``envs.alfworld.sizes``, the authored AppWorld set); for official data and
 ScienceWorld it is known once ``results/tasks/{env}.parquet`` has been built (until then the
-job checks it before its first call: :func:`memtrials.envs.tasks.select_tasks`); for WebShop it
+job checks it before its first call: :func:`memtrials.envs.tasks.select_tasks`; an official split
+whose release count is published, ``OFFICIAL_SIZES``, counts that until its table is built); for WebShop it
 is counted from the shipped goals (:mod:`memtrials.envs.webshop.splits`).
 """
 
