@@ -97,6 +97,18 @@ def copy_workflow(dest: Path) -> Path:
 
 
 @pytest.fixture
+def official_env_vars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """``ALFWORLD_DATA`` and ``APPWORLD_ROOT`` set to folders that pass the parse-time check
+    (``json_2.1.1`` and ``data/tasks`` exist; empty: a config test reads no game or task)."""
+    alf, app = tmp_path / "alfworld_data", tmp_path / "appworld_root"
+    (alf / "json_2.1.1").mkdir(parents=True)
+    (app / "data" / "tasks").mkdir(parents=True)
+    monkeypatch.setenv("ALFWORLD_DATA", str(alf))
+    monkeypatch.setenv("APPWORLD_ROOT", str(app))
+    return alf, app
+
+
+@pytest.fixture
 def workflow_copy(tmp_path: Path) -> Path:
     """The workflow in a temporary directory (results and logs land there)."""
     return copy_workflow(tmp_path / "wf")

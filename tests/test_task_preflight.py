@@ -193,7 +193,7 @@ def test_config_check_runs_every_studys_checks(tmp_path, capsys, monkeypatch):
         assert rc == 2 and err.startswith(f"error: {overlay}: {message}"), err
 
 
-def test_every_paper_preset_passes_config_check_but_historys_on_generated_data(capsys, monkeypatch):
+def test_every_paper_preset_passes_config_check_but_historys_on_generated_data(capsys, monkeypatch, tmp_path):
     """The presets' sizes fit the data they name (calibrator: AppWorld's train split holds 90;
     playbook: the whole evaluation split); the history preset's 500 tasks a cell need the
     official data, by design (its header), and say so before any job."""
@@ -204,6 +204,14 @@ def test_every_paper_preset_passes_config_check_but_historys_on_generated_data(c
         rc, err = _check(["--configfile", str(preset.relative_to(REPO))], capsys)
         if preset.stem == "history-paper":
             assert rc == 2 and "config key history.tasks_per_cell: 500 tasks per cell" in err, err
+        elif preset.stem == "official-data":  # the official data's variables first, by design (its header)
+            assert rc == 2 and "the environment variable ALFWORLD_DATA is not set" in err, err
+            for variable, folder in (("ALFWORLD_DATA", "json_2.1.1"), ("APPWORLD_ROOT", "data/tasks")):
+                (tmp_path / variable / folder).mkdir(parents=True)
+                monkeypatch.setenv(variable, str(tmp_path / variable))
+            assert _check(["--configfile", str(preset.relative_to(REPO))], capsys) == (0, ""), err
+            for variable in ("ALFWORLD_DATA", "APPWORLD_ROOT"):
+                monkeypatch.delenv(variable)
         else:
             assert rc == 0, err
     playbook = yaml.safe_load(Path(REPO / "config/presets/playbook-paper.yaml").read_text())

@@ -124,15 +124,19 @@ def test_official_data_layout_via_alfworld_data(alf_games, tmp_path, monkeypatch
     """A folder laid out like the official json_2.1.1 data runs through the same adapter."""
     root, records = alf_games
     official = tmp_path / "alfworld_data" / "json_2.1.1"
-    src = root / records[0]["spec"].task_id
-    dst = official / "valid_unseen" / src.parent.name / src.name
-    shutil.copytree(src, dst)
+    folders = {"train": "train", "practice": "valid_seen", "eval": "valid_unseen"}
+    for record in records:
+        src = root / record["spec"].task_id
+        shutil.copytree(src, official / folders[record["spec"].split] / src.parent.name / src.name)
     monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "alfworld_data"))
     rows = task_rows(official, official=True)
-    assert [(r["split"], r["source"]) for r in rows] == [("eval_out_of_distribution", "official")]
+    assert {r["source"] for r in rows} == {"official"}
+    held_out = [r for r in rows if r["split"] == "eval_out_of_distribution"]
+    assert len(held_out) == SMALL_SIZES["eval"] and held_out[0]["task_id"].startswith("valid_unseen/")
+    assert sorted({r["split"] for r in rows}) == ["eval_in_distribution", "eval_out_of_distribution", "train"]
     env = AlfworldEnv(official=True)
-    obs = env.reset(rows[0]["task_id"])
-    for action in env.gold_actions(rows[0]["task_id"]):
+    obs = env.reset(held_out[0]["task_id"])
+    for action in env.gold_actions(held_out[0]["task_id"]):
         obs = env.step(action)
     assert obs.won
 

@@ -243,7 +243,8 @@ def test_official_split_listing_and_errors(aw_root, tmp_path, monkeypatch):
 
     official = tmp_path / "official"
     (official / "data" / "datasets").mkdir(parents=True)
-    os.symlink(aw_root / "data" / "tasks", official / "data" / "tasks")
+    for folder in ("tasks", "base_dbs", "api_docs"):
+        os.symlink(aw_root / "data" / folder, official / "data" / folder)
     ids = (aw_root / "data" / "datasets" / "eval.txt").read_text()
     (official / "data" / "datasets" / "test_normal.txt").write_text(ids)
     monkeypatch.setenv("APPWORLD_ROOT", str(official))

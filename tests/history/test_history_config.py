@@ -131,7 +131,7 @@ def test_paper_preset_on_the_generated_data_stops_before_any_job_naming_split_si
     assert workflow(cfg).envs == ["appworld"]  # a request the data holds passes
 
 
-def test_split_sizes_come_from_a_built_task_table(tmp_path):
+def test_split_sizes_come_from_a_built_task_table(tmp_path, official_env_vars):
     from memtrials.envs.tasks import make_table
     from memtrials.studies.history.preflight import check_history_envs
 
@@ -186,7 +186,7 @@ def test_unknown_splits_and_env_options_fail_before_the_first_job(patch, message
         workflow(cfg)
 
 
-def test_official_split_names_follow_the_configured_source():
+def test_official_split_names_follow_the_configured_source(official_env_vars):
     cfg = base_config()
     cfg["envs"] = {**cfg["envs"], "alfworld": {**cfg["envs"]["alfworld"], "source": "official"}}
     cfg["history"] = {**cfg["history"], "splits": {**cfg["history"]["splits"], "alfworld": "eval_out_of_distribution"}}

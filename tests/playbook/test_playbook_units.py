@@ -38,7 +38,7 @@ def test_settings_variants_and_paths_from_the_default_config():
     assert "growth" not in wf.cell("eval", "smollm2", "appworld")
 
 
-def test_official_data_maps_the_papers_splits_and_roles_from_model():
+def test_official_data_maps_the_papers_splits_and_roles_from_model(official_env_vars):
     cfg = copy.deepcopy(base_config())
     cfg["envs"]["appworld"]["source"] = "official"
     cfg["envs"]["alfworld"]["source"] = "official"

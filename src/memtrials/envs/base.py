@@ -42,12 +42,19 @@ class RestoreMismatch(RuntimeError):
     """Replaying an action prefix did not reproduce the recorded observations."""
 
 
-def official_data_help(env: str, variable: str, missing: str, download: str) -> str:
-    """The error for official data that is not there: ``missing`` (a path under ``$variable``)
-    does not exist; the fix names ``download``, the command that fetches the data."""
-    return (f"{env}: official data requested (envs.{env}.source: official) but {missing} does not exist; "
-            f"set {variable} to the folder where `{download}` put the data on a machine with internet, "
-            "or use source: generated")
+def official_data_help(env: str, variable: str, folder: str, download: str) -> str:
+    """The error for official data that is not there, as the environment is now: ``variable``
+    unset, or set to a folder without ``folder`` (the path under it the loader opens); the fix
+    names ``download``, the command that fetches the data, and the overlay that asks for it."""
+    value = os.environ.get(variable)
+    if not value:
+        what = f"the environment variable {variable} is not set"
+    else:
+        what = f"{Path(value) / folder} does not exist ({variable}={value})"
+    return (f"{env}: official data requested (envs.{env}.source: official, e.g. by "
+            f"config/presets/official-data.yaml) but {what}; run `{download}` on a machine with internet "
+            f"and `export {variable}=<folder>` (the one holding {folder}) before snakemake, "
+            f"or use envs.{env}.source: generated")
 
 
 def official_data(variable: str, folder: str = "", holding: str = "") -> Path | None:
@@ -61,15 +68,15 @@ def official_data(variable: str, folder: str = "", holding: str = "") -> Path | 
 
 
 def data_root(root: str | os.PathLike | None, official: bool, official_root: Callable[[], Path | None],
-              missing: str, generated: str) -> Path:
+              missing: Callable[[], str], generated: str) -> Path:
     """The data folder an environment opens: ``root`` if given; else with ``official`` the
-    official data (``official_root()``; FileNotFoundError with ``missing``, the fix, when it is
-    not there); else the project's ``generated`` data."""
+    official data (``official_root()``; FileNotFoundError with ``missing()``, the problem and
+    its fix, when it is not there); else the project's ``generated`` data."""
     if root is None:
         if official:
             off = official_root()
             if off is None:
-                raise FileNotFoundError(missing)
+                raise FileNotFoundError(missing())
             root = off
         else:
             root = Path(generated)

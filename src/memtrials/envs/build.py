@@ -101,12 +101,12 @@ def build_task_table(name: str, envs_cfg: Mapping[str, Any]) -> pd.DataFrame:
         finally:
             env.close()
     if name == "alfworld":
-        from memtrials.envs.alfworld.env import ALFWORLD_ROOT_HELP, official_root, task_rows
+        from memtrials.envs.alfworld.env import official_help, official_root, task_rows
 
         if opts.get("official"):
             root = official_root()
             if root is None:
-                raise FileNotFoundError(ALFWORLD_ROOT_HELP)
+                raise FileNotFoundError(official_help())
             return make_table(name, task_rows(root, official=True))
         return make_table(name, task_rows(opts["root"]))
     if name == "appworld":

@@ -11,7 +11,8 @@ and the fix.
 A split's size is known before its task table exists for the generated data (the ALFWorld
 game counts in ``envs.alfworld.sizes``, the authored AppWorld set); for official data and
 ScienceWorld it is known once ``results/tasks/{env}.parquet`` has been built (until then the
-job checks it before its first call: :func:`memtrials.envs.tasks.select_tasks`); for WebShop it
+job checks it before its first call: :func:`memtrials.envs.tasks.select_tasks`; an official split
+whose release count is published, ``OFFICIAL_SIZES``, counts that until its table is built); for WebShop it
 is counted from the shipped goals (:mod:`memtrials.envs.webshop.splits`); for the planted world
 from ``envs.planted.sizes`` (:mod:`memtrials.envs.planted.splits`).
 """
@@ -44,6 +45,17 @@ def source(env: str, envs_cfg: Mapping[str, Any]) -> str:
 
         return PLANTED_SOURCE
     return str(envs_cfg[env]["source"])
+
+
+def source_options(env: str, envs_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``make_env`` options the configured data source adds under a study's own
+    ``env_options``: ``{"official": True}`` for official ALFWorld / AppWorld data (the
+    environment opens ``$ALFWORLD_DATA/json_2.1.1`` / ``$APPWORLD_ROOT``, where the task table's
+    ids come from), nothing for the generated data (the environments' default roots: a
+    default cell's options stay as they were)."""
+    if env in ("alfworld", "appworld") and source(env, envs_cfg) == "official":
+        return {"official": True}
+    return {}
 
 
 @functools.lru_cache(maxsize=16)
@@ -155,6 +167,15 @@ def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
         if wanted is not None:
             df = df[df["type"].isin(wanted)]
         return int(len(df) if split is None else (df["split"] == str(split)).sum()), str(table)
+    if wanted is None and split is not None and source(env, envs_cfg) == "official" and env in ("alfworld", "appworld"):
+        # before the table is built: the release's count, where it is published (a paper run that asks
+        # more stops at parse, before other cells spend calls); once built, the table's count decides
+        if env == "alfworld":
+            from memtrials.envs.alfworld.env import OFFICIAL_SIZES
+        else:
+            from memtrials.envs.appworld.env import OFFICIAL_SIZES  # type: ignore[assignment]
+        if str(split) in OFFICIAL_SIZES:
+            return OFFICIAL_SIZES[str(split)], f"the official {env} release, memtrials.envs.{env}.env.OFFICIAL_SIZES"
     return None
 
 
@@ -192,9 +213,26 @@ def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Pat
     return None
 
 
+def check_official_data(env: str, envs_cfg: Mapping[str, Any]) -> None:
+    """Refuse ``envs.<env>.source: official`` when the official data is not where its
+    environment variable says (``ALFWORLD_DATA`` unset or without ``json_2.1.1``,
+    ``APPWORLD_ROOT`` unset or without ``data/tasks``), naming the variable and the fix.  Its
+    contents are checked when the task table is built (``check_official_layout``)."""
+    if env not in ("alfworld", "appworld") or source(env, envs_cfg) != "official":
+        return
+    if env == "alfworld":
+        from memtrials.envs.alfworld.env import official_help, official_root
+    else:
+        from memtrials.envs.appworld.env import official_help, official_root  # type: ignore[assignment]
+    if official_root() is None:
+        raise ConfigError(f"config key envs.{env}.source: {official_help()}")
+
+
 def check_split(env: str, split: Any, envs_cfg: Mapping[str, Any], key: str, *, nullable: bool = False) -> None:
     """Refuse a ``split`` that ``env``'s task table (under its configured source) does not
-    hold; ``key`` is the config key that set it."""
+    hold, or official data that is not there (:func:`check_official_data`); ``key`` is the
+    config key that set it."""
+    check_official_data(env, envs_cfg)
     if split is None and nullable:
         return
     allowed = allowed_splits(env, envs_cfg)

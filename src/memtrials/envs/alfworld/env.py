@@ -15,6 +15,7 @@ official ``json_2.1.1`` data, the official splits ``train``, ``valid_seen``
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -30,7 +31,18 @@ OFFICIAL_SPLITS: dict[str, str] = {
 }
 
 
-ALFWORLD_ROOT_HELP = official_data_help("alfworld", "ALFWORLD_DATA", "$ALFWORLD_DATA/json_2.1.1", "alfworld-download")
+# Games per official split after ALFWorld's own filter (solvable, no movable/Sliced): what a
+# complete download holds; another count is logged (an incomplete or altered download).
+OFFICIAL_SIZES: dict[str, int] = {"train": 3553, "eval_in_distribution": 140, "eval_out_of_distribution": 134}
+OFFICIAL_FILES: tuple[str, ...] = ("traj_data.json", "game.tw-pddl")
+"""What the loader reads in every official game folder (``<split>/<task>/trial_*/``)."""
+
+log = logging.getLogger(__name__)
+
+
+def official_help() -> str:
+    """What is wrong with ``$ALFWORLD_DATA`` (unset, or without ``json_2.1.1``) and the fix."""
+    return official_data_help("alfworld", "ALFWORLD_DATA", "json_2.1.1", "alfworld-download --data-dir <folder>")
 
 
 def official_root() -> Path | None:
@@ -85,7 +97,7 @@ class AlfworldEnv(Env):
         from memtrials.envs.alfworld import speed as textworld_speed
 
         textworld_speed.install()  # memoized parsing in TextWorld's PDDL backend (same results, less CPU)
-        self.root = data_root(root, official, official_root, ALFWORLD_ROOT_HELP, "resources/alfworld/games")
+        self.root = data_root(root, official, official_root, official_help, "resources/alfworld/games")
         self.max_steps = max_steps
         infos = textworld.EnvInfos(admissible_commands=True, won=True, extras=["gamefile"])
         self.engine = AlfredInfos(AlfredDemangler(PddlEnv(infos), shuffle=False))
@@ -164,14 +176,47 @@ class AlfworldEnv(Env):
             pass
 
 
+def check_official_layout(root: str | os.PathLike) -> None:
+    """Stop unless each of ALFWorld's three split folders under ``root`` (``json_2.1.1``) holds
+    playable games: a folder that is missing, holds no ``<task>/trial_*`` folders, or whose games
+    lack a file the loader reads (:data:`OFFICIAL_FILES`) raises FileNotFoundError naming the
+    folder, what is missing and the fix.  Games lacking them beside playable ones are skipped, as
+    ALFWorld's own ``AlfredTWEnv.collect_game_files`` skips them, with a warning."""
+    root = Path(root)
+    fix = ("fetch the complete data again with `alfworld-download --data-dir <folder>` (its three archives put "
+           "traj_data.json, the PDDL files and game.tw-pddl in every trial folder of json_2.1.1) and point "
+           "ALFWORLD_DATA at that folder")
+    for split, folder in OFFICIAL_SPLITS.items():
+        if not (root / folder).is_dir():
+            raise FileNotFoundError(f"alfworld: official data {root} has no {folder}/ folder (split {split}); {fix}")
+    for folder in OFFICIAL_SPLITS.values():
+        where = root / folder
+        trials = sorted(p for p in where.glob("*/trial_*") if p.is_dir())
+        if not trials:
+            raise FileNotFoundError(f"alfworld: official split folder {where} holds no game folders "
+                                    f"(<task>/trial_*/); {fix}")
+        lacking = {name: [t for t in trials if not (t / name).is_file()] for name in OFFICIAL_FILES}
+        missing = {name: ts for name, ts in lacking.items() if ts}
+        if not missing:
+            continue
+        said = "; ".join(f"{len(ts)} of {len(trials)} game folders lack {name} (e.g. {ts[0]})"
+                         for name, ts in missing.items())
+        if not game_dirs(where):
+            raise FileNotFoundError(f"alfworld: official split folder {where} has no playable game: {said}; {fix}")
+        log.warning("alfworld: %s: %s; those games are skipped, as ALFWorld skips them", where, said)
+
+
 def task_rows(root: str | os.PathLike, official: bool = False) -> list[dict]:
     """One task-table row per playable game under ``root``.
 
     Generated games: split = the first folder (train / practice / eval).  Official data:
     ``train``, ``valid_seen`` and ``valid_unseen`` become ``train``,
-    ``eval_in_distribution`` and ``eval_out_of_distribution``; other folders are left out.
+    ``eval_in_distribution`` and ``eval_out_of_distribution``; other folders are left out;
+    the layout is checked first (:func:`check_official_layout`).
     """
     root = Path(root)
+    if official:
+        check_official_layout(root)
     by_folder = {v: k for k, v in OFFICIAL_SPLITS.items()}
     rows = []
     for folder in game_dirs(root):
@@ -192,4 +237,10 @@ def task_rows(root: str | os.PathLike, official: bool = False) -> list[dict]:
             "scene": traj.get("scene", {}).get("scene_num"),
             "gold_steps": len(game.get("walkthrough") or []),
         })
+    if official:
+        for split, size in OFFICIAL_SIZES.items():
+            n = sum(r["split"] == split for r in rows)
+            if n != size:
+                log.warning("alfworld: official split %s holds %d playable games under %s; ALFWorld's "
+                            "release holds %d (a partial or altered download?)", split, n, root, size)
     return rows

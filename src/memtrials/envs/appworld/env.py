@@ -30,8 +30,19 @@ from memtrials.envs.base import Env, Observation, data_root, official_data, offi
 
 OFFICIAL_SPLITS: tuple[str, ...] = ("train", "dev", "test_normal", "test_challenge")
 GENERATED_SPLITS: tuple[str, ...] = ("train", "practice", "eval")
-APPWORLD_ROOT_HELP = official_data_help("appworld", "APPWORLD_ROOT", "$APPWORLD_ROOT/data/tasks",
-                                        "appworld download data")
+OFFICIAL_SIZES: dict[str, int] = {"test_normal": 168}
+"""Tasks of the official splits whose size is published (the AppWorld paper's Test-Normal), counted
+before the task table is built (:func:`memtrials.envs.catalog.split_size`)."""
+OFFICIAL_TASK_FILES: tuple[str, ...] = ("specs.json", "dbs", "ground_truth")
+"""What AppWorld reads in every task folder ``data/tasks/<id>/`` (its ``Task.save`` writes these)."""
+OFFICIAL_DATA_FOLDERS: tuple[str, ...] = ("tasks", "datasets", "base_dbs", "api_docs")
+"""What an AppWorld root's ``data/`` holds: the tasks, the split listings, the apps' base
+databases and API docs (``appworld download data`` puts all four there)."""
+
+
+def official_help() -> str:
+    """What is wrong with ``$APPWORLD_ROOT`` (unset, or without ``data/tasks``) and the fix."""
+    return official_data_help("appworld", "APPWORLD_ROOT", "data/tasks", "appworld download data --root <folder>")
 
 
 def official_root() -> Path | None:
@@ -73,12 +84,12 @@ class AppWorldEnv(Env):
 
     def __init__(self, root: str | os.PathLike | None = None, official: bool = False,
                  max_steps: int | None = None, experiment: str | None = None) -> None:
-        self.root = data_root(root, official, official_root, APPWORLD_ROOT_HELP, "resources/appworld")
+        self.root = data_root(root, official, official_root, official_help, "resources/appworld")
         if not (self.root / "data" / "tasks").is_dir():
             raise FileNotFoundError(
                 f"appworld: no task data under {self.root / 'data' / 'tasks'}; build it with "
                 "`snakemake resources/appworld/tasks.parquet` (rule env_appworld_data)"
-                + ("" if not official else "; " + APPWORLD_ROOT_HELP)
+                + ("" if not official else "; " + official_help())
             )
         _activate_root(self.root)
         self.max_steps = max_steps
@@ -201,11 +212,43 @@ def solution_body(code: str) -> str:
     return textwrap.dedent(body).strip() + "\n"
 
 
+def check_official_layout(root: str | os.PathLike) -> dict[str, list[str]]:
+    """The task ids of each official split listed under ``root/data/datasets``, after checking
+    the root holds what AppWorld reads: the four folders of :data:`OFFICIAL_DATA_FOLDERS`, at
+    least one split listing, and for every listed task its folder with
+    :data:`OFFICIAL_TASK_FILES`.  Anything missing raises FileNotFoundError naming the folder,
+    what is missing and the fix.  A split without a listing is left out (a root may hold some)."""
+    data = Path(root) / "data"
+    fix = ("fetch the complete data again with `appworld download data --root <folder>` and point APPWORLD_ROOT "
+           "at that folder (the one holding data/)")
+    absent = [name for name in OFFICIAL_DATA_FOLDERS if not (data / name).is_dir()]
+    if absent:
+        raise FileNotFoundError(f"appworld: official root {root} lacks data/{', data/'.join(absent)}; {fix}")
+    listed = {split: [ln.strip() for ln in (data / "datasets" / f"{split}.txt").read_text().splitlines() if ln.strip()]
+              for split in OFFICIAL_SPLITS if (data / "datasets" / f"{split}.txt").is_file()}
+    if not listed:
+        raise FileNotFoundError(f"appworld: official root {root} lists no split: {data / 'datasets'} holds none of "
+                                f"{', '.join(s + '.txt' for s in OFFICIAL_SPLITS)}; {fix}")
+    for split, ids in listed.items():
+        lacking = {name: [t for t in ids if not (data / "tasks" / t / name).exists()] for name in OFFICIAL_TASK_FILES}
+        said = "; ".join(f"{len(ts)} of its {len(ids)} tasks lack {name} (e.g. {data / 'tasks' / ts[0] / name})"
+                         for name, ts in lacking.items() if ts)
+        if not ids:
+            said = "it lists no task"
+        if said:
+            raise FileNotFoundError(f"appworld: official split {split} ({data / 'datasets' / f'{split}.txt'}): "
+                                    f"{said}; {fix}")
+    return listed
+
+
 def task_rows(root: str | os.PathLike | None = None, official: bool = False) -> list[dict]:
-    """One task-table row per task listed in ``data/datasets/<split>.txt``."""
+    """One task-table row per task listed in ``data/datasets/<split>.txt`` (official data:
+    the layout checked first, :func:`check_official_layout`)."""
     # official: the official data, whatever ``root`` says
-    root = data_root(None if official else root, official, official_root, APPWORLD_ROOT_HELP, "resources/appworld")
+    root = data_root(None if official else root, official, official_root, official_help, "resources/appworld")
     data = root / "data"
+    if official:
+        check_official_layout(root)
     rows = []
     for split in (OFFICIAL_SPLITS if official else GENERATED_SPLITS):
         listing = data / "datasets" / f"{split}.txt"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from memtrials.config import ConfigError
-from memtrials.envs.catalog import check_env_options, check_split, check_task_count
+from memtrials.envs.catalog import check_env_options, check_split, check_task_count, source_options
 from memtrials.memory.registry import check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
 from memtrials.studies.antipersist.design import DESIGNS, ENVS, LINEAGE_DESIGNS, sweep_designs, sweep_points
@@ -171,7 +171,7 @@ class AntipersistWorkflow(Study):
         cell: dict[str, Any] = {
             "seed": a["seed"], "rounds": a["rounds"], "round_size": a["round_size"], "batch_size": a["batch_size"],
             "in_flight": a["in_flight"], "k": a["k"], "pools": {env: dict(a["pools"][env])},
-            "env_options": {env: dict(a["env_options"].get(env) or {})}, "actor": dict(a["actor"]),
+            "env_options": {env: {**source_options(env, self.config["envs"]), **(a["env_options"].get(env) or {})}}, "actor": dict(a["actor"]),
             "synthesis": dict(a["synthesis"]), "synthesizer": a["synthesizer"], "embedder": self.embedder,
             "endpoint": self.endpoint(model), "synthesizer_endpoint": self.endpoint(syn),
             "embedder_endpoint": self.endpoint(self.embedder),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from memtrials.config import ConfigError
-from memtrials.envs.catalog import built_table, check_env_options, check_split, known_task_types, split_size
+from memtrials.envs.catalog import built_table, check_env_options, check_split, known_task_types, source, split_size
 from memtrials.envs.tasks import ENV_NAMES
 from memtrials.studies.history.design import check_named, filter_types, too_few_tasks_fix
 
@@ -52,9 +52,10 @@ def check_history_envs(h: Mapping[str, Any], envs_cfg: Mapping[str, Any],
             key = f"history.task_types.{env}"
             of_types, more = ((f" of the types in {key}", f"list more types in {key} (or null), ")
                               if types is not None else ("", ""))
+            fix = too_few_tasks_fix(env if source(env, envs_cfg) != "official" else None)  # official: no "use it"
             raise ConfigError(
                 f"config key history.tasks_per_cell: {n} tasks per cell, but the {env} split {label} holds "
-                f"{size} tasks{of_types} ({where}); {more}{too_few_tasks_fix(env)}")
+                f"{size} tasks{of_types} ({where}); {more}{fix}")
 
 
 def _check_listed(types: Sequence[str] | None, allowed: Sequence[str], where: str, key: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from memtrials.config import ConfigError
+from memtrials.envs.catalog import source_options
 from memtrials.memory.registry import check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
 from memtrials.studies.history.continuation import served_memory
@@ -133,7 +134,8 @@ class HistoryWorkflow(Study):
         if named is not None:  # history.tasks: the cell plays these (null: the seeded draw above)
             cell["tasks"] = list(named)
         cell.update({
-            "env_options": self.h["env_options"].get(env) or {},  # per environment, optional
+            # per environment, optional; official data adds {"official": True} (envs.<env>.source)
+            "env_options": {**source_options(env, self.config["envs"]), **(self.h["env_options"].get(env) or {})},
             "actor": self.h["actor"], "in_flight": self.h["in_flight"],
             "endpoint": self.endpoint(model),
         })

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from memtrials.config import ConfigError
-from memtrials.envs.catalog import check_env_options, check_split, check_task_count
+from memtrials.envs.catalog import check_env_options, check_split, check_task_count, source_options
 from memtrials.envs.catalog import source as data_source
 from memtrials.memory.registry import PLAYBOOK, check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
@@ -294,7 +294,7 @@ class PlaybookWorkflow(Study):
             raise ValueError(f"playbook: unknown part {part!r}")
         p = self.p
         cell: dict[str, Any] = {
-            "seed": p["seed"], "splits": self.splits(env), "env_options": dict(p["env_options"].get(env) or {}),
+            "seed": p["seed"], "splits": self.splits(env), "env_options": {**source_options(env, self.config["envs"]), **(p["env_options"].get(env) or {})},
             "in_flight": p["in_flight"], "actor": {**p["actor"], **(p["actor_env"].get(env) or {})},
             "endpoint": self.endpoint(model),
             "measurement": {"practice_tasks": p["measurement"]["practice_tasks"]},

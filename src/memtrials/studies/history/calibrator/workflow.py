@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from memtrials.config import ConfigError
-from memtrials.envs.catalog import check_split, check_task_count
+from memtrials.envs.catalog import check_split, check_task_count, source_options
 from memtrials.pipeline.study import Study, alternatives
 
 PARTS = ("sources", "contexts", "generate", "screen", "compare", "labels", "dataset", "rollouts", "joint",
@@ -144,7 +144,7 @@ class CalibratorWorkflow(Study):
                 "eval_split": self.h["splits"][env], "eval_seed": self.h["seed"],
                 "eval_tasks_per_cell": self.h["tasks_per_cell"], "actor": self.h["actor"],
                 "task_types": (self.h["task_types"] or {}).get(env),
-                "in_flight": self.h["in_flight"], "env_options": self.h["env_options"].get(env) or {},
+                "in_flight": self.h["in_flight"], "env_options": {**source_options(env, self.config["envs"]), **(self.h["env_options"].get(env) or {})},
                 "endpoint": self.endpoint(model)}
 
     def stage_params(self, stage: str, model: str | None = None) -> dict[str, Any]:
