@@ -22,6 +22,10 @@ for study_name in study_names():
     enable_study(study(study_name))
 
 
+# after a run: each study's headline and the run's cost, per panel endpoint
+include: "workflow/rules/scorecard.smk"
+
+
 onstart:
     preflight_check()
 

@@ -30,6 +30,7 @@ class AntipersistWorkflow(Study):
     package = "memtrials.studies.antipersist"
     parts = ("train", "eval", "report")
     code_modules = {"train": ("train",), "eval": ("evaluate",), "report": ("report",)}
+    headline_quantities = ("Anti-Persistence minus Trajectory memory: held-out success, paired by task",)
 
     def resolve(self) -> None:
         config = self.config
@@ -152,6 +153,27 @@ class AntipersistWorkflow(Study):
         return {"eval": [f"{self.base(*j)}/eval.parquet" for j in jobs],
                 "train": [f"{self.base(*j)}/train.parquet" for j in jobs],
                 "memory": [f"{self.base(*j)}/memory.json" for j in jobs if j[2] in LINEAGE_DESIGNS]}
+
+    # -- the scorecard (studies/antipersist/headline.py) -----------------------------------
+    def headline_gap(self, model: str) -> str | None:
+        if model not in self.models:
+            return f"{model} is not in antipersist.models (null: the panel); add it there"
+        if not self.envs:
+            return "antipersist.envs is empty; name a benchmark"
+        missing = [d for d in ("antipersist", "trajectory") if d not in self.designs]
+        if missing:
+            return f"antipersist.designs lacks {', '.join(missing)}; add them to compare the two designs"
+        return None
+
+    def headline_inputs(self, model: str) -> dict[str, list[str]]:
+        return {d: [f"{self.base(model, e, d, s)}/eval.parquet" for e in self.envs for s in self.seeds]
+                for d in ("antipersist", "trajectory")}
+
+    def headline_options(self) -> dict[str, Any]:
+        return {"n_boot": int(self.config["scorecard"]["n_boot"])}
+
+    def record_files(self) -> list[str]:
+        return [f"{self.base(*j)}/{part}.calls.parquet" for j in self.jobs() for part in ("train", "eval")]
 
     def sweep_plan(self) -> list[list[Any]]:
         """``[key, value, design]`` of every sweep point (the report's rows; :func:`.design.sweep_points`)."""

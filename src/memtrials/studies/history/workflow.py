@@ -28,6 +28,7 @@ class HistoryWorkflow(Study):
     code_modules = {"rollouts": ("rollouts", "design"), "continuation": ("continuation", "design"),
                     "probe": ("probe", "design"), "report": ("report",)}
     entry_parts = ("rollouts", "continuation", "probe")
+    headline_quantities = ("Causal Transition minus Raw: task success, paired by task",)
 
     def resolve(self) -> None:
         config = self.config
@@ -143,6 +144,29 @@ class HistoryWorkflow(Study):
         if not (self.enabled and self.models and self.envs):
             return []
         return ["results/history/tables/index.md"]
+
+    # -- the scorecard (studies/history/headline.py) ---------------------------------------
+    def headline_gap(self, model: str) -> str | None:
+        if model not in self.models:
+            return f"{model} is not in history.models (null: the panel); add it there"
+        if not self.envs:
+            return "history.envs is empty; name an environment"
+        missing = [c for c in ("raw", "causal") if c not in self.conditions]
+        if missing:
+            return f"history.conditions lacks {', '.join(missing)}; add them to compare Causal Transition with Raw"
+        return None
+
+    def headline_inputs(self, model: str) -> dict[str, list[str]]:
+        return {c: [f"results/history/rollouts/{model}/{e}/{c}.parquet" for e in self.envs] for c in ("raw", "causal")}
+
+    def headline_options(self) -> dict[str, Any]:
+        return {"n_boot": int(self.h["analysis"]["n_boot"])}
+
+    def record_files(self) -> list[str]:
+        if not self.final_targets():
+            return []
+        cells = [p for ps in self.report_inputs().values() for p in ps]
+        return [p.removesuffix(".parquet") + ".calls.parquet" for p in cells]
 
     def report_inputs(self) -> dict[str, list[str]]:
         out = {"rollouts": [f"results/history/rollouts/{m}/{e}/{c}.parquet"
