@@ -1,28 +1,29 @@
-# The scorecard (issue 39; docs/measurements.md, "The scorecard"): after a run, one page per
+# The scorecard (issue 39; README, "The scorecard"): after a run, one page per
 # panel endpoint with each registered study's headline quantity and its interval (each study's
 # own headline function, through the study interface: memtrials.pipeline.study.Study.headline_plan)
 # and the run's cost there, from every job's call records and the cache ledger.  A study
 # that is off, or whose design leaves the endpoint or an arm out, shows "not run" and why.
 # The rule only gathers (memtrials.pipeline.scorecard); no study imports another.
 
+from memtrials.pipeline.scorecard import rule_inputs as scorecard_inputs  # noqa: E402
+
 SCORECARD_STUDIES = [study(name) for name in study_names()]
-
-
-def scorecard_inputs(wildcards):
-    """Every job's calls file (the cost) and each study's headline inputs for this endpoint."""
-    records = {p for s in SCORECARD_STUDIES for p in s.record_files()}
-    if config["smoke"]["enabled"]:
-        records.update(expand("results/smoke/{model}.calls.parquet", model=PANEL))
-    out = {"records": sorted(records)}
-    for s in SCORECARD_STUDIES:
-        for key, paths in s.headline_plan(wildcards.model)["inputs"].items():
-            out[f"{s.name}_{key}"] = paths
-    return out
 
 
 rule scorecard:
     input:
-        unpack(scorecard_inputs),
+        # every job's calls file (the cost) and each study's headline inputs for this endpoint
+        unpack(
+            lambda wc: scorecard_inputs(
+                SCORECARD_STUDIES,
+                wc.model,
+                (
+                    expand("results/smoke/{model}.calls.parquet", model=PANEL)
+                    if config["smoke"]["enabled"]
+                    else []
+                ),
+            )
+        ),
         code=sorted(
             {
                 f

@@ -12,17 +12,33 @@ from __future__ import annotations
 import importlib
 import logging
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from memtrials.report.scorecard import Headline, ledger_cost, record_cost, write_scorecard
+if TYPE_CHECKING:
+    from memtrials.pipeline.study import Study
+    from memtrials.report.scorecard import Headline
 
 log = logging.getLogger(__name__)
+
+
+def rule_inputs(studies: Iterable[Study], model: str, records: Iterable[str] = ()) -> dict[str, list[str]]:
+    """The scorecard rule's inputs for endpoint ``model``: every job's calls file (each study's
+    :meth:`~memtrials.pipeline.study.Study.record_files`, and ``records``) and each study's
+    headline inputs, named ``<study>_<name>`` (read while Snakemake parses: no pandas)."""
+    studies = list(studies)
+    out = {"records": sorted({*records, *(p for s in studies for p in s.record_files())})}
+    for s in studies:
+        for key, paths in s.headline_plan(model)["inputs"].items():
+            out[f"{s.name}_{key}"] = list(paths)
+    return out
 
 
 def study_headlines(model: str, plan: Mapping[str, Any]) -> list[Headline]:
     """One study's rows: "not run" with the plan's reason, else what its function returns,
     checked against the quantities the study declares (a declared quantity it leaves out is
     "not run", never dropped)."""
+    from memtrials.report.scorecard import Headline
+
     study, quantities = str(plan["study"]), list(plan["quantities"])
     if plan.get("why"):
         return [Headline.not_run(study, q, str(plan["why"])) for q in quantities]
@@ -59,6 +75,8 @@ def write(*, model: str, plans: Sequence[Mapping[str, Any]], records: Sequence[s
           out_md: str, out_html: str) -> list[Headline]:
     """Every study's headline for endpoint ``model``, the cost from ``records`` and the cache
     ledger, written as ``out_md`` and ``out_html``."""
+    from memtrials.report.scorecard import ledger_cost, record_cost, write_scorecard
+
     rows: list[Headline] = []
     for plan in plans:
         rows += study_headlines(model, plan)

@@ -15,6 +15,7 @@ from memtrials.envs.catalog import check_env_options, check_split, check_task_co
 from memtrials.envs.catalog import source as data_source
 from memtrials.memory.registry import PLAYBOOK, check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
+from memtrials.studies.playbook.scoreplan import ScorecardPlan
 from memtrials.envs.tasks import ENV_NAMES
 from memtrials.studies.playbook.design import ACTOR_KEYS, GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
@@ -23,14 +24,12 @@ ENVS = ("alfworld", "appworld", "webshop")
 ROOT = "results/playbook"
 
 
-class PlaybookWorkflow(Study):
+class PlaybookWorkflow(ScorecardPlan, Study):
     """The playbook section of one config (``self.p``), resolved."""
 
     name = "playbook"
     package = "memtrials.studies.playbook"
     parts = PARTS
-    headline_quantities = ("RBC minus Whole: evaluation score (0-100), paired by task",
-                           "RBC minus No playbook: evaluation score (0-100), paired by task")
     code_modules = {"growth": ("growth",), "practice": ("practice",), "choice": ("choice",), "eval": ("evaluate",),
                     "report": ("report",), "baseline": ("baseline_eval",), "pooled": ("baseline_eval",),
                     "diagnostics": ("diagnostics",)}
@@ -276,37 +275,6 @@ class PlaybookWorkflow(Study):
                                                                                "eval")}
         keep["subsampled"] = [p for p in self.baseline_paths("episodes") if p.endswith("/baseline/subsampled.parquet")]
         return keep
-
-    # -- the scorecard (studies/playbook/headline.py) --------------------------------------
-    def headline_settings(self, model: str) -> list[tuple[str, str, str, str]]:
-        """``model``'s standard-growth settings (Table 1's)."""
-        return [s for s in self.settings() if s[0] == "std" and s[1] == model]
-
-    def headline_gap(self, model: str) -> str | None:
-        if model not in self.models:
-            return f"{model} is not in playbook.models (null: the panel); add it there"
-        if not self.headline_settings(model):
-            return f"every standard-growth setting of {model} is left out (playbook.envs, playbook.exclude)"
-        return None
-
-    def headline_inputs(self, model: str) -> dict[str, list[str]]:
-        keys = self.headline_settings(model)
-        return {"choice": [f"{self.base(*k)}/choice.json" for k in keys],
-                "eval": [f"{self.base(*k)}/eval/{c}.parquet" for k in keys for c in self.candidates("std")]}
-
-    def headline_options(self) -> dict[str, Any]:
-        return {"n_boot": int(self.config["scorecard"]["n_boot"])}
-
-    def record_files(self) -> list[str]:
-        """The calls files of every job: growth, practice, choice, evaluation, the pooled round and
-        the baselines (with their selection calls)."""
-        if not self.final_targets():
-            return []
-        out = list(self.report_inputs()["calls"]) + self.baseline_paths("calls")
-        out += [p.removesuffix(".calls.parquet") + ".select.calls.parquet" for p in self.baseline_paths("calls")]
-        pooled = {f"{self.base(g, m, e, v)}/pooled/practice{x}.calls.parquet" for g, m, e, v in self.settings()
-                  if g == "std" and "pooled" in self.baseline_methods(e, v) for x in ("", ".merge")}
-        return sorted(set(out) | pooled)
 
     def final_targets(self) -> list[str]:
         if not (self.enabled and self.settings()):
