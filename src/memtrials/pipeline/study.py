@@ -9,7 +9,7 @@ registered study through it.  This module names no study.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, ClassVar, Iterable, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
 
 from memtrials.config import ConfigError
 
@@ -28,6 +28,22 @@ def alternatives(values: Iterable[str], escape: str = "-") -> str:
             v = v.replace(c, "\\" + c)
         out.append(v)
     return "|".join(out) or "NONE"
+
+
+def design_gap(model: str, models: Sequence[str], envs: Sequence[str], arms: Sequence[str], have: Sequence[str], *,
+               section: str, arms_key: str) -> str | None:
+    """Why a headline comparing ``arms`` at endpoint ``model`` cannot run under a study's design
+    (``section``: its config section; ``models``, ``envs``: its endpoints and environments;
+    ``have``: the arms it runs, the config key ``arms_key``), naming the key that adds what is
+    missing; None when nothing is."""
+    if model not in models:
+        return f"{model} is not in {section}.models (null: the panel); add it there"
+    if not envs:
+        return f"{section}.envs is empty; name an environment"
+    missing = [a for a in arms if a not in have]
+    if missing:
+        return f"{arms_key} lacks {', '.join(missing)}; add them to compare {' and '.join(arms)}"
+    return None
 
 
 class Study(ABC):

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from memtrials.config import ConfigError
 from memtrials.envs.catalog import check_env_options, check_split, check_task_count
 from memtrials.memory.registry import check_memory, memory_entry, memory_name, source_files
-from memtrials.pipeline.study import Study, alternatives
+from memtrials.pipeline.study import Study, alternatives, design_gap
 from memtrials.studies.antipersist.design import DESIGNS, ENVS, LINEAGE_DESIGNS, sweep_designs, sweep_points
 from memtrials.studies.antipersist.memories import uses_selector
 
@@ -156,14 +156,8 @@ class AntipersistWorkflow(Study):
 
     # -- the scorecard (studies/antipersist/headline.py) -----------------------------------
     def headline_gap(self, model: str) -> str | None:
-        if model not in self.models:
-            return f"{model} is not in antipersist.models (null: the panel); add it there"
-        if not self.envs:
-            return "antipersist.envs is empty; name a benchmark"
-        missing = [d for d in ("antipersist", "trajectory") if d not in self.designs]
-        if missing:
-            return f"antipersist.designs lacks {', '.join(missing)}; add them to compare the two designs"
-        return None
+        return design_gap(model, self.models, self.envs, ("antipersist", "trajectory"), self.designs,
+                          section=self.name, arms_key="antipersist.designs")
 
     def headline_inputs(self, model: str) -> dict[str, list[str]]:
         return {d: [f"{self.base(model, e, d, s)}/eval.parquet" for e in self.envs for s in self.seeds]

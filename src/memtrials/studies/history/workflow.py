@@ -12,7 +12,7 @@ from typing import Any
 
 from memtrials.config import ConfigError
 from memtrials.memory.registry import check_memory, memory_entry, memory_name, source_files
-from memtrials.pipeline.study import Study, alternatives
+from memtrials.pipeline.study import Study, alternatives, design_gap
 from memtrials.studies.history.continuation import served_memory
 from memtrials.studies.history.design import rollout_conditions
 from memtrials.studies.history.preflight import check_history_envs, check_named_tasks, check_task_types
@@ -147,14 +147,8 @@ class HistoryWorkflow(Study):
 
     # -- the scorecard (studies/history/headline.py) ---------------------------------------
     def headline_gap(self, model: str) -> str | None:
-        if model not in self.models:
-            return f"{model} is not in history.models (null: the panel); add it there"
-        if not self.envs:
-            return "history.envs is empty; name an environment"
-        missing = [c for c in ("raw", "causal") if c not in self.conditions]
-        if missing:
-            return f"history.conditions lacks {', '.join(missing)}; add them to compare Causal Transition with Raw"
-        return None
+        return design_gap(model, self.models, self.envs, ("raw", "causal"), self.conditions, section=self.name,
+                          arms_key="history.conditions")
 
     def headline_inputs(self, model: str) -> dict[str, list[str]]:
         return {c: [f"results/history/rollouts/{model}/{e}/{c}.parquet" for e in self.envs] for c in ("raw", "causal")}
