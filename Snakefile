@@ -24,6 +24,8 @@ for study_name in study_names():
 
 # after every study: the section gathering their planted tables (KNOWN_ANSWER_TABLES)
 include: "workflow/rules/known_answer.smk"
+# after a run: each study's headline and the run's cost, per panel endpoint
+include: "workflow/rules/scorecard.smk"
 
 
 onstart:

@@ -13,7 +13,8 @@ import yaml
 from memtrials.config import ConfigError, check_config, load_schema, merge
 from tests.conftest import REPO, base_config
 
-SECTIONS = ("cache", "smoke", "history", "envs", "playbook", "calibrator", "antipersist", "servers", "memory")  # luck: tests/luck (its own section)
+SECTIONS = ("cache", "smoke", "history", "envs", "playbook", "calibrator", "antipersist", "servers", "memory",
+            "scorecard")  # luck: tests/luck (its own section)
 
 
 def _walk(schema: dict, value, path: str):

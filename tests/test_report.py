@@ -1,14 +1,20 @@
 """The HTML report (`snakemake --report results/report.html`) opened in headless Chromium.
 
-What it is built on: a tiny run of both built studies in a copy of the workflow, on the
-loopback endpoint (the scripted policies of tests/luck/test_luck_e2e.py and
-tests/history/test_history_workflow.py): Lessons from Luck at the default size (4 worlds)
-and the history study on one ScienceWorld task (Raw and Causal rollouts, Raw and Reference
-continuation, the probe), so that every figure kind of both studies is drawn.  Then the
-report is opened as a person would, through the report's own app: each table and figure
-is selected and shown, the figure's image must be there and not blank (pixel spread of a
-screenshot), each table must render (rows, cells, a non-blank screenshot), every entry
-carries its caption, and the page logs no error.
+What it is built on: a tiny run of four studies and the scorecard in a copy of the workflow,
+on the loopback endpoint (the scripted policies of tests/luck/test_luck_e2e.py,
+tests/history/test_history_workflow.py, tests/antipersist/helpers.py): Lessons from Luck at
+the default size (4 worlds); the history study on one ScienceWorld task (Raw and Causal
+rollouts, Raw and Reference continuation, the probe); the calibrator's chain without its
+fine-tune (the Calibrator and joint-actor cells on the same task, tests/calibrator/
+test_disjoint_workflow.py's design); the anti-persistence study's Trajectory and
+Anti-Persistence designs, one round of one task; and the scorecard of the endpoint.  Every
+figure kind of these studies is drawn.  The playbook study needs ALFWorld or AppWorld games
+and a growth-practice-choice-evaluation chain: its wiring and captions are checked without a
+run (test_every_study_marks_its_tables_and_figures_for_the_report).  Then the report is opened
+as a person would, through the report's own app: each table and figure is selected and shown,
+the figure's image must be there and not blank (pixel spread of a screenshot), each table
+must render (rows, cells, a non-blank screenshot), every entry carries its caption, and the
+page logs no error.
 """
 
 from __future__ import annotations
@@ -25,15 +31,33 @@ import pandas as pd
 import pytest
 import yaml
 
-from memtrials.testing import LoopbackServer, loopback_endpoint
+from memtrials.testing import LoopbackServer, loopback_embed_endpoint, loopback_endpoint
+from memtrials.testing.policies import grammar_choices, schema_of
+from tests.antipersist.helpers import policy as antipersist_policy
 from tests.chromium import CHROMIUM_MISSING, Chromium, chromium_path, pixel_spread
 from tests.conftest import REPO, base_config, copy_workflow, run_snakemake, failure_text
 from tests.history.helpers import is_judge, is_review, wrap
 from tests.luck.test_luck_e2e import policy as luck_policy
 
-STUDIES = {"luck": "Lessons from Luck", "history": "History interventions"}
-HISTORY_FIGURES = {"figure2_recovery", "figure3_prompt_lengths", "figure4_change_from_raw", "figure5_repetition",
-                   "figure8_recovery_conditions"}
+STUDIES = {"luck": "Lessons from Luck", "history": "History interventions", "antipersist": "Anti-persistence",
+           "calibrator": "The learned calibrator"}
+"""The studies the tiny run builds (the playbook study: wiring and captions only)."""
+CATEGORIES = {**STUDIES, "playbook": "Playbook curation"}
+"""Every registered study's report category."""
+FIGURES = {
+    "luck": {"figure1_p2_p3m"},
+    "history": {"figure2_recovery", "figure3_prompt_lengths", "figure4_change_from_raw", "figure5_repetition",
+                "figure8_recovery_conditions"},
+    "antipersist": {"heldout_per_round", "success_per_round"},
+    "calibrator": {"figure10_next_action", "figure7_success", "figure9_joint"},
+    "playbook": {"figure2_runs", "figure6_runs"},
+}
+"""Every figure each study draws (the playbook's diagnostics draw theirs under Diagnostics)."""
+HISTORY_FIGURES = FIGURES["history"]
+TYPES = ("find-non-living-thing", "lifespan-longest-lived", "lifespan-shortest-lived")
+TASKS = [(f"{t}:{v}", split) for v, split in ((0, "test"), (1, "train")) for t in TYPES]
+"""ScienceWorld: variation 0 is evaluated (history, the Calibrator, anti-persistence's held-out
+pool), variation 1 trains (the calibrator's sources, anti-persistence's stream)."""
 
 
 def policy(body: dict[str, Any]) -> str:
@@ -45,32 +69,56 @@ def policy(body: dict[str, Any]) -> str:
         return '{"supports_repetition": false}'
     if is_review(body):
         return '{"decision":"CALIBRATE","experience":"Looking around again shows the same room."}'
-    return wrap(body, "look around")  # never wins: every Raw rollout is a continuation source
+    # an actor looks around (never wins: every Raw rollout is a continuation source); the other
+    # roles (synthesis, screen, comparison) answer their schema as the anti-persistence tests do
+    if "answer" in ((schema_of(body) or {}).get("properties") or {}):
+        return wrap(body, "look around")
+    choices = grammar_choices(body)
+    if choices:
+        return "look around" if "look around" in choices else choices[0]
+    if schema_of(body) is not None:
+        return antipersist_policy(body)
+    return "look around"
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
-    """A workflow copy with both studies built small and ``results/report.html`` made."""
+    """A workflow copy with four studies and the scorecard built small and ``results/report.html`` made."""
     wf = copy_workflow(tmp_path_factory.mktemp("report") / "wf")
     (wf / "results" / "tasks").mkdir(parents=True)
-    pd.DataFrame({"task_id": ["find-non-living-thing:0"], "env": "scienceworld", "split": "test",
-                  "type": ["find-non-living-thing"], "source": "official", "detail": "{}"}
+    pd.DataFrame({"task_id": [t for t, _ in TASKS], "env": "scienceworld", "split": [s for _, s in TASKS],
+                  "type": [t.split(":")[0] for t, _ in TASKS], "source": "official", "detail": "{}"}
                  ).to_parquet(wf / "results" / "tasks" / "scienceworld.parquet")
     base = yaml.safe_load((wf / "config/config.yaml").read_text())
-    with LoopbackServer(policy=policy) as srv:
-        (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": {"loop": loopback_endpoint(srv)}}))
+    with LoopbackServer(policy=policy, embed_dim=32) as srv:
+        (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": {
+            "loop": loopback_endpoint(srv), "emb": loopback_embed_endpoint(srv)}}))
+        roles = sorted(set(base["roles"]) | {"judge", "calibrator", "generator"})
         overlay = {
-            "models_file": "models.yaml", "panel": ["loop"], "roles": {r: "loop" for r in base["roles"]},
+            "models_file": "models.yaml", "panel": ["loop"],
+            "roles": {**{r: "loop" for r in roles}, "embedder": "emb"},
             "smoke": {"enabled": False}, "envs": {"run": []},
             "history": {"envs": ["scienceworld"], "splits": {"scienceworld": "test"}, "tasks_per_cell": 1,
                         "in_flight": 1, "conditions": ["raw", "causal"], "chat_conditions": [],
                         "actor": {"max_actions": 4},
                         "continuation": {"conditions": ["raw", "reference"], "chat_conditions": []},
                         "analysis": {"n_boot": 200}},
+            "calibrator": {"splits": {"scienceworld": "train"},
+                           "sources": {"envs": ["scienceworld"], "tasks_per_cell": 1},
+                           "contexts": {"count": 2}, "rollouts": {"envs": ["scienceworld"], "trained": []},
+                           "train": {"enabled": False}, "ablation": {"enabled": False},
+                           "joint": {"max_output_tokens": 32}},
+            "antipersist": {"envs": ["scienceworld"], "designs": ["trajectory", "antipersist"], "rounds": 1,
+                            "round_size": 1, "in_flight": 1,
+                            "pools": {"scienceworld": {"train_split": "train", "train_tasks": 1,
+                                                       "eval_split": "test", "eval_tasks": 1}},
+                            "actor": {"mode": "choice", "max_actions": 2, "max_output_tokens": 16,
+                                      "max_listed_actions": 5}},
+            "scorecard": {"n_boot": 200},
         }
-        # other studies of the copied workflow off (only the two above are built here)
+        # other studies of the copied workflow off (only those above are built here)
         overlay.update({k: {"enabled": False} for k, v in base.items()
-                        if isinstance(v, dict) and "enabled" in v and k not in (*STUDIES, "smoke")})
+                        if isinstance(v, dict) and "enabled" in v and k not in (*STUDIES, "smoke", "scorecard")})
         (wf / "overlay.yaml").write_text(yaml.safe_dump(overlay))
         out = run_snakemake(wf, "--configfile", "overlay.yaml")
         assert out.returncode == 0, failure_text(out)
@@ -133,17 +181,54 @@ def view(built, tmp_path_factory) -> dict[str, Any]:
 
 
 def _on_disk(wf: Path) -> dict[str, dict[str, set[str]]]:
-    return {title: {"Figures": {p.relative_to(wf).as_posix() for p in (wf / "results" / s / "figures").glob("*.png")},
-                    "Tables": {p.relative_to(wf).as_posix() for p in (wf / "results" / s / "tables").glob("*.html")}}
-            for s, title in STUDIES.items()}
+    out = {title: {"Figures": {p.relative_to(wf).as_posix() for p in (wf / "results" / s / "figures").glob("*.png")},
+                   "Tables": {p.relative_to(wf).as_posix() for p in (wf / "results" / s / "tables").glob("*.html")}}
+           for s, title in STUDIES.items()}
+    out["Scorecard"] = {"Endpoints": {p.relative_to(wf).as_posix() for p in (wf / "results/scorecard").glob("*.html")}}
+    return out
 
 
 @pytest.mark.slow
 def test_report_holds_every_table_and_figure_grouped_by_study(built, view):
     on_disk = _on_disk(built)
     assert {c: {s: set(v) for s, v in subs.items()} for c, subs in view["categories"].items()} == on_disk
-    assert all(on_disk[t]["Figures"] and on_disk[t]["Tables"] for t in on_disk)
-    assert {Path(p).stem for p in on_disk["History interventions"]["Figures"]} == HISTORY_FIGURES
+    assert all(files for subs in on_disk.values() for files in subs.values()), on_disk
+    for study, title in STUDIES.items():  # every figure each study draws
+        assert {Path(p).stem for p in on_disk[title]["Figures"]} == FIGURES[study], study
+    assert on_disk["Scorecard"]["Endpoints"] == {"results/scorecard/loop.html"}
+
+
+@pytest.mark.slow
+def test_the_scorecard_shows_each_study_and_the_run_cost(built, view):
+    page = view["tables"]["results/scorecard/loop.html"]
+    assert page["rows"] == 1 + 8  # the first table: its header and the eight quantities
+    md = (built / "results/scorecard/loop.md").read_text()
+    for words in ("P2:", "P3m:", "Causal Transition minus Raw", "Calibrator minus Raw", "RBC minus Whole",
+                  "Anti-Persistence minus Trajectory"):
+        assert words in md, words
+    assert md.count("| not run |") == 2 and "playbook.enabled is false" in md  # the playbook study is off here
+    cost = md.split("## Cost")[1]
+    assert "records of this run's jobs" in cost and "cache ledger" in cost
+
+
+def test_every_study_marks_its_tables_and_figures_for_the_report():
+    """Each registered study's report rule marks its tables and figures (``report(...)``) under its
+    category, with a caption for every figure it draws; the scorecard is marked too."""
+    from memtrials.studies import study_names
+
+    assert set(CATEGORIES) == set(study_names())
+    for study, title in CATEGORIES.items():
+        rules = (REPO / f"workflow/rules/{study}.smk").read_text()
+        assert f'"{title}"' in rules, f"{study}: no report(...) under the category {title!r}"
+        if study == "luck":
+            continue  # one caption file per output (test_luck_report_outputs_have_caption_files)
+        for kind, names in (("figures", FIGURES[study]), ("tables", set())):
+            caption = (REPO / f"workflow/report/{study}/{kind}.rst").read_text()
+            assert f"../report/{study}/{kind}.rst" in rules, (study, kind)
+            have = set(re.findall(r'^  "(\w+)":', caption, flags=re.M))
+            assert names <= have, f"{study}: no caption for {sorted(names - have)} in workflow/report/{study}/{kind}.rst"
+    scorecard = (REPO / "workflow/rules/scorecard.smk").read_text()
+    assert '"Scorecard"' in scorecard and (REPO / "workflow/report/scorecard.rst").exists()
 
 
 @pytest.mark.slow
@@ -203,9 +288,13 @@ def test_pixel_spread_tells_a_blank_image_from_a_drawn_one(tmp_path):
 
 def test_every_figure_has_a_caption_file_and_is_listed_in_its_study_docs():
     luck = [p.stem for p in (REPO / "workflow/report/luck").glob("figure*.rst")]
-    history = re.findall(r'"(figure\w+)":', (REPO / "workflow/report/history/figures.rst").read_text())
-    assert set(history) == HISTORY_FIGURES and luck == ["figure1_p2_p3m"]
-    for doc, names in (("docs/luck.md", luck), ("docs/history.md", history)):
+    assert set(luck) == FIGURES["luck"]
+    listed = {"luck": luck}
+    for study in ("history", "antipersist", "calibrator", "playbook"):
+        listed[study] = re.findall(r'^  "(\w+)":', (REPO / f"workflow/report/{study}/figures.rst").read_text(),
+                                   flags=re.M)
+        assert set(listed[study]) == FIGURES[study], study
+    for doc, names in ((f"docs/{study}.md", names) for study, names in listed.items()):
         text = (REPO / doc).read_text()
         section = re.search(r"^## Figures\n(.*?)(?=^## |\Z)", text, flags=re.M | re.S)
         assert section, f"{doc} has no '## Figures' section listing the study's figures"

@@ -81,6 +81,24 @@ rule antipersist_report:
         ),
     output:
         index="results/antipersist/tables/index.md",
+        # for the HTML report: the tables and figures a run writes depend on its design
+        # (workflow/report/README.md), so the folders are marked, with one caption file each
+        tables=report(
+            directory("results/antipersist/tables"),
+            patterns=["{name}.html"],
+            caption="../report/antipersist/tables.rst",
+            category="Anti-persistence",
+            subcategory="Tables",
+            labels={"name": "{name}"},
+        ),
+        figures=report(
+            directory("results/antipersist/figures"),
+            patterns=["{name}.png"],
+            caption="../report/antipersist/figures.rst",
+            category="Anti-persistence",
+            subcategory="Figures",
+            labels={"name": "{name}"},
+        ),
     log:
         "logs/antipersist/report.log",
     conda:
@@ -88,8 +106,6 @@ rule antipersist_report:
     params:
         sweeps=ANTIPERSIST.sweep_plan(),
         tables_dir=lambda w, output: os.path.dirname(output.index),
-        figures_dir=lambda w, output: os.path.join(
-            os.path.dirname(os.path.dirname(output.index)), "figures"
-        ),
+        figures_dir=lambda w, output: output.figures,
     script:
         "../scripts/antipersist_report.py"

@@ -395,6 +395,24 @@ rule calibrator_report:
         unpack(lambda wc: {**CAL.report_inputs(), "code": CAL.code("report")}),
     output:
         index="results/calibrator/tables/index.md",
+        # for the HTML report: the tables and figures a run writes depend on its design
+        # (workflow/report/README.md), so the folders are marked, with one caption file each
+        tables=report(
+            directory("results/calibrator/tables"),
+            patterns=["{name}.html"],
+            caption="../report/calibrator/tables.rst",
+            category="The learned calibrator",
+            subcategory="Tables",
+            labels={"name": "{name}"},
+        ),
+        figures=report(
+            directory("results/calibrator/figures"),
+            patterns=["{name}.png"],
+            caption="../report/calibrator/figures.rst",
+            category="The learned calibrator",
+            subcategory="Figures",
+            labels={"name": "{name}"},
+        ),
     log:
         "logs/calibrator/report.log",
     conda:
@@ -405,6 +423,6 @@ rule calibrator_report:
         calibrator=CAL.roles.get("calibrator"),
         ablation=CAL.ablation_endpoints,
         tables_dir=lambda w, output: os.path.dirname(output.index),
-        figures_dir="results/calibrator/figures",
+        figures_dir=lambda w, output: output.figures,
     script:
         "../scripts/calibrator_report.py"

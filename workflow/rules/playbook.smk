@@ -195,6 +195,24 @@ rule playbook_report:
         unpack(lambda wc: {**PLAYBOOK.report_inputs(), "code": PLAYBOOK.code("report")}),
     output:
         index="results/playbook/tables/index.md",
+        # for the HTML report: the tables and figures a run writes depend on its design
+        # (workflow/report/README.md), so the folders are marked, with one caption file each
+        tables=report(
+            directory("results/playbook/tables"),
+            patterns=["{name}.html"],
+            caption="../report/playbook/tables.rst",
+            category="Playbook curation",
+            subcategory="Tables",
+            labels={"name": "{name}"},
+        ),
+        figures=report(
+            directory("results/playbook/figures"),
+            patterns=["{name}.png"],
+            caption="../report/playbook/figures.rst",
+            category="Playbook curation",
+            subcategory="Figures",
+            labels={"name": "{name}"},
+        ),
     log:
         "logs/playbook/report.log",
     conda:
@@ -202,7 +220,7 @@ rule playbook_report:
     params:
         long_growth=PLAYBOOK.p["long_growth"],
         tables_dir=lambda w, output: os.path.dirname(output.index),
-        figures_dir="results/playbook/figures",
+        figures_dir=lambda w, output: output.figures,
     script:
         "../scripts/playbook_report.py"
 

@@ -9,7 +9,7 @@ registered study through it.  This module names no study.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, ClassVar, Iterable, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
 
 from memtrials.config import ConfigError
 
@@ -28,6 +28,22 @@ def alternatives(values: Iterable[str], escape: str = "-") -> str:
             v = v.replace(c, "\\" + c)
         out.append(v)
     return "|".join(out) or "NONE"
+
+
+def design_gap(model: str, models: Sequence[str], envs: Sequence[str], arms: Sequence[str], have: Sequence[str], *,
+               section: str, arms_key: str) -> str | None:
+    """Why a headline comparing ``arms`` at endpoint ``model`` cannot run under a study's design
+    (``section``: its config section; ``models``, ``envs``: its endpoints and environments;
+    ``have``: the arms it runs, the config key ``arms_key``), naming the key that adds what is
+    missing; None when nothing is."""
+    if model not in models:
+        return f"{model} is not in {section}.models (null: the panel); add it there"
+    if not envs:
+        return f"{section}.envs is empty; name an environment"
+    missing = [a for a in arms if a not in have]
+    if missing:
+        return f"{arms_key} lacks {', '.join(missing)}; add them to compare {' and '.join(arms)}"
+    return None
 
 
 class Study(ABC):
@@ -113,6 +129,57 @@ class Study(ABC):
         cap = int(self.models_registry[model].max_concurrency)
         own = self.in_flight()
         return max(1, cap if own is None else min(own, cap))
+
+    # -- the scorecard (memtrials.pipeline.scorecard) ---------------------------------------
+    headline_quantities: ClassVar[tuple[str, ...]] = ()
+    """The names of the study's headline quantities, in the scorecard's order (none: no headline)."""
+    headline_module: ClassVar[str] = "headline"
+    """The module of :attr:`package` whose ``headline(model, inputs, options)`` returns the
+    study's :class:`memtrials.report.scorecard.Headline` rows for endpoint ``model`` from the
+    files :meth:`headline_inputs` named and the settings :meth:`headline_options` gave (run in
+    the scorecard job; it may load pandas and SciPy)."""
+
+    def headline_gap(self, model: str) -> str | None:
+        """Why this config gives no headline for endpoint ``model`` (``model`` not in the study's
+        design, an arm left out), with the key that would add it; None when it gives one."""
+        return None
+
+    def headline_inputs(self, model: str) -> dict[str, list[str]]:
+        """The files the headline of endpoint ``model`` reads, by name (the scorecard rule's inputs);
+        asked only when :meth:`headline_gap` is None."""
+        return {}
+
+    def headline_options(self) -> dict[str, Any]:
+        """Settings of the study's config the headline needs (plain data; e.g. resamples)."""
+        return {}
+
+    def headline_plan(self, model: str) -> dict[str, Any]:
+        """What the scorecard rule passes on for this study and endpoint ``model`` (plain data):
+        the quantities, why they are not run (None when they are), the function that computes
+        them (``"module:headline"``), its inputs and options."""
+        if not self.headline_quantities:
+            why: str | None = "the study declares no headline quantity"
+        elif not self.enabled:
+            why = f"{self.name}.enabled is false; set it true to run the study"
+        else:
+            why = self.headline_gap(model)
+        return {"study": self.name, "quantities": list(self.headline_quantities), "why": why,
+                "function": None if why else f"{self.package}.{self.headline_module}:headline",
+                "inputs": {} if why else self.headline_inputs(model),
+                "options": {} if why else self.headline_options()}
+
+    @classmethod
+    def headline_code(cls) -> list[str]:
+        """Source files that decide the headline's rows (the scorecard rule's ``code`` input):
+        :attr:`headline_module` and every package module it imports, less :data:`NOT_CODE`."""
+        from memtrials.pipeline.codesets import source_files
+
+        return source_files([f"{cls.package}.{cls.headline_module}", "memtrials.pipeline.scorecard"], exclude=NOT_CODE)
+
+    def record_files(self) -> list[str]:
+        """Every model-call records file (``*.calls.parquet``) the study's jobs write under this
+        config (none when disabled): the scorecard's cost reads them."""
+        return []
 
     @abstractmethod
     def final_targets(self) -> list[str]:

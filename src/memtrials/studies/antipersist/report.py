@@ -163,7 +163,9 @@ def write_report(eval_paths: Sequence[str], train_paths: Sequence[str], tables_d
     designs = order(summary["design"])
     written: list[tuple[str, str]] = []
 
-    def table(name: str, df: pd.DataFrame, caption: str) -> None:
+    def table(name: str, df: pd.DataFrame, caption: str, empty: str = "no rows under this config") -> None:
+        # a table without rows says why (an empty table reads as a broken one)
+        df = pd.DataFrame([{"Note": f"{empty} (designs run: {', '.join(designs)})"}]) if df.empty else df
         write_table(df, tables / name, caption=caption, float_format=lambda x: f"{x:.2f}")
         written.append((name, caption))
 
@@ -176,7 +178,8 @@ def write_report(eval_paths: Sequence[str], train_paths: Sequence[str], tables_d
     table("calls", calls_matrix(analysis.calls(analysis.final_round(ev)), analysis.calls(tr), designs),
           "LLM calls per episode (synthesis plus execution; embeddings not counted)")
     table("keep_discard", keep_discard(summary), "Keep versus discard: the same synthesized guidance persisted or "
-          "dropped after the episode (held-out success, %)")
+          "dropped after the episode (held-out success, %)",
+          "needs both antipersist and antipersist-persisted in antipersist.designs")
     selector = [d for d in designs if d == "antipersist" or d in ABLATIONS]
     table("selector", success_matrix(summary, average, selector), "The mode bandit against fixed modes and a "
           "uniform random mode (held-out success, %)" + ("" if len(selector) > 1 else

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from memtrials.config import ConfigError
 from memtrials.envs.catalog import check_env_options, check_split, check_task_count, source_options
 from memtrials.memory.registry import check_memory, memory_entry, memory_name, source_files
-from memtrials.pipeline.study import Study, alternatives
+from memtrials.pipeline.study import Study, alternatives, design_gap
 from memtrials.studies.antipersist.design import DESIGNS, ENVS, LINEAGE_DESIGNS, sweep_designs, sweep_points
 from memtrials.studies.antipersist.memories import uses_selector
 
@@ -30,6 +30,7 @@ class AntipersistWorkflow(Study):
     package = "memtrials.studies.antipersist"
     parts = ("train", "eval", "report")
     code_modules = {"train": ("train",), "eval": ("evaluate",), "report": ("report",)}
+    headline_quantities = ("Anti-Persistence minus Trajectory memory: held-out success, paired by task",)
 
     def resolve(self) -> None:
         config = self.config
@@ -152,6 +153,21 @@ class AntipersistWorkflow(Study):
         return {"eval": [f"{self.base(*j)}/eval.parquet" for j in jobs],
                 "train": [f"{self.base(*j)}/train.parquet" for j in jobs],
                 "memory": [f"{self.base(*j)}/memory.json" for j in jobs if j[2] in LINEAGE_DESIGNS]}
+
+    # -- the scorecard (studies/antipersist/headline.py) -----------------------------------
+    def headline_gap(self, model: str) -> str | None:
+        return design_gap(model, self.models, self.envs, ("antipersist", "trajectory"), self.designs,
+                          section=self.name, arms_key="antipersist.designs")
+
+    def headline_inputs(self, model: str) -> dict[str, list[str]]:
+        return {d: [f"{self.base(model, e, d, s)}/eval.parquet" for e in self.envs for s in self.seeds]
+                for d in ("antipersist", "trajectory")}
+
+    def headline_options(self) -> dict[str, Any]:
+        return {"n_boot": int(self.config["scorecard"]["n_boot"])}
+
+    def record_files(self) -> list[str]:
+        return [f"{self.base(*j)}/{part}.calls.parquet" for j in self.jobs() for part in ("train", "eval")]
 
     def sweep_plan(self) -> list[list[Any]]:
         """``[key, value, design]`` of every sweep point (the report's rows; :func:`.design.sweep_points`)."""

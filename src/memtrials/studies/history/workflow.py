@@ -13,7 +13,7 @@ from typing import Any
 from memtrials.config import ConfigError
 from memtrials.envs.catalog import source_options
 from memtrials.memory.registry import check_memory, memory_entry, memory_name, source_files
-from memtrials.pipeline.study import Study, alternatives
+from memtrials.pipeline.study import Study, alternatives, design_gap
 from memtrials.studies.history.continuation import served_memory
 from memtrials.studies.history.design import rollout_conditions
 from memtrials.studies.history.planted_cells import PLANTED_ENV, check_planted, planted_available, planted_cell
@@ -30,6 +30,7 @@ class HistoryWorkflow(Study):
     code_modules = {"rollouts": ("rollouts", "design"), "continuation": ("continuation", "design"),
                     "probe": ("probe", "design"), "report": ("report", "planted_report", "planted_truth")}
     entry_parts = ("rollouts", "continuation", "probe")
+    headline_quantities = ("Causal Transition minus Raw: task success, paired by task",)
 
     def resolve(self) -> None:
         config = self.config
@@ -160,6 +161,23 @@ class HistoryWorkflow(Study):
         if not (self.enabled and self.models and self.envs):
             return []
         return ["results/history/tables/index.md"]
+
+    # -- the scorecard (studies/history/headline.py) ---------------------------------------
+    def headline_gap(self, model: str) -> str | None:
+        return design_gap(model, self.models, self.envs, ("raw", "causal"), self.conditions, section=self.name,
+                          arms_key="history.conditions")
+
+    def headline_inputs(self, model: str) -> dict[str, list[str]]:
+        return {c: [f"results/history/rollouts/{model}/{e}/{c}.parquet" for e in self.envs] for c in ("raw", "causal")}
+
+    def headline_options(self) -> dict[str, Any]:
+        return {"n_boot": int(self.h["analysis"]["n_boot"])}
+
+    def record_files(self) -> list[str]:
+        if not self.final_targets():
+            return []
+        cells = [p for ps in self.report_inputs().values() for p in ps]
+        return [p.removesuffix(".parquet") + ".calls.parquet" for p in cells]
 
     def report_inputs(self) -> dict[str, list[str]]:
         out = {"rollouts": [f"results/history/rollouts/{m}/{e}/{c}.parquet"

@@ -32,6 +32,10 @@ NOT_PROTOCOL = ("memtrials.cells", "memtrials.pipeline.rule_entry", "memtrials.p
                 "memtrials.llm")
 
 
+# modules of the study that read its registered outputs after the fact, not protocol: the
+# scorecard's headline (memtrials.pipeline.scorecard) reads the registered analysis
+AFTER_THE_FACT = ("headline.py",)
+
 # inside an excluded package, but protocol: the prompt loader reads the exact texts sent
 PROTOCOL_INSIDE = ("memtrials.config.prompts",)
 
@@ -46,6 +50,6 @@ def protocol(module: str) -> bool:
 @lru_cache(maxsize=1)
 def protocol_files() -> tuple[str, ...]:
     """Repository-relative paths of every hashed source file, sorted."""
-    files = defining_closure(sorted(PACKAGE.glob("*.py")), protocol)
+    files = defining_closure(sorted(p for p in PACKAGE.glob("*.py") if p.name not in AFTER_THE_FACT), protocol)
     files.update(SRC / p for p in REQUEST_FILES)
     return tuple(sorted(p.relative_to(REPO).as_posix() for p in files))

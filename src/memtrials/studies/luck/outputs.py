@@ -17,3 +17,7 @@ REPORT_TABLES = ("table1_panel", "table2_rates", "table3_endpoints", "table4_rem
 ANALYSIS_TABLES = ("quantities", "readings", "remedies", "cell_rates", "missingness", "lessons", "coverage",
                    "endpoints", "anomalies", "regret", "bootstrap")
 """The analysis tables written beside registered.json (``studies/luck/analysis.py``)."""
+
+HEADLINE = {"P2": "P2: good decision, outcome x memory interaction",
+            "P3m": "P3m: bad decision, mirror interaction"}
+"""The scorecard's quantities (``studies/luck/headline.py``): the primary contrasts, by name."""

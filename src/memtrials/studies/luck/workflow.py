@@ -14,6 +14,7 @@ from typing import Any
 from memtrials.config import ConfigError
 from memtrials.pipeline.study import Study
 from memtrials.studies.luck.codeset import PARTS
+from memtrials.studies.luck.outputs import HEADLINE
 
 RESULTS = "results/luck"
 REGISTERED = f"{RESULTS}/freeze/registered.json"
@@ -27,6 +28,7 @@ class LuckWorkflow(Study):
     name = "luck"
     package = "memtrials.studies.luck"
     parts = PARTS
+    headline_quantities = tuple(HEADLINE.values())
 
     def resolve(self) -> None:
         self.luck = self.section
@@ -106,6 +108,22 @@ class LuckWorkflow(Study):
 
     def per_model(self, name: str) -> list[str]:
         return [f"{RESULTS}/{m}/{name}" for m in self.panel]
+
+    # -- the scorecard ---------------------------------------------------------------------
+    def headline_gap(self, model: str) -> str | None:
+        if model not in self.panel:
+            return f"{model} is not in the luck study's panel; add it to luck.panel (or panel when luck.panel is null)"
+        return None
+
+    def headline_inputs(self, model: str) -> dict[str, list[str]]:
+        return {"registered": [f"{RESULTS}/analysis/registered.json"],
+                "quantities": [f"{RESULTS}/analysis/quantities.parquet"],
+                "readings": [f"{RESULTS}/analysis/readings.parquet"]}
+
+    def record_files(self) -> list[str]:
+        if not self.enabled:
+            return []
+        return self.per_model("lessons.calls.parquet") + self.per_model("answers.calls.parquet")
 
     def final_targets(self) -> list[str]:
         if not self.enabled:

@@ -15,6 +15,7 @@ from memtrials.envs.catalog import check_env_options, check_split, check_task_co
 from memtrials.envs.catalog import source as data_source
 from memtrials.memory.registry import PLAYBOOK, check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
+from memtrials.studies.playbook.scoreplan import ScorecardPlan
 from memtrials.envs.tasks import ENV_NAMES
 from memtrials.studies.playbook.design import ACTOR_KEYS, GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
@@ -23,7 +24,7 @@ ENVS = ("alfworld", "appworld", "webshop")
 ROOT = "results/playbook"
 
 
-class PlaybookWorkflow(Study):
+class PlaybookWorkflow(ScorecardPlan, Study):
     """The playbook section of one config (``self.p``), resolved."""
 
     name = "playbook"

@@ -31,6 +31,8 @@ class CalibratorWorkflow(Study):
     parts = PARTS
     code_modules = {part: (STAGE_MODULE[part],) for part in PARTS}
     entry_parts = PARTS
+    headline_quantities = ("Calibrator minus Raw: task success, paired by task",
+                           "Calibrator minus Causal Transition: task success, paired by task")
 
     def resolve(self) -> None:
         config = self.config
@@ -304,6 +306,51 @@ class CalibratorWorkflow(Study):
         out.update({f"ablation_{v}": fs for v, fs in self.ablation_files().items()})
         out.update({f"arm_{a}": fs for a, fs in self.joint_files().items()})
         return out
+
+    # -- the scorecard (calibrator/headline.py) --------------------------------------------
+    def headline_endpoint(self) -> str | None:
+        """Whose Calibrator cells the headline reads: the first trained calibrator rolled out, else
+        ``roles.calibrator``."""
+        return self.trained_cals[0] if self.trained_cals else self.roles.get("calibrator")
+
+    def headline_gap(self, model: str) -> str | None:
+        if not self.final_targets():
+            return "the calibrator builds nothing under this config (calibrator.sources.envs empty)"
+        if not self.rollouts_enabled or not self.rollout_envs:
+            return "calibrator.rollouts.enabled is false or calibrator.rollouts.envs is empty: no Calibrator rollouts"
+        if model not in self.history_models:
+            return f"{model} is not in history.models (null: the panel), the actors of the Calibrator rollouts"
+        if not self.headline_endpoint():
+            return "roles.calibrator is unset and calibrator.rollouts.trained names none: no calibrator played"
+        return None
+
+    def headline_inputs(self, model: str) -> dict[str, list[str]]:
+        who, es = str(self.headline_endpoint()), self.rollout_envs
+        cal = [f"results/calibrator/rollouts/{model}/{e}/calibrator.parquet" for e in es] \
+            if who not in self.trained_cals else [self.trained_file(model, e, who) for e in es]
+        hist = "results/history/rollouts"
+        return {"raw": [f"{hist}/{model}/{e}/raw.parquet" for e in es],
+                "causal": [f"{hist}/{model}/{e}/causal.parquet" for e in es], "calibrator": cal,
+                "calibrator_calls": [p.removesuffix(".parquet") + ".calls.parquet" for p in cal],
+                "manifests": self.manifests(who)}
+
+    def headline_options(self) -> dict[str, Any]:
+        who = str(self.headline_endpoint())
+        folders = self.trained_folders()
+        return {"calibrator": who, "trained_folders": {who: folders[who]} if who in folders else {},
+                "served": self.served_checkpoints(), "n_boot": int(self.h["analysis"]["n_boot"])}
+
+    def record_files(self) -> list[str]:
+        """The calls files of every job of the study (history's Raw and Causal cells are history's)."""
+        if not self.final_targets():
+            return []
+        cells = [p for p in self.source_files() if not p.endswith(".steps.parquet")]
+        cells += [f"results/calibrator/generate/{self.generator}.parquet",
+                  f"results/calibrator/screen/{self.judge}.parquet", *self.compare_files()]
+        groups = [{k: v for k, v in self.rollout_files().items() if k.startswith("calibrator")},
+                  self.ablation_files(), self.joint_files(), self.joint_data_files() if self.rollouts_enabled else {}]
+        cells += [p for g in groups for ps in g.values() for p in ps]
+        return sorted({p.removesuffix(".parquet") + ".calls.parquet" for p in cells})
 
     def final_targets(self) -> list[str]:
         if not (self.enabled and self.sources and self.envs):
