@@ -176,7 +176,7 @@ class HistoryWorkflow(Study):
     def record_files(self) -> list[str]:
         if not self.final_targets():
             return []
-        cells = [p for ps in self.report_inputs().values() for p in ps]
+        cells = [p for key, ps in self.report_inputs().items() if key != "planted_tasks" for p in ps]  # cells only
         return [p.removesuffix(".parquet") + ".calls.parquet" for p in cells]
 
     def report_inputs(self) -> dict[str, list[str]]:
