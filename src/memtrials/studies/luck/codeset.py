@@ -32,6 +32,9 @@ NOT_PROTOCOL = ("memtrials.cells", "memtrials.pipeline.rule_entry", "memtrials.p
                 "memtrials.llm")
 
 
+# the known-answer run (issue 38): the planted agent and its run are not the registered protocol
+KNOWN_ANSWER = ("planted.py", "known.py")
+
 # inside an excluded package, but protocol: the prompt loader reads the exact texts sent
 PROTOCOL_INSIDE = ("memtrials.config.prompts",)
 
@@ -46,6 +49,13 @@ def protocol(module: str) -> bool:
 @lru_cache(maxsize=1)
 def protocol_files() -> tuple[str, ...]:
     """Repository-relative paths of every hashed source file, sorted."""
-    files = defining_closure(sorted(PACKAGE.glob("*.py")), protocol)
+    files = defining_closure(sorted(p for p in PACKAGE.glob("*.py") if p.name not in KNOWN_ANSWER), protocol)
     files.update(SRC / p for p in REQUEST_FILES)
     return tuple(sorted(p.relative_to(REPO).as_posix() for p in files))
+
+
+@lru_cache(maxsize=1)
+def known_files() -> tuple[str, ...]:
+    """The known-answer run's source files: the protocol's and the planted agent's closure."""
+    files = defining_closure([PACKAGE / n for n in KNOWN_ANSWER], protocol)
+    return tuple(sorted({*protocol_files(), *(p.relative_to(REPO).as_posix() for p in files)}))
