@@ -111,7 +111,7 @@ def test_intervals_cover_the_planted_truth():
     over 20 seeds; the rare-event contrasts, e.g. P2[RBD] at truth 0.02, fall lower:
     with no world showing the event the t interval is the degenerate [0, 0])."""
     ws = generate_worlds(5, 8, 4)
-    answers = [play(planted.policy({**DEFAULT_RATES, "seed": s}), ws, PROMPTS)[1] for s in range(12)]
+    answers = [play(planted.policy(**{**DEFAULT_RATES, "seed": s}), ws, PROMPTS)[1] for s in range(12)]
     cov = _coverage(answers, [w.world_id for w in ws])
     share = np.mean([c for v in cov.values() for c in v])
     assert share >= 0.90, (share, {k: np.mean(v) for k, v in cov.items()})
@@ -126,7 +126,7 @@ def worlds256():
 def test_reading_at_planted_p2(worlds256, p2, expect):
     """256 worlds under the registered rules: planted P2 = 0.10 reads luck-carrying,
     planted P2 = 0 does not (it reads bounded below 0.10)."""
-    _, ans = play(planted.policy(rates(failure=p2)), worlds256, PROMPTS)
+    _, ans = play(planted.policy(**rates(failure=p2)), worlds256, PROMPTS)
     readings, _ = endpoint_primaries(y_matrix(ans, [w.world_id for w in worlds256]), REGISTERED_RULES)
     assert (readings["P2"].word == "luck-carrying") is expect, readings["P2"]
     if not expect:
@@ -138,7 +138,7 @@ def test_mutation_reader_served_the_other_lesson(monkeypatch):
     swapped arm's item) while its record says the matched arm.  The known-answer check
     (the truth inside the interval) fails for the contrasts that tell them apart."""
     ws = generate_worlds(5, 8, 4)
-    good = play(planted.policy(rates(failure=0.6)), ws, PROMPTS)[1]
+    good = play(planted.policy(**rates(failure=0.6)), ws, PROMPTS)[1]
     real = readers.memory_for
 
     def swapped(arm, w, decision, outcome, prompts, lessons):
@@ -147,7 +147,7 @@ def test_mutation_reader_served_the_other_lesson(monkeypatch):
         return real(arm, w, decision, outcome, prompts, lessons)
 
     monkeypatch.setattr(readers, "memory_for", swapped)
-    bad = play(planted.policy(rates(failure=0.6)), ws, PROMPTS)[1]
+    bad = play(planted.policy(**rates(failure=0.6)), ws, PROMPTS)[1]
     truth = planted.contrast_truth(planted.PlantedLuck.from_params(rates(failure=0.6)))
     ids = [w.world_id for w in ws]
 

@@ -12,9 +12,9 @@ declared rates (:class:`PlantedLuck`, the registry entry's ``planted.params``):
   recommending the worse tool, a lesson recommending the better tool, the irrelevant
   item, the directive) and names the worse tool with probability ``reader[kind]``.
 
-Each draw is a uniform number from the SHA-256 of the policy's seed and the request
-(its messages and sample seed), so a request always gets the same reply and the draws
-of different requests are independent for the analysis.  The truth of every registered
+Each draw is :func:`memtrials.envs.planted.agent.uniform` of the request (its messages and
+sample seed) and the policy's seed, so a request always gets the same reply (from the
+server as from the cache) and the draws of different requests are independent.  The truth of every registered
 contrast follows from the declared rates alone (:func:`cell_truth`,
 :func:`contrast_truth`): the expected Y of each reader cell is a mixture over the
 lesson the cell holds, and every contrast is linear in the cells.
@@ -22,12 +22,12 @@ lesson the cell holds, and every contrast is linear in the cells.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from memtrials.envs.planted.agent import uniform
 from memtrials.studies.luck.contrasts import CONTRASTS, Cell
 from memtrials.studies.luck.design import ARMS, DECISIONS, INSTRUCTIONS, OUTCOMES, arm_lesson
 
@@ -115,12 +115,6 @@ def contrast_truth(p: PlantedLuck) -> dict[str, float]:
 
 
 # ----- the policy -------------------------------------------------------------------------
-def uniform(p: PlantedLuck, body: Mapping[str, Any], role: str) -> float:
-    """A uniform number in [0, 1) fixed by the policy's seed, the role and the request."""
-    key = json.dumps([p.seed, role, body.get("seed"), body.get("messages")], sort_keys=True)
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2.0 ** 64
-
-
 def _texts(body: Mapping[str, Any]) -> tuple[str, str]:
     msgs = body.get("messages") or []
     system = "\n".join(str(m.get("content", "")) for m in msgs if m.get("role") == "system")
@@ -177,15 +171,15 @@ def reply(p: PlantedLuck, body: Mapping[str, Any]) -> str:
     if _READER_MARK in user:
         better, worse = run_log(user)
         kind = memory_kind(user, better, worse)
-        worse_named = uniform(p, body, ROLE_READER) < float(p.reader[kind])
+        worse_named = uniform(body, p.seed, ROLE_READER) < float(p.reader[kind])
         return json.dumps({"first_tool": worse if worse_named else better, "reason": f"planted ({kind})"})
     instruction, decision, outcome, used, (better, worse) = read_writer_request(system, user)
-    switch = uniform(p, body, ROLE_WRITER) < float(p.switch[instruction][decision][outcome])
+    switch = uniform(body, p.seed, ROLE_WRITER) < float(p.switch[instruction][decision][outcome])
     other = worse if used == better else better
     return lesson_text(other if switch else used, used, outcome)
 
 
-def policy(params: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str]:
+def policy(**params: Any) -> Callable[[Mapping[str, Any]], str]:
     """The ``(body) -> str`` policy of a registry entry ``planted: {policy:
     "memtrials.studies.luck.planted:policy", params: {...}}``."""
     p = PlantedLuck.from_params(params)

@@ -60,3 +60,66 @@ def known_table(labels: pd.DataFrame, compares: Sequence[pd.DataFrame], params: 
     truth_df = pd.DataFrame({"quantity": list(t), "truth": list(t.values())})
     return truth_beside(estimates(labels, compares, recipients, level), truth_df, ["quantity"],
                         source="calibrator planted truth")
+
+
+CAPTION = ("Known-answer run of the calibrator's label chain: the planted calibrator ({model}, NOT a real model) "
+           "played the source actor, generator, judge and recipient on {contexts} decision contexts of the planted "
+           "world; each estimate with its 95 % interval and, beside it, the value the declared rates imply (`truth`, "
+           "computed by exact enumeration of the label rule, not measured). {coverage} ")
+
+
+async def known_answer(config: Mapping[str, Any], *, model: str, params: Mapping[str, Any], cell: Mapping[str, Any],
+                       actor: Mapping[str, Any], actor_prompts_dir: str, calibrator_prompts_dir: str, outdir: str,
+                       tables_dir: str) -> pd.DataFrame:
+    """The rule's entry: Raw source rollouts of ``model`` on the planted world's ``train``
+    tasks, the contexts, the generator's reviews, the screen, the pairs and their judgements
+    (every call through the real client), the labels, and the known-answer table."""
+    from pathlib import Path
+
+    from memtrials.agent.prompts import ActorPrompts
+    from memtrials.agent.records import table
+    from memtrials.envs.planted.splits import task_rows
+    from memtrials.io import write_parquet
+    from memtrials.llm import open_client
+    from memtrials.report.tables import write_table
+    from memtrials.report.truth import PLANTED_NOTE, coverage_line
+    from memtrials.seeds import seed_of
+    from memtrials.studies.history.calibrator.compare import compare_pair
+    from memtrials.studies.history.calibrator.contexts import eligible, sample_contexts
+    from memtrials.studies.history.calibrator.dataset import label_rows
+    from memtrials.studies.history.calibrator.generate import review_contexts
+    from memtrials.studies.history.calibrator.prompts import CalibratorPrompts
+    from memtrials.studies.history.calibrator.schemas import COMPARE_SCHEMA, GENERATE_SCHEMA, LABEL_SCHEMA, SCREEN_SCHEMA
+    from memtrials.studies.history.calibrator.screen import candidates, screen_candidates
+    from memtrials.studies.history.design import actor_settings
+    from memtrials.studies.history.rollouts import rollout_cell
+
+    out, env, seed = Path(outdir), "planted", int(cell["seed"])
+    tasks = [r["task_id"] for r in task_rows({"train": int(cell["tasks"])})]
+    episodes = await rollout_cell(
+        config, model=model, env=env, condition="calibrator-known", tasks=tasks,
+        seeds=[seed_of(seed, env, t) for t in tasks], settings=actor_settings(model, "raw", actor),
+        actor_prompts_dir=actor_prompts_dir, in_flight=int(cell["in_flight"]),
+        out_episodes=str(out / "sources.parquet"), out_steps=str(out / "sources.steps.parquet"),
+        out_calls=str(out / "sources.calls.parquet"))
+    steps = pd.read_parquet(out / "sources.steps.parquet")
+    contexts = sample_contexts({(model, env): eligible(model, env, episodes, steps)}, int(cell["contexts"]), seed)
+    hp, cp = ActorPrompts.load(actor_prompts_dir), CalibratorPrompts.load(calibrator_prompts_dir)
+    max_tokens = cell["max_tokens"]
+    async with open_client(config, f"calibrator/known/{model}", str(out / "labels.calls.parquet")) as client:
+        generated = table(await review_contexts(client, hp, model, contexts, max_tokens), GENERATE_SCHEMA).to_pandas()
+        cands = candidates(contexts, generated)
+        screened = table(await screen_candidates(client, hp, cp, model, cands, max_tokens), SCREEN_SCHEMA).to_pandas()
+        ok = set(screened.loc[screened["passed"].astype(bool), "context_id"])
+        pairs = await asyncio.gather(*(
+            compare_pair(client, hp, cp, actor=model, judge=model, c=c, exp=e, actor_cfg=actor,
+                         judge_max_tokens=max_tokens) for c, e in cands if c.context_id in ok))
+    compares = table(list(pairs), COMPARE_SCHEMA).to_pandas()
+    labels = table(label_rows(contexts, generated, screened, [compares], 1), LABEL_SCHEMA).to_pandas()
+    write_parquet(labels, out / "labels.parquet")
+    write_parquet(compares, out / "compare.parquet")
+    known = known_table(labels, [compares], params, recipients=1)
+    write_parquet(known, out / "known_answer.parquet")
+    caption = CAPTION.format(model=model, contexts=len(contexts), coverage=coverage_line(known)) + PLANTED_NOTE
+    write_table(known, Path(tables_dir) / "known_answer", caption=caption, label="tab:calibrator-known-answer")
+    return known
