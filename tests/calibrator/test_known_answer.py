@@ -20,6 +20,7 @@ from memtrials.studies.history.calibrator.contexts import Context
 from memtrials.studies.history.calibrator.known import known_answer
 from memtrials.studies.history.calibrator.prompts import CalibratorPrompts
 from memtrials.agent.views import Entry
+from memtrials.llm.structured import gbnf_choice
 
 from tests.conftest import embedded_config
 
@@ -68,7 +69,8 @@ def test_reads_every_role():
         msgs = CP.compare_messages(base[-1]["content"], a, b)
         assert json.loads(planted.respond(sure, _body(msgs)))["better"] == want
     always = planted.PlantedCalibrator.from_params({**PARAMS, "actor": {"none": 1.0, "helpful": 1.0, "harmful": 1.0}})
-    assert planted.respond(always, _body(base)).strip() == right
+    body = {**_body(compare.actor_messages(HP, c, None, "choice")), "grammar": gbnf_choice(list(c.next_actions))}
+    assert planted.respond(always, body) == right
 
 
 def test_truth_by_hand():

@@ -6,10 +6,12 @@ The end-to-end checks (``test_luck_known_answer.py``) go through the real client
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
 import pandas as pd
+import yaml
 
 from memtrials.llm.structured import parse_json_reply
 from memtrials.studies.luck.prompts import PromptSet
@@ -17,15 +19,10 @@ from memtrials.studies.luck.readers import read_answers
 from memtrials.studies.luck.worlds import World
 from memtrials.studies.luck.writers import write_lessons
 
-DEFAULT_RATES: dict[str, Any] = {
-    "switch": {
-        "RB": {"good": {"success": 0.0, "failure": 0.10}, "bad": {"success": 0.85, "failure": 0.90}},
-        "RBD": {"good": {"success": 0.0, "failure": 0.02}, "bad": {"success": 0.90, "failure": 0.90}},
-        "N": {"good": {"success": 0.0, "failure": 0.05}, "bad": {"success": 0.90, "failure": 0.90}},
-    },
-    "reader": {"recommends_worse": 1.0, "recommends_better": 0.0, "irrelevant": 0.0, "directive": 0.5},
-    "seed": 0,
-}
+DEFAULT_RATES: dict[str, Any] = yaml.safe_load(
+    (Path(__file__).resolve().parents[2] / "config" / "models.yaml").read_text())["endpoints"]["planted-luck"][
+    "planted"]["params"]
+"""The shipped planted-luck entry's rates (config/models.yaml)."""
 
 
 class DirectClient:

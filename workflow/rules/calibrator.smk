@@ -432,3 +432,8 @@ rule calibrator_known_answer:
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
     script:
         "../scripts/calibrator_known_answer.py"
+
+
+if CAL.known_paths():
+    KNOWN_ANSWER_TABLES.extend({"study": "calibrator", "stem": stem} for stem in ['results/calibrator/tables/known_answer'])
+    KNOWN_ANSWER_INPUTS.extend(rules.calibrator_known_answer.output.tables)

@@ -177,3 +177,8 @@ rule luck_known_answer:
         prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
     script:
         "../scripts/luck_known_answer.py"
+
+
+if LW.known_paths():
+    KNOWN_ANSWER_TABLES.extend({"study": "luck", "stem": stem} for stem in ['results/luck/tables/known_answer', 'results/luck/tables/known_answer_cells'])
+    KNOWN_ANSWER_INPUTS.extend(rules.luck_known_answer.output.tables)

@@ -135,7 +135,7 @@ class LuckWorkflow(Study):
 
     def known_paths(self) -> list[str]:
         """The known-answer run's tables (none when ``luck.known_answer.enabled`` is false)."""
-        if not self.luck["known_answer"]["enabled"]:
+        if not (self.enabled and self.luck["known_answer"]["enabled"]):
             return []
         return [f"{RESULTS}/tables/{t}.{ext}" for t in ("known_answer", "known_answer_cells") for ext in TABLE_FORMATS]
 

@@ -74,6 +74,7 @@ async def known_answer(config: Mapping[str, Any], *, model: str, params: Mapping
     """The rule's entry: Raw source rollouts of ``model`` on the planted world's ``train``
     tasks, the contexts, the generator's reviews, the screen, the pairs and their judgements
     (every call through the real client), the labels, and the known-answer table."""
+    import asyncio
     from pathlib import Path
 
     from memtrials.agent.prompts import ActorPrompts

@@ -126,7 +126,7 @@ class CalibratorWorkflow(Study):
                 "endpoint": self.endpoint(ka["endpoint"]), "actor": dict(self.h["actor"])}
 
     def known_paths(self) -> list[str]:
-        if not self.c["known_answer"]["enabled"]:
+        if not (self.enabled and self.c["known_answer"]["enabled"]):
             return []
         return [f"results/calibrator/tables/known_answer.{ext}" for ext in ("md", "csv", "tex", "html")]
 
