@@ -114,3 +114,28 @@ async def known_answer(config: Mapping[str, Any], *, model: str, params: Mapping
     log.info("luck known-answer run (%s, %d worlds): %s", model, len(worlds), coverage_line(contrasts))
     return contrasts
 
+
+
+def bench(size: int, seed: int) -> pd.DataFrame:
+    """The known-answer benchmark's entry (``benchmarks/bench_known_answer.py``): the default
+    config's run on about ``size`` worlds (16 domains, a multiple of 4 per domain) of world
+    seed ``luck.known_answer.seed + seed``, its calls cached in a temporary folder; one row per
+    contrast (``estimand``)."""
+    import asyncio
+    import tempfile
+
+    from memtrials.config import REPO_ROOT, load_config, load_models
+
+    cfg = load_config(REPO_ROOT / "config" / "config.yaml")
+    ka = cfg["luck"]["known_answer"]
+    params = dict(load_models(REPO_ROOT / cfg["models_file"])[ka["endpoint"]].planted.params)
+    per_domain = max(4, 4 * round(size / 64))
+    cell = {**ka, "seed": int(ka["seed"]) + int(seed), "worlds": {**ka["worlds"], "domains": 16,
+                                                                  "per_domain": per_domain}}
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg["cache"] = {**cfg["cache"], "path": f"{tmp}/llm.sqlite"}
+        t = asyncio.run(known_answer(cfg, model=ka["endpoint"], params=params, cell=cell,
+                                     rules=cfg["luck"]["analysis"], prompts_dir=str(REPO_ROOT / cfg["luck"]["prompts_dir"]),
+                                     outdir=f"{tmp}/known", tables_dir=f"{tmp}/tables"))
+    return t.rename(columns={"quantity": "estimand"})
+

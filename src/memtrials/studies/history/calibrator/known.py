@@ -124,3 +124,29 @@ async def known_answer(config: Mapping[str, Any], *, model: str, params: Mapping
     caption = CAPTION.format(model=model, contexts=len(contexts), coverage=coverage_line(known)) + PLANTED_NOTE
     write_table(known, Path(tables_dir) / "known_answer", caption=caption, label="tab:calibrator-known-answer")
     return known
+
+
+def bench(size: int, seed: int) -> pd.DataFrame:
+    """The known-answer benchmark's entry (``benchmarks/bench_known_answer.py``): the default
+    config's run on ``size`` contexts from ``size / 2`` planted train tasks (at most the
+    split's), seed ``calibrator.known_answer.seed + seed``, its calls cached in a temporary
+    folder; one row per quantity (``estimand``)."""
+    import asyncio
+    import tempfile
+
+    from memtrials.config import REPO_ROOT, load_config, load_models
+
+    cfg = load_config(REPO_ROOT / "config" / "config.yaml")
+    ka = cfg["calibrator"]["known_answer"]
+    params = dict(load_models(REPO_ROOT / cfg["models_file"])[ka["endpoint"]].planted.params)
+    tasks = min(max(1, size // 2), int(cfg["envs"]["planted"]["sizes"]["train"]))
+    cell = {**ka, "seed": int(ka["seed"]) + int(seed), "tasks": tasks, "contexts": int(size),
+            "max_tokens": cfg["calibrator"]["review_max_tokens"]}
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg["cache"] = {**cfg["cache"], "path": f"{tmp}/llm.sqlite"}
+        t = asyncio.run(known_answer(cfg, model=ka["endpoint"], params=params, cell=cell,
+                                     actor=cfg["history"]["actor"],
+                                     actor_prompts_dir=str(REPO_ROOT / cfg["history"]["actor_prompts_dir"]),
+                                     calibrator_prompts_dir=str(REPO_ROOT / cfg["calibrator"]["prompts_dir"]),
+                                     outdir=f"{tmp}/known", tables_dir=f"{tmp}/tables"))
+    return t.rename(columns={"quantity": "estimand"})
