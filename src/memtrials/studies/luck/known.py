@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import pandas as pd
 
@@ -24,6 +24,10 @@ from memtrials.studies.luck.analysis import Analysis, analyse
 from memtrials.studies.luck.inference import Rules
 from memtrials.studies.luck.planted import PlantedLuck, cell_truth, contrast_truth
 from memtrials.studies.luck.simulate import gc_frozen
+
+if TYPE_CHECKING:
+    from memtrials.studies.luck.prompts import PromptSet
+    from memtrials.studies.luck.worlds import World
 
 log = logging.getLogger("memtrials.luck")
 
@@ -62,7 +66,7 @@ def known_tables(a: Analysis, model: str, params: Mapping[str, Any]) -> tuple[pd
     return contrasts, cells
 
 
-async def play(config: Mapping[str, Any], *, model: str, worlds: list[Any], prompts: Any,
+async def play(config: Mapping[str, Any], *, model: str, worlds: list[World], prompts: PromptSet,
                calls_dir: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Lessons and answers of ``model`` on ``worlds``, through the real client (two call records)."""
     from memtrials.llm import open_client
