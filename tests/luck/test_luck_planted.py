@@ -151,9 +151,9 @@ def test_mutation_reader_served_the_other_lesson(monkeypatch):
     truth = planted.contrast_truth(planted.PlantedLuck.from_params(rates(failure=0.6)))
     ids = [w.world_id for w in ws]
 
-    def covered(ans, name):
+    def covered(ans, name):  # at 99.9 %, so the correct run's check fails only once in a thousand seeds
         c = next(c for c in CONTRASTS if c.name == name)
-        iv = t_interval(world_values(y_matrix(ans, ids), c).value.dropna().to_numpy(), c.support, 0.95)
+        iv = t_interval(world_values(y_matrix(ans, ids), c).value.dropna().to_numpy(), c.support, 0.999)
         return iv.lo <= truth[name] <= iv.hi
 
     assert covered(good, "P2") and covered(good, "L2")
