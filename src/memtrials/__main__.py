@@ -26,7 +26,8 @@ def _models(args: argparse.Namespace) -> int:
     models = load_models(args.models)
     if args.action == "list":
         for name, ep in models.items():
-            where = ep.base_url or f"embedded:{ep.embedded.distribution if ep.embedded else ''}"
+            where = ep.base_url or (f"planted:{ep.planted.policy}" if ep.planted else
+                                    f"embedded:{ep.embedded.distribution if ep.embedded else ''}")
             print(f"{name:<24} {ep.provider:<9} {ep.model:<40} {where}")
         return 0
     from memtrials.llm.check import check_endpoint

@@ -137,6 +137,8 @@ def test_the_planted_block_is_checked_before_any_job():
     cfg["history"]["planted"]["model"] = "smollm2"
     with pytest.raises(ConfigError, match="history.planted.model"):
         HistoryWorkflow(cfg, models, lambda m: models[m].cell_params())
+    cfg["history"]["planted"]["model"] = "not-in-the-registry"  # a registry of one's own: no planted cells
+    assert not HistoryWorkflow(cfg, models, lambda m: models[m].cell_params()).planted_enabled
     cfg["history"]["planted"]["model"] = "planted-history"
     cfg["history"]["actor"]["max_listed_actions"] = 3
     with pytest.raises(ConfigError, match="max_listed_actions"):

@@ -10,9 +10,12 @@ declared numbers; :mod:`.planted_report` puts it beside the estimates.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping
 
 from memtrials.config import ConfigError
+
+log = logging.getLogger(__name__)
 
 PLANTED_ENV = "planted"
 PLANTED_SPLIT = "test"
@@ -27,6 +30,19 @@ def planted_cell(h: Mapping[str, Any], endpoint: Mapping[str, Any]) -> dict[str,
     return {"seed": h["seed"], "tasks_per_cell": int(p["tasks_per_cell"]), "chat_tasks_per_cell": None,
             "split": PLANTED_SPLIT, "task_types": None, "env_options": {}, "actor": h["actor"],
             "in_flight": h["in_flight"], "endpoint": dict(endpoint), "shuffle": PLANTED_SHUFFLE}
+
+
+def planted_available(name: str, registry: Mapping[str, Any], models_file: str) -> bool:
+    """Whether the registry holds ``name`` (``history.planted.model``); when it does not, the
+    planted cells are left out with a warning naming the fix (a registry of one's own need
+    not carry the project's planted entries).  An entry of another provider is an error
+    (:func:`check_planted`)."""
+    if name in registry:
+        return True
+    log.warning("history.planted.model %r is not in %s: the history study's known-answer cells are left out; "
+                "copy the planted-history entry of config/models.yaml into it, or set history.planted.enabled: "
+                "false to silence this", name, models_file)
+    return False
 
 
 def check_planted(h: Mapping[str, Any], registry: Mapping[str, Any], models_file: str) -> None:

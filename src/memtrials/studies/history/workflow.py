@@ -15,7 +15,7 @@ from memtrials.memory.registry import check_memory, memory_entry, memory_name, s
 from memtrials.pipeline.study import Study, alternatives
 from memtrials.studies.history.continuation import served_memory
 from memtrials.studies.history.design import rollout_conditions
-from memtrials.studies.history.planted_cells import PLANTED_ENV, check_planted, planted_cell
+from memtrials.studies.history.planted_cells import PLANTED_ENV, check_planted, planted_available, planted_cell
 from memtrials.studies.history.preflight import check_history_envs, check_named_tasks, check_task_types
 
 
@@ -49,8 +49,10 @@ class HistoryWorkflow(Study):
         self.roles = dict(config["roles"])
         # known-answer runs: the planted agent's rollout cells on the planted world (docs/history.md)
         self.planted = dict(self.h["planted"])
-        self.planted_enabled = bool(self.planted["enabled"])
         self.planted_model = str(self.planted["model"])
+        # a registry without the planted entry (a test's, a user's own) runs no planted cells: said, not an error
+        self.planted_enabled = bool(self.planted["enabled"]) and planted_available(
+            self.planted_model, self.models_registry, config["models_file"])
         self.planted_conditions = list(self.planted["conditions"]) if self.planted_enabled else []
         self.rule_envs = self.envs + ([PLANTED_ENV] if self.planted_enabled and PLANTED_ENV not in self.envs else [])
         self.rule_conditions = list(dict.fromkeys(self.conditions + self.planted_conditions))
