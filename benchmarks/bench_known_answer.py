@@ -22,6 +22,8 @@ import time
 
 REGISTRY: dict[str, str] = {
     # study: "<module>:<callable>" exposing known_answer(size, seed) -> DataFrame
+    "luck": "memtrials.studies.luck.known:bench",
+    "calibrator": "memtrials.studies.history.calibrator.known:bench",
     "history": "memtrials.studies.history.known_answer:known_answer",
 }
 

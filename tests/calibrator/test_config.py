@@ -23,7 +23,9 @@ def test_default_resolves_to_one_job_per_stage_and_model():
     assert w.sources == ["smollm2"] and w.recipients == ["smollm2"] and w.envs == ["alfworld", "scienceworld"]
     assert w.compare_files() == ["results/calibrator/compare/smollm2.parquet"]
     assert w.train_variants == ["full"] and w.variants == ["full", "screen_only"] and w.joint_sft_files() == []
-    assert w.final_targets() == ["results/calibrator/tables/index.md"]
+    assert w.final_targets() == ["results/calibrator/tables/index.md"] + [
+        f"results/calibrator/tables/known_answer.{ext}" for ext in ("md", "csv", "tex", "html")]
+    assert w.known_cell()["cell"]["endpoint"] == "planted-calibrator"
     assert w.source_cell("smollm2", "alfworld")["split"] == "train"
     # training tasks are drawn from the evaluation's task types (history.task_types)
     assert w.source_cell("smollm2", "scienceworld")["task_types"] == w.h["task_types"]["scienceworld"]
@@ -115,3 +117,15 @@ def test_the_trained_calibrator_is_found_in_the_registry_and_absent_without_it(t
     w = workflow(cfg)
     assert w.trained_cals == [] and w.ablation_endpoints == {"full": "smollm2", "screen_only": "smollm2"}
     assert w.report_inputs()["manifests"] == []
+
+
+def test_known_answer_needs_a_planted_entry():
+    cfg = base_config()
+    cfg["calibrator"]["known_answer"]["endpoint"] = "smollm2"
+    with pytest.raises(ConfigError, match="calibrator.known_answer.endpoint: 'smollm2' is not a planted entry"):
+        workflow(cfg)
+    cfg["calibrator"]["known_answer"].update(endpoint="planted-calibrator", tasks=100_000)
+    with pytest.raises(ConfigError, match="calibrator.known_answer.tasks"):
+        workflow(cfg)
+    cfg["calibrator"]["known_answer"].update(enabled=False)
+    assert not any("known_answer" in t for t in workflow(cfg).final_targets())

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from memtrials.config import parse_models
+from memtrials.studies.luck.codeset import KNOWN_ANSWER, known_files
 from memtrials.studies.luck import entry
 from memtrials.studies.luck.freeze import (
     CODE_FILES, FreezeMismatch, build_manifest, main, manifest_digest, register_or_verify,
@@ -37,6 +38,7 @@ def registry(**changes):
 def workflow(models=None, **luck):
     cfg = base_config()
     cfg["panel"] = ["loop"]
+    cfg["luck"]["known_answer"] = {**cfg["luck"]["known_answer"], "enabled": False}  # no planted entry here
     cfg["luck"].update(luck)
     models = models or registry()
     return LuckWorkflow(cfg, models, lambda m: {"identity": models[m].identity, "params": dict(models[m].params),
@@ -80,6 +82,9 @@ def test_code_covers_every_study_module_and_the_request_layer():
     after = {f"src/memtrials/studies/luck/{name}" for name in AFTER_THE_FACT}
     assert after == {"src/memtrials/studies/luck/headline.py"} and luck - after <= set(CODE_FILES)
     assert not after & set(CODE_FILES)  # the scorecard's reading of the registered analysis is not protocol
+    known = {f"src/memtrials/studies/luck/{n}" for n in KNOWN_ANSWER}  # the known-answer run: not the protocol
+    assert luck - after - known <= set(CODE_FILES) and not known & set(CODE_FILES)
+    assert luck - after <= set(known_files())
     for f in ("tables.py", "examples.py", "entry.py", "figure.py", "analysis.py"):
         assert f"src/memtrials/studies/luck/{f}" in CODE_FILES
     for f in ("llm/client.py", "llm/structured.py", "llm/cache/keys.py", "stats/intervals.py", "stats/betting.py",

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import yaml
 
-from memtrials.config import ConfigError, load_schema
+from memtrials.config import ConfigError, check_config, load_schema, parse_models
 from memtrials.studies.luck.workflow import LuckWorkflow
 from tests.conftest import base_config
 from tests.luck.test_luck_freeze import registry, workflow
 
 REPO = Path(__file__).resolve().parents[2]
+MODELS_RAW = yaml.safe_load((REPO / "config/models.yaml").read_text())
 
 
 def test_every_luck_key_is_required_by_the_schema():
@@ -74,6 +76,26 @@ def test_workflow_reads_the_config():
     assert workflow(enabled=False).final_targets() == []
     with pytest.raises(ValueError, match="unknown luck workflow part"):
         lw.code("nope")
+    assert "src/memtrials/studies/luck/planted.py" in lw.code("known")
+
+
+def test_known_answer_run_is_configured_and_outside_the_freeze():
+    cfg = base_config()
+    models = check_config(cfg)
+    lw = LuckWorkflow(cfg, models, lambda m: {"identity": models[m].identity, "params": dict(models[m].params),
+                                            "structured_output": models[m].structured_output})
+    assert "results/luck/tables/known_answer.md" in lw.final_targets()
+    k = lw.known_cell()
+    assert k["cell"]["endpoint"] == "planted-luck" and k["params"] == dict(models["planted-luck"].planted.params)
+    assert "known_answer" not in lw.slice()["luck"]  # the registered protocol does not see it
+    cfg["luck"]["known_answer"]["endpoint"] = "smollm2"
+    with pytest.raises(ConfigError, match="luck.known_answer.endpoint: 'smollm2' is not a planted entry"):
+        LuckWorkflow(cfg, models, lambda m: {})
+    cfg["luck"]["known_answer"].update(endpoint="planted-luck")
+    bad = copy.deepcopy(MODELS_RAW)
+    del bad["endpoints"]["planted-luck"]["planted"]["params"]["reader"]["directive"]
+    with pytest.raises(ConfigError, match=r"planted-luck\.planted\.params\.reader\.directive"):
+        LuckWorkflow(cfg, parse_models(bad, "config/models.yaml"), lambda m: {})
 
 
 def test_config_errors_are_named():

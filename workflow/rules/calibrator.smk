@@ -426,3 +426,32 @@ rule calibrator_report:
         figures_dir=lambda w, output: output.figures,
     script:
         "../scripts/calibrator_report.py"
+
+
+# The known-answer run (issue 38; docs/calibrator.md): the label chain on the planted world with the
+# planted calibrator (calibrator.known_answer.endpoint) in every role, through the real client; the
+# table puts the planted truth beside each estimate.  One job.
+rule calibrator_known_answer:
+    input:
+        actor_prompts=HISTORY.actor_prompt_files(),
+        prompts=CAL.prompt_files(),
+        code=CAL.code("known"),
+    output:
+        tables=get_report_items(CAL.known_paths(), "calibrator", "The learned calibrator"),
+        known="results/calibrator/known/known_answer.parquet",
+        labels="results/calibrator/known/labels.parquet",
+    log:
+        "logs/calibrator/known_answer.log",
+    conda:
+        CONDA_ENV
+    params:
+        known=CAL.known_cell(),
+        actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+    script:
+        "../scripts/calibrator_known_answer.py"
+
+
+if CAL.known_paths():
+    KNOWN_ANSWER_TABLES.extend({"study": "calibrator", "stem": stem} for stem in ['results/calibrator/tables/known_answer'])
+    KNOWN_ANSWER_INPUTS.extend(rules.calibrator_known_answer.output.tables)

@@ -150,3 +150,35 @@ rule luck_report:
         CONDA_ENV
     script:
         "../scripts/luck_report.py"
+
+
+# The known-answer run (issue 38; docs/luck.md): the planted endpoint luck.known_answer.endpoint
+# writes and reads on worlds of its own through the real client; the registered analysis
+# estimates every contrast and the tables put the planted truth beside each estimate.  Not a
+# registered run: no freeze, no lock, not in the panel's tables.
+rule luck_known_answer:
+    input:
+        prompts=LW.prompt_files(),
+        code=LW.code("known"),
+    output:
+        tables=get_report_items(LW.known_paths(), "luck", "Lessons from Luck"),
+        contrasts="results/luck/known/known_answer.parquet",
+        cells="results/luck/known/known_answer_cells.parquet",
+        answers="results/luck/known/answers.parquet",
+        lessons="results/luck/known/lessons.parquet",
+    log:
+        "logs/luck/known_answer.log",
+    conda:
+        CONDA_ENV
+    resources:
+        api=lambda wc: LW.api(LW.luck["known_answer"]["endpoint"]),
+    params:
+        known=LW.known_cell() if LW.luck["known_answer"]["enabled"] else {},
+        prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+    script:
+        "../scripts/luck_known_answer.py"
+
+
+if LW.known_paths():
+    KNOWN_ANSWER_TABLES.extend({"study": "luck", "stem": stem} for stem in ['results/luck/tables/known_answer', 'results/luck/tables/known_answer_cells'])
+    KNOWN_ANSWER_INPUTS.extend(rules.luck_known_answer.output.tables)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Mapping, Sequence
@@ -49,12 +50,21 @@ def parse_json_reply(text: str, schema: Mapping[str, Any]) -> tuple[dict[str, An
         return None, str(exc)
     if not isinstance(value, dict):
         return None, f"reply is JSON but not an object ({type(value).__name__})"
-    try:
-        jsonschema.validate(value, dict(schema))
-    except jsonschema.ValidationError as exc:
+    exc = jsonschema.exceptions.best_match(_validator(json.dumps(schema, sort_keys=True)).iter_errors(value))
+    if exc is not None:
         where = ".".join(str(p) for p in exc.absolute_path) or "(top level)"
         return None, f"reply does not match the schema at {where}: {exc.message}"
     return value, None
+
+
+@functools.lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Any:
+    """The checked validator of one schema (what ``jsonschema.validate`` builds on every
+    call: checking the schema against its meta-schema took about 9 ms a reply)."""
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
 
 
 def gbnf_choice(choices: Sequence[str]) -> str:

@@ -35,6 +35,10 @@ NOT_PROTOCOL = ("memtrials.cells", "memtrials.pipeline.rule_entry", "memtrials.p
 # modules of the study that read its registered outputs after the fact, not protocol: the
 # scorecard's headline (memtrials.pipeline.scorecard) reads the registered analysis
 AFTER_THE_FACT = ("headline.py",)
+# the known-answer run (issue 38): the planted agent and its run are not the registered protocol
+# (workflow.py's config check imports the planted agent; the freeze does not follow it there)
+KNOWN_ANSWER = ("planted.py", "known.py")
+KNOWN_MODULES = tuple(f"memtrials.studies.luck.{n[:-3]}" for n in KNOWN_ANSWER)
 
 # inside an excluded package, but protocol: the prompt loader reads the exact texts sent
 PROTOCOL_INSIDE = ("memtrials.config.prompts",)
@@ -44,12 +48,22 @@ def protocol(module: str) -> bool:
     """Whether the freeze follows ``module`` (not in :data:`NOT_PROTOCOL`, or in :data:`PROTOCOL_INSIDE`)."""
     if module in PROTOCOL_INSIDE:
         return True
+    if module in KNOWN_MODULES:
+        return False
     return not any(module == m or module.startswith(m + ".") for m in NOT_PROTOCOL)
 
 
 @lru_cache(maxsize=1)
 def protocol_files() -> tuple[str, ...]:
     """Repository-relative paths of every hashed source file, sorted."""
-    files = defining_closure(sorted(p for p in PACKAGE.glob("*.py") if p.name not in AFTER_THE_FACT), protocol)
+    files = defining_closure(sorted(p for p in PACKAGE.glob("*.py")
+                                    if p.name not in AFTER_THE_FACT + KNOWN_ANSWER), protocol)
     files.update(SRC / p for p in REQUEST_FILES)
     return tuple(sorted(p.relative_to(REPO).as_posix() for p in files))
+
+
+@lru_cache(maxsize=1)
+def known_files() -> tuple[str, ...]:
+    """The known-answer run's source files: the protocol's and the planted agent's closure."""
+    files = defining_closure([PACKAGE / n for n in KNOWN_ANSWER], lambda m: m in KNOWN_MODULES or protocol(m))
+    return tuple(sorted({*protocol_files(), *(p.relative_to(REPO).as_posix() for p in files)}))

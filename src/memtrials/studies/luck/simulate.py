@@ -136,7 +136,7 @@ def simulate_answers(worlds: list[World], model: str, rng: np.random.Generator,
 
 
 @contextmanager
-def _gc_frozen() -> Iterator[None]:
+def gc_frozen() -> Iterator[None]:
     """Freeze the garbage collector's objects while replicating (statsmodels' multipletests
     calls gc.collect(); keep it cheap), unfreezing after unless they were frozen before."""
     frozen = gc.isfrozen() if hasattr(gc, "isfrozen") else False
@@ -172,7 +172,7 @@ def operating_characteristics(s: Scenario, rules: Any, reps: int, n_worlds: int 
     rng = np.random.default_rng(seed)
     ids = [f"s{i:04d}" for i in range(n_worlds)]
     counts = {"P2": 0, "P3m": 0, "either": 0, "t_alone_either": 0, "P2_luck_carrying": 0}
-    with _gc_frozen():
+    with gc_frozen():
         for _ in range(reps):
             readings, summ = endpoint_primaries(y_frame(simulate_y(n_worlds, s, rng), ids), rules)
             det = {p: readings[p].detected for p in ("P2", "P3m")}
@@ -205,7 +205,7 @@ def detection_rates(s: Scenario, rules: Any, reps: int, n_worlds: int = 256,
             v[_COL[cell]] = k
         coef[p] = (v, c.support)
     counts = {"P2": 0, "P3m": 0, "either": 0, "t_alone_either": 0}
-    with _gc_frozen():
+    with gc_frozen():
         for _ in range(reps):
             y = simulate_y(n_worlds, s, rng)
             summ = {}

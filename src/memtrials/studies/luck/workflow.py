@@ -42,6 +42,18 @@ class LuckWorkflow(Study):
             if m not in self.models_registry:
                 raise ConfigError(f"config key luck.panel (or panel): endpoint '{m}' is not in {src}; "
                                   "add an entry there or remove the name")
+        ka = self.luck["known_answer"]
+        if ka["enabled"]:
+            ep = self.models_registry.get(ka["endpoint"])
+            if ep is None or getattr(ep, "planted", None) is None:
+                raise ConfigError(f"config key luck.known_answer.endpoint: '{ka['endpoint']}' is not a planted entry "
+                                  f"(provider: planted) of {src}; name one, or set luck.known_answer.enabled: false")
+            from memtrials.studies.luck.planted import PlantedLuck
+
+            try:
+                PlantedLuck.from_params(dict(ep.planted.params), f"{src}: {ka['endpoint']}.planted.params")
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
 
     # -- what the rules read ---------------------------------------------------------------
     def worlds(self) -> dict[str, Any]:
@@ -49,6 +61,14 @@ class LuckWorkflow(Study):
         w = self.luck["worlds"]
         return {"seed": int(self.luck["seed"]), "domains": int(w["domains"]),
                 "per_domain": int(w["per_domain"]), "margin": float(w["margin"])}
+
+    def known_cell(self) -> dict[str, Any]:
+        """What decides the known-answer run's outputs (its rule's params): the
+        ``luck.known_answer`` block, the planted entry's params (the truth) and identity."""
+        ka = self.luck["known_answer"]
+        ep = self.models_registry[ka["endpoint"]]
+        return {"cell": dict(ka), "params": dict(ep.planted.params), "endpoint": self.endpoint(ka["endpoint"]),
+                "rules": self.analysis_rules()}
 
     def max_tokens(self, role: str) -> int | None:
         """The output cap a writer or reader request overrides (None: the endpoint's own)."""
@@ -76,12 +96,18 @@ class LuckWorkflow(Study):
                 "grammar": bool(ep.grammar),
                 "sent": {role: sent_params(ep, self.max_tokens(role)) for role in ("writer", "reader")},
             }
-        return {"luck": self.luck, "panel": self.panel, "endpoints": endpoints}
+        # the known-answer run is not part of the registered protocol (its own worlds and endpoint)
+        luck = {k: v for k, v in self.luck.items() if k != "known_answer"}
+        return {"luck": luck, "panel": self.panel, "endpoints": endpoints}
 
     @classmethod
     def code(cls, part: str) -> list[str]:
         """Source files that determine a part's outputs (inputs of its rule; the freeze
         hashes the same list, see :data:`memtrials.studies.luck.freeze.CODE_FILES`)."""
+        if part == "known":
+            from memtrials.studies.luck.codeset import known_files
+
+            return list(known_files())
         from memtrials.studies.luck.freeze import code_files
 
         return code_files(part)
@@ -125,9 +151,16 @@ class LuckWorkflow(Study):
             return []
         return self.per_model("lessons.calls.parquet") + self.per_model("answers.calls.parquet")
 
+    def known_paths(self) -> list[str]:
+        """The known-answer run's tables (none when ``luck.known_answer.enabled`` is false)."""
+        if not (self.enabled and self.luck["known_answer"]["enabled"]):
+            return []
+        return [f"{RESULTS}/tables/{t}.{ext}" for t in ("known_answer", "known_answer_cells") for ext in TABLE_FORMATS]
+
     def final_targets(self) -> list[str]:
         if not self.enabled:
             return []
         return ([f"{RESULTS}/freeze/manifest.json", f"{RESULTS}/analysis/registered.json",
-                 f"{RESULTS}/analysis/REIMPL_COMPARISON.json"] + self.table_paths() + self.figure_paths())
+                 f"{RESULTS}/analysis/REIMPL_COMPARISON.json"] + self.table_paths() + self.figure_paths()
+                + self.known_paths())
 

@@ -14,8 +14,8 @@ from memtrials.envs.catalog import check_split, check_task_count, source_options
 from memtrials.pipeline.study import Study, alternatives
 
 PARTS = ("sources", "contexts", "generate", "screen", "compare", "labels", "dataset", "rollouts", "joint",
-         "joint_rollouts", "joint_sources", "report")
-STAGE_MODULE = {"sources": "entry", "contexts": "contexts", "generate": "generate", "screen": "screen",
+         "joint_rollouts", "joint_sources", "report", "known")
+STAGE_MODULE = {"known": "known", "sources": "entry", "contexts": "contexts", "generate": "generate", "screen": "screen",
                 "compare": "compare", "labels": "dataset", "dataset": "dataset", "rollouts": "rollouts", "joint": "joint",
                 "joint_rollouts": "jointactor", "joint_sources": "rollouts", "report": "report"}
 VARIANTS = ("full", "screen_only")
@@ -96,6 +96,41 @@ class CalibratorWorkflow(Study):
             raise ConfigError(f"config key calibrator.variants / calibrator.train.variants: unknown or not built "
                               f"{bad}; allowed: {', '.join(VARIANTS)} (train.variants must be among variants)")
         self.check_rollouts()
+        self.check_known()
+
+    def check_known(self) -> None:
+        """``calibrator.known_answer``: a planted entry whose params the planted calibrator takes."""
+        ka, src = self.c["known_answer"], self.config["models_file"]
+        if not ka["enabled"]:
+            return
+        ep = self.models_registry.get(ka["endpoint"])
+        if ep is None or getattr(ep, "planted", None) is None:
+            raise ConfigError(f"config key calibrator.known_answer.endpoint: '{ka['endpoint']}' is not a planted "
+                              f"entry (provider: planted) of {src}; name one, or set calibrator.known_answer.enabled: "
+                              "false")
+        from memtrials.studies.history.calibrator.planted import PlantedCalibrator
+
+        try:
+            PlantedCalibrator.from_params(dict(ep.planted.params), f"{src}: {ka['endpoint']}.planted.params")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        check_task_count("planted", "train", int(ka["tasks"]), self.config["envs"], "calibrator.known_answer.tasks",
+                         "set calibrator.known_answer.tasks to at most that, or raise envs.planted.sizes.train")
+
+    def known_cell(self) -> dict[str, Any]:
+        """The known-answer rule's params: its block, the planted params (the truth), the
+        endpoint's identity, history's actor settings and the review cap."""
+        ka = dict(self.c["known_answer"])
+        if not ka["enabled"]:
+            return {}
+        ep = self.models_registry[ka["endpoint"]]
+        return {"cell": {**ka, "max_tokens": self.c["review_max_tokens"]}, "params": dict(ep.planted.params),
+                "endpoint": self.endpoint(ka["endpoint"]), "actor": dict(self.h["actor"])}
+
+    def known_paths(self) -> list[str]:
+        if not (self.enabled and self.c["known_answer"]["enabled"]):
+            return []
+        return [f"results/calibrator/tables/known_answer.{ext}" for ext in ("md", "csv", "tex", "html")]
 
     def training_envs(self) -> list[str]:
         """Environments with rollouts on the calibrator's training splits: the label chain's
@@ -355,6 +390,6 @@ class CalibratorWorkflow(Study):
     def final_targets(self) -> list[str]:
         if not (self.enabled and self.sources and self.envs):
             return []
-        return ["results/calibrator/tables/index.md"]
+        return ["results/calibrator/tables/index.md"] + self.known_paths()
 
     alternatives = staticmethod(alternatives)
