@@ -3,7 +3,7 @@
 ``preflight`` (run by the workflow's ``onstart``) fails fast on what a run would trip
 over later: an unset key variable, missing or corrupt embedded weights (the GGUF of a
 chat model, the model.zip of the embedded embedder), an endpoint that does not answer
-``/v1/models``.  ``check_endpoint`` (the ``models check`` command) also makes a one-token
+``/v1/models`` (nothing in replay mode, ``cache.mode: replay``).  ``check_endpoint`` (the ``models check`` command) also makes a one-token
 completion, or for an embedding endpoint (``task: embed``) one tiny ``/v1/embeddings``
 call, and reports its latency (and the vectors' dimension).
 """
@@ -59,7 +59,11 @@ def _list_models(ep: Endpoint, base_url: str, key: str, timeout: float) -> None:
 
 def preflight(config: Mapping[str, Any], endpoints: Mapping[str, Endpoint], names: Iterable[str],
               timeout: float = 10.0) -> None:
-    """Raise :class:`ConfigError` on the first endpoint a run could not use."""
+    """Raise :class:`ConfigError` on the first endpoint a run could not use.  In replay mode
+    (``cache.mode: replay``) a run uses no endpoint: nothing is checked (no key, no server,
+    no weights), and a call the cache does not hold fails in its cell instead."""
+    if (config.get("cache") or {}).get("mode") == "replay":
+        return
     for name in dict.fromkeys(names):
         ep = endpoints[name]
         if ep.provider == "embedded":

@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 from memtrials.config import Endpoint
 from memtrials.llm.cache.keys import cache_key, canonical_json
 from memtrials.llm.calls import Calls
+from memtrials.llm.claimed import claim, refuse_fresh
 from memtrials.llm.serving import mismatch, reported
 from memtrials.llm.structured import choice_schema, gbnf_choice, json_instruction, parse_json_reply, response_format
 from memtrials.llm.results import ChatResult, EmbedResult, JSONResult, Usage
@@ -186,10 +187,12 @@ class Client(Calls):
                 record = dict(await asyncio.shield(pending))
             else:
                 cached = False
+                refuse_fresh(self, ep.name, key, "chat completion", f"{purpose or 'chat'}: "
+                             f"{str(messages[-1].get('content', '')) if messages else ''}")
                 fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
                 self.inflight[key] = fut
                 try:
-                    claimed = await self._claim(key)
+                    claimed = await claim(self, key)
                     if isinstance(claimed, dict):  # another cell made this call meanwhile
                         record, cached = claimed, True
                     else:
@@ -217,17 +220,6 @@ class Client(Calls):
             cost=record["cost"], latency_s=record["latency_s"], attempts=record["attempts"], cached=cached,
             constraint=record["constraint"], refusal=record.get("refusal", ""), record=record,
         )
-
-    async def _claim(self, key: str) -> dict[str, Any] | bool:
-        """Claim ``key`` before calling (:meth:`Cache.claim`); while another cell holds it,
-        wait for its stored reply (or take the claim over once its owner is gone)."""
-        delay = 0.05
-        while True:
-            got = self.cache.claim(key, self.owner, self.claim_stale_s)
-            if got is not False:
-                return got
-            await asyncio.sleep(delay)
-            delay = min(delay * 1.5, 1.0)
 
     async def _fresh(
         self, ep: Endpoint, key: str, messages: list[dict[str, Any]], params: dict[str, Any],

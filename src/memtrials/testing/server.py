@@ -248,6 +248,8 @@ class LoopbackServer:
             return True
         if method == "POST" and path == "/tokenize" and self.tokenize:
             text = str(json.loads(body or b"{}").get("content", ""))
+            if self.faults.latency_s:
+                await asyncio.sleep(self.faults.latency_s)
             with self._lock:
                 self.stats.tokenize_requests += 1
             await self._send(writer, 200, json.dumps({"tokens": list(range(len(text.split())))}).encode())
