@@ -27,6 +27,7 @@ from memtrials.config import Endpoint
 from memtrials.llm.cache.keys import cache_key, canonical_json
 from memtrials.llm.calls import Calls
 from memtrials.llm.claimed import claim, refuse_fresh
+from memtrials.llm.router import account, apply, fallback_note, joined
 from memtrials.llm.serving import mismatch, reported
 from memtrials.llm.structured import choice_schema, gbnf_choice, json_instruction, parse_json_reply, response_format
 from memtrials.llm.results import ChatResult, EmbedResult, JSONResult, Usage
@@ -238,13 +239,15 @@ class Client(Calls):
 
         payload = request_body(ep.model, messages, body, extra)
 
-        async def send() -> dict[str, Any]:
+        async def send() -> tuple[dict[str, Any], dict[str, str]]:
             # the SDK's bytes and error types over a bare aiohttp session, parsed as plain
             # JSON: a tenth of the SDK's CPU per call (memtrials.llm.transport); a
             # malformed body is retried
-            return _reply(json.loads(await transport.post(payload)))
+            data, headers = await transport.exchange(payload)
+            return _reply(json.loads(data)), account(headers)
 
-        reply, latency, attempt, errors, started_at = await self.send(ep, est_tokens, send)
+        (reply, kept), latency, attempt, errors, started_at = await self.send(ep, est_tokens, send)
+        reply = apply(reply, kept)
         prompt_tokens, completion_tokens, cached_tokens = reply["usage"]
         record = {
             "call_id": key[:24],
@@ -275,7 +278,9 @@ class Client(Calls):
             "reported_model": reply["reported_model"],
             "reported_provider": reply["reported_provider"],
             "billed_cost": reply["billed_cost"],
-            "serving_mismatch": mismatch(ep, reply["reported_model"], reply["reported_provider"]),
+            "serving_mismatch": joined(mismatch(ep, reply["reported_model"], reply["reported_provider"]),
+                                       fallback_note(kept)),
+            **({"router": reply["router"]} if "router" in reply else {}),
         }
         # the first stored reply wins: if another cell (process) committed this key while
         # this call was out, go on with its reply so both cells and every rerun agree

@@ -29,6 +29,7 @@ import numpy as np
 from memtrials.config import Endpoint
 from memtrials.llm.cache.keys import canonical_json, embed_key
 from memtrials.llm.claimed import pay_once, refuse_fresh
+from memtrials.llm.router import account, apply, fallback_note, joined, router_of
 from memtrials.llm.serving import mismatch, reported
 from memtrials.llm.results import CallFailed, EmbedResult, Usage
 
@@ -114,7 +115,8 @@ async def _request(client: "Calls", ep: Endpoint, batch: list[tuple[str, str]], 
 
     async def send() -> tuple[list[list[float]], int, str, dict[str, Any]]:
         raw = await oai.embeddings.with_raw_response.create(**body, extra_body=dict(ep.extra_body) or None)
-        return parse_embeddings(ep, json.loads(raw.content), len(texts))
+        vectors, tokens, fingerprint, serving = parse_embeddings(ep, json.loads(raw.content), len(texts))
+        return vectors, tokens, fingerprint, apply(serving, account(raw.headers.items()))
 
     def refuse(exc: openai.APIStatusError) -> Exception | None:
         if exc.status_code in NO_EMBEDDINGS_STATUS:
@@ -124,7 +126,8 @@ async def _request(client: "Calls", ep: Endpoint, batch: list[tuple[str, str]], 
     est = sum(len(t) for t in texts) // 4 + 1
     (vectors, tokens, fingerprint, serving), latency, attempts, errors, started_at = \
         await client.send(ep, est, send, refuse)
-    off = mismatch(ep, serving["reported_model"], serving["reported_provider"])
+    off = joined(mismatch(ep, serving["reported_model"], serving["reported_provider"]),
+                 fallback_note(router_of(serving)))
     billed = serving["billed_cost"]
     if "dimensions" in options and len(vectors[0]) != options["dimensions"]:
         raise CallFailed(f"{ep.name} ({ep.source}): asked for {options['dimensions']} dimensions, the endpoint "
@@ -149,6 +152,7 @@ async def _request(client: "Calls", ep: Endpoint, batch: list[tuple[str, str]], 
             # a request's billed cost, split over its texts like its tokens
             "billed_cost": None if billed is None else billed * share / max(1, sum(shares)),
             "serving_mismatch": off,
+            **({"router": serving["router"]} if "router" in serving else {}),
         }))
     stored = client.cache.store_many(records, client.run_id)
     client.fresh_calls += len(records)

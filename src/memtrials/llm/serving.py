@@ -61,7 +61,9 @@ def mismatch(ep: Any, reported_model: str, reported_provider: str) -> str:
     # an embedded entry's server is started by the pipeline on weights whose SHA-256 it
     # checked, named by its served alias (a checkpoint's carries a digest the entry's model lacks)
     embedded = getattr(ep, "provider", "") == "embedded"
-    if reported_model and not embedded and reported_model not in models:
+    # a router names the deployment with its provider's prefix ("openai/<id>"): the id decides
+    if reported_model and not embedded and reported_model not in models \
+            and reported_model.split("/", 1)[-1] not in models:
         problems.append(f"reported model {reported_model!r}, registry expects {' or '.join(map(repr, models))}")
     if reported_provider and providers and reported_provider.lower() not in {p.lower() for p in providers}:
         problems.append(f"served by provider {reported_provider!r}, registry pins {' or '.join(map(repr, providers))}")
