@@ -9,9 +9,6 @@ the endpoint sees every text once, and both processes record the one stored repl
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +16,7 @@ import yaml
 
 from memtrials.llm.cache import open_cache
 from memtrials.testing import Faults, loopback_embed_endpoint, loopback_endpoint
+from tests.conftest import RACE_BARRIER, race_two_cells
 
 N = 12
 CALLER = """
@@ -26,39 +24,22 @@ import asyncio, json, sys, time
 from pathlib import Path
 from memtrials.llm import open_client
 from memtrials.llm.token_count import count_tokens
-cfg, me, other = json.load(open(sys.argv[1])), Path(sys.argv[2]), Path(sys.argv[3])
+cfg, me, other = json.load(open(sys.argv[1])), Path(sys.argv[3]), Path(sys.argv[4])
 texts = [f"text number {{i}} of the race" for i in range({n})]
 async def main():
     async with open_client(cfg, "race/" + me.stem, None) as client:
-        me.touch()
-        deadline = time.monotonic() + 60
-        while not other.exists() and time.monotonic() < deadline:  # a barrier: both send at once
-            await asyncio.sleep(0.002)
-        # halves and singles as well as the whole list: batches of different shapes race
+{barrier}        # halves and singles as well as the whole list: batches of different shapes race
         got = await asyncio.gather(client.embed("emb", texts), client.embed("emb", texts[::2]),
                                    *(client.embed("emb", [t]) for t in texts[:3]))
         counts = await count_tokens(client, "loop", texts)
         vectors = [row.tolist() for row in got[0].vectors]
         print(json.dumps({{"fresh": client.fresh_calls, "counts": counts, "vectors": vectors}}))
 asyncio.run(main())
-""".format(n=N)
+""".format(n=N, barrier=RACE_BARRIER.strip("\n") + "\n")
 
 
 def _race(cfg: dict, tmp: Path, tag: str) -> dict[str, dict]:
-    (tmp / "cfg.json").write_text(json.dumps(cfg))
-    (tmp / "caller.py").write_text(CALLER)
-    procs = {
-        name: subprocess.Popen([sys.executable, str(tmp / "caller.py"), str(tmp / "cfg.json"),
-                                str(tmp / f"{name}.{tag}"), str(tmp / f"{other}.{tag}")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for name, other in (("a", "b"), ("b", "a"))
-    }
-    out = {}
-    for name, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=120)
-        assert proc.returncode == 0, stderr
-        out[name] = json.loads(stdout.strip().splitlines()[-1])
-    return out
+    return race_two_cells(CALLER, cfg, tmp, tag)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "shards"])

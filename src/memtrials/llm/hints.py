@@ -62,9 +62,12 @@ def explain(status: int, message: str, *, name: str, source: str, model: str, ke
         return (f"The server refused the key in {var}{f' (HTTP {status})' if status != 401 else ''}. "
                 f"Fix: export the key this server issued (a router's own key, not a provider's) as "
                 f"{key_env or 'the api_key_env of ' + where}.")
-    if _MODEL.search(message) or status == 404:
+    if _MODEL.search(message):
         return (f"The server does not serve model '{model}'. Fix: set model of {where} to a name the server "
                 f"lists (GET {str(base_url or '').rstrip('/')}/models; a router lists its model_name entries).")
+    if status == 404:  # no such route, or a model the server names no further
+        return (f"Fix: check model '{model}' (GET {str(base_url or '').rstrip('/')}/models lists the names the "
+                f"server serves) and base_url of {where} (it usually ends in /v1).")
     if status in (400, 422):
         return f"Fix: check model '{model}' and the params of {where}."
     return ""
