@@ -56,6 +56,41 @@ def run_snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: i
     )
 
 
+RACE_BARRIER = """
+        me.touch()
+        deadline = time.monotonic() + 60
+        while not other.exists() and time.monotonic() < deadline:  # a barrier: both send at once
+            await asyncio.sleep(0.002)
+"""
+"""The lines a :func:`race_two_cells` script runs in its client before it sends (needs
+``asyncio``, ``time`` and the paths ``me`` and ``other``)."""
+
+
+def race_two_cells(caller: str, cfg: dict[str, Any], tmp: Path, tag: str) -> dict[str, Any]:
+    """Run the script ``caller`` as cells ``a`` and ``b`` at once (two processes, as two jobs
+    are), each with ``argv``: the config file, its records path, its own start mark and the
+    other's (a barrier: both send at once); the JSON each prints last, by name."""
+    import json
+
+    (tmp / "cfg.json").write_text(json.dumps(cfg))
+    (tmp / "caller.py").write_text(caller)
+    for name in "ab":
+        (tmp / f"{name}.{tag}").unlink(missing_ok=True)
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, str(tmp / "caller.py"), str(tmp / "cfg.json"), str(tmp / f"{name}.parquet"),
+             str(tmp / f"{name}.{tag}"), str(tmp / f"{other}.{tag}")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, other in (("a", "b"), ("b", "a"))
+    }
+    out = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
+        out[name] = json.loads(stdout.strip().splitlines()[-1])
+    return out
+
+
 def failure_text(proc: subprocess.CompletedProcess, tail: int = 3000) -> str:
     """What a failed run's assertion should show: every traceback and Snakemake ``Error in rule``
     block of its output (a failing job's traceback is often thousands of characters above the

@@ -83,3 +83,39 @@ def test_models_check_rejects_bad_registry(tmp_path):
     path.write_text("endpoints:\n  x: {provider: openai}\n")
     out = _check(path)
     assert out.returncode == 2 and "endpoints.x" in out.stderr and "required property" in out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.embedded
+def test_a_plain_openai_entry_on_the_embedded_server_sees_its_model_name(tmp_path):
+    """The embedded server advertises the entry's model under its own name (before: as `-`,
+    its alias passed to xllamacpp as a string where a set is expected), so an ``openai``
+    entry pointed at it (as a router or a hand-started server would be) sees no mismatch."""
+    import httpx
+
+    from memtrials.config import load_models
+    from memtrials.llm.local.embedder import server_for
+
+    server = server_for(load_models(REPO / "config" / "models.yaml")["smollm2"])
+    base_url = server.start()
+    try:
+        listed = [m["id"] for m in httpx.get(base_url.rstrip("/") + "/models", timeout=30).json()["data"]]
+        assert listed == [server.endpoint.model], listed
+        cfg = embedded_config(tmp_path)
+        models = tmp_path / "models.yaml"
+        entry = {"provider": "openai", "base_url": base_url, "model": server.endpoint.model, "max_concurrency": 1,
+                 "params": {"temperature": 0.0, "max_tokens": 4, "seed": 0}, "structured_output": False,
+                 "price": {"input_per_mtok": 0.0, "output_per_mtok": 0.0}}
+        models.write_text(yaml.safe_dump({"endpoints": {"plain": entry}}))
+        cfg["models_file"], cfg["panel"] = str(models), ["plain"]
+        cfg["roles"] = {role: "plain" for role in cfg["roles"]}
+
+        async def run():
+            async with open_client(cfg, "test/plain", tmp_path / "calls.parquet") as client:
+                return await client.complete("plain", [{"role": "user", "content": "Say OK."}])
+
+        result = asyncio.run(run())
+        assert result.record["reported_model"] == server.endpoint.model
+        assert result.record["serving_mismatch"] == ""
+    finally:
+        server.stop()

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -24,6 +22,7 @@ import pytest
 from memtrials.llm.cache import open_cache
 from memtrials.llm.cache.sqlite import Cache
 from memtrials.testing import Faults
+from tests.conftest import RACE_BARRIER, race_two_cells
 
 N = 24
 CALLER = """
@@ -33,36 +32,16 @@ from memtrials.llm import open_client
 cfg, out, me, other = json.load(open(sys.argv[1])), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
 async def main():
     async with open_client(cfg, "race/" + me.stem, out) as client:
-        me.touch()
-        deadline = time.monotonic() + 60
-        while not other.exists() and time.monotonic() < deadline:  # a barrier: both send at once
-            await asyncio.sleep(0.002)
-        await asyncio.gather(*(client.complete("loop", [{{"role": "user", "content": f"step one of task {{i}}"}}])
+{barrier}        await asyncio.gather(*(client.complete("loop", [{{"role": "user", "content": f"step one of task {{i}}"}}])
                                for i in range({n})))
         print(json.dumps({{"fresh": client.fresh_calls, "hits": client.cache_hits}}))
 asyncio.run(main())
-""".format(n=N)
+""".format(n=N, barrier=RACE_BARRIER.strip("\n") + "\n")
 
 
 def _cells(cfg: dict, tmp: Path, tag: str) -> dict[str, dict]:
     """Run cells ``a`` and ``b`` at once; their counters by name."""
-    (tmp / "cfg.json").write_text(json.dumps(cfg))
-    (tmp / "caller.py").write_text(CALLER)
-    for name in "ab":
-        (tmp / f"{name}.{tag}").unlink(missing_ok=True)
-    procs = {
-        name: subprocess.Popen(
-            [sys.executable, str(tmp / "caller.py"), str(tmp / "cfg.json"), str(tmp / f"{name}.parquet"),
-             str(tmp / f"{name}.{tag}"), str(tmp / f"{other}.{tag}")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for name, other in (("a", "b"), ("b", "a"))
-    }
-    out = {}
-    for name, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=120)
-        assert proc.returncode == 0, stderr
-        out[name] = json.loads(stdout.strip().splitlines()[-1])
-    return out
+    return race_two_cells(CALLER, cfg, tmp, tag)
 
 
 def _live_claims(cfg: dict, cache) -> int:

@@ -85,8 +85,21 @@ def _spend(args: argparse.Namespace) -> int:
         print(f"{'endpoint':<24} {'calls':>8} {'prompt tok':>12} {'compl. tok':>12} {'USD':>10}")
         for endpoint, calls, pt, ct, usd in cache.totals():
             print(f"{endpoint:<24} {calls:>8} {pt:>12} {ct:>12} {usd:>10.4f}")
+        _reported(cache)
         cache.close()
     return 0
+
+
+def _reported(cache: Any) -> None:
+    """The cost the endpoints reported themselves, where they did (the USD above is the
+    registry's prices): a body's ``usage.cost``, else a router's ``x-litellm-response-cost``."""
+    from memtrials.llm.router import reported_spend
+
+    rows = reported_spend(cache.records())
+    if rows:
+        print("reported by the endpoints (body usage.cost, else the router's x-litellm-response-cost):")
+        for endpoint, calls, usd in rows:
+            print(f"{endpoint:<24} {calls:>8} {'':>12} {'':>12} {usd:>10.4f}")
 
 
 def _cache(args: argparse.Namespace) -> int:

@@ -55,14 +55,18 @@ class Calls:
         budget: Mapping[str, Any] | None = None,
         server_log: str | None = None,
         servers: Mapping[str, Any] | None = None,
+        replay: bool = False,
     ) -> None:
         """``servers``: ``{"shared": bool, "idle_s": float, "dir": folder}`` (config key
         ``servers`` plus :func:`memtrials.llm.local.shared.server_dir`); shared: embedded
         endpoints use the machine's shared server (:mod:`memtrials.llm.local.shared`), else
-        each client starts its own."""
+        each client starts its own.  ``replay`` (``cache.mode: replay``): answer from the
+        cache alone; a call it does not hold fails (:func:`memtrials.llm.claimed.refuse_fresh`)."""
         self.servers = dict(servers or {})
         self.endpoints = dict(endpoints)
         self.cache = cache
+        self.replay = bool(replay)
+        self.cache_path = str(getattr(cache, "path", ""))
         self.recorder = recorder
         self.cell_id = cell_id
         self.run_id = run_id

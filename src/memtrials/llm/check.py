@@ -3,7 +3,7 @@
 ``preflight`` (run by the workflow's ``onstart``) fails fast on what a run would trip
 over later: an unset key variable, missing or corrupt embedded weights (the GGUF of a
 chat model, the model.zip of the embedded embedder), an endpoint that does not answer
-``/v1/models``.  ``check_endpoint`` (the ``models check`` command) also makes a one-token
+``/v1/models`` (nothing in replay mode, ``cache.mode: replay``).  ``check_endpoint`` (the ``models check`` command) also makes a one-token
 completion, or for an embedding endpoint (``task: embed``) one tiny ``/v1/embeddings``
 call, and reports its latency (and the vectors' dimension).
 """
@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 from memtrials.config import ConfigError, Endpoint
 from memtrials.llm.local.embedded import weights_paths
 from memtrials.llm.local.embedder import server_for
+from memtrials.llm.hints import explain, server_message
 from memtrials.llm.results import CallFailed
 
 
@@ -45,21 +46,26 @@ def _list_models(ep: Endpoint, base_url: str, key: str, timeout: float) -> None:
             f"{ep.source}: endpoint '{ep.name}': {url} is unreachable ({type(exc).__name__}). "
             f"Fix: correct base_url or start the server."
         ) from None
-    if resp.status_code in (401, 403):
-        raise ConfigError(
-            f"{ep.source}: endpoint '{ep.name}': the server rejected the key in ${ep.api_key_env} "
-            f"(HTTP {resp.status_code}). Fix: export a valid key."
-        )
-    if resp.status_code != 200:
-        raise ConfigError(
-            f"{ep.source}: endpoint '{ep.name}': GET {url} answered HTTP {resp.status_code}. "
-            f"Fix: check base_url (it usually ends in /v1)."
-        )
+    if resp.status_code == 200:
+        return
+    said = server_message(resp.content, resp.reason_phrase)
+    hint = (resp.status_code != 404 and _hint(ep, resp.status_code, said)) or "Fix: check base_url (it usually ends in /v1)."
+    raise ConfigError(f"{ep.source}: endpoint '{ep.name}': GET {url} answered HTTP {resp.status_code}, "
+                      f'the server says: "{said}". {hint}')
+
+
+def _hint(ep: Endpoint, status: int, said: str) -> str:
+    return explain(status, said, name=ep.name, source=ep.source, model=ep.model, key_env=ep.api_key_env,
+                   base_url=ep.base_url)
 
 
 def preflight(config: Mapping[str, Any], endpoints: Mapping[str, Endpoint], names: Iterable[str],
               timeout: float = 10.0) -> None:
-    """Raise :class:`ConfigError` on the first endpoint a run could not use."""
+    """Raise :class:`ConfigError` on the first endpoint a run could not use.  In replay mode
+    (``cache.mode: replay``) a run uses no endpoint: nothing is checked (no key, no server,
+    no weights), and a call the cache does not hold fails in its cell instead."""
+    if (config.get("cache") or {}).get("mode") == "replay":
+        return
     for name in dict.fromkeys(names):
         ep = endpoints[name]
         if ep.provider == "planted":
@@ -148,7 +154,9 @@ def check_endpoint(ep: Endpoint, timeout: float = 30.0) -> CheckResult:
     except (ConfigError, CallFailed) as exc:
         return CheckResult(ep.name, False, str(exc))
     except openai.APIStatusError as exc:
-        return CheckResult(ep.name, False, f"1-request check refused: HTTP {exc.status_code} {str(exc)[:200]}")
+        said = server_message(exc.body, str(exc))
+        return CheckResult(ep.name, False, f"1-request check refused: HTTP {exc.status_code}, the server says: "
+                                           f'"{said}". {_hint(ep, exc.status_code, said)}'.rstrip())
     except (openai.APIConnectionError, openai.APITimeoutError) as exc:
         return CheckResult(ep.name, False, f"1-request check failed: {type(exc).__name__}")
     except RuntimeError as exc:

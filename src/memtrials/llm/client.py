@@ -26,6 +26,8 @@ from typing import Any, Mapping, Sequence
 from memtrials.config import Endpoint
 from memtrials.llm.cache.keys import cache_key, canonical_json
 from memtrials.llm.calls import Calls
+from memtrials.llm.claimed import claim, refuse_fresh
+from memtrials.llm.router import account, apply, fallback_note, joined
 from memtrials.llm.serving import mismatch, reported
 from memtrials.llm.structured import choice_schema, gbnf_choice, json_instruction, parse_json_reply, response_format
 from memtrials.llm.results import ChatResult, EmbedResult, JSONResult, Usage
@@ -186,10 +188,12 @@ class Client(Calls):
                 record = dict(await asyncio.shield(pending))
             else:
                 cached = False
+                refuse_fresh(self, ep.name, key, "chat completion", f"{purpose or 'chat'}: "
+                             f"{str(messages[-1].get('content', '')) if messages else ''}")
                 fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
                 self.inflight[key] = fut
                 try:
-                    claimed = await self._claim(key)
+                    claimed = await claim(self, key)
                     if isinstance(claimed, dict):  # another cell made this call meanwhile
                         record, cached = claimed, True
                     else:
@@ -218,17 +222,6 @@ class Client(Calls):
             constraint=record["constraint"], refusal=record.get("refusal", ""), record=record,
         )
 
-    async def _claim(self, key: str) -> dict[str, Any] | bool:
-        """Claim ``key`` before calling (:meth:`Cache.claim`); while another cell holds it,
-        wait for its stored reply (or take the claim over once its owner is gone)."""
-        delay = 0.05
-        while True:
-            got = self.cache.claim(key, self.owner, self.claim_stale_s)
-            if got is not False:
-                return got
-            await asyncio.sleep(delay)
-            delay = min(delay * 1.5, 1.0)
-
     async def _fresh(
         self, ep: Endpoint, key: str, messages: list[dict[str, Any]], params: dict[str, Any],
         sample: int, purpose: str, constraint: str,
@@ -246,13 +239,15 @@ class Client(Calls):
 
         payload = request_body(ep.model, messages, body, extra)
 
-        async def send() -> dict[str, Any]:
+        async def send() -> tuple[dict[str, Any], dict[str, str]]:
             # the SDK's bytes and error types over a bare aiohttp session, parsed as plain
             # JSON: a tenth of the SDK's CPU per call (memtrials.llm.transport); a
             # malformed body is retried
-            return _reply(json.loads(await transport.post(payload)))
+            data, headers = await transport.exchange(payload)
+            return _reply(json.loads(data)), account(headers)
 
-        reply, latency, attempt, errors, started_at = await self.send(ep, est_tokens, send)
+        (reply, kept), latency, attempt, errors, started_at = await self.send(ep, est_tokens, send)
+        reply = apply(reply, kept)
         prompt_tokens, completion_tokens, cached_tokens = reply["usage"]
         record = {
             "call_id": key[:24],
@@ -283,7 +278,9 @@ class Client(Calls):
             "reported_model": reply["reported_model"],
             "reported_provider": reply["reported_provider"],
             "billed_cost": reply["billed_cost"],
-            "serving_mismatch": mismatch(ep, reply["reported_model"], reply["reported_provider"]),
+            "serving_mismatch": joined(mismatch(ep, reply["reported_model"], reply["reported_provider"]),
+                                       fallback_note(kept)),
+            **({"router": reply["router"]} if "router" in reply else {}),
         }
         # the first stored reply wins: if another cell (process) committed this key while
         # this call was out, go on with its reply so both cells and every rerun agree

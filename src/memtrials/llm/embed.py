@@ -5,10 +5,12 @@ text + dimension/normalisation options, :func:`memtrials.llm.cache.keys.embed_ke
 record (``purpose`` as given, default ``embed``; ``constraint`` ``embedding``;
 ``messages`` the JSON list ``[text]``; ``params`` the options; ``response_text`` the
 vector as a JSON list; prompt tokens the text's share of the request's usage) and its
-own ledger row; if another process cached the same text meanwhile, its entry is kept
-and used (the first stored reply wins, as for completions: :mod:`memtrials.llm.cache.sqlite`).  Texts that miss the cache go out in requests of the entry's
-``batch_size`` through :func:`memtrials.llm.retry.send_with_retries` (limits, cost caps,
-retries), and a text already in flight in this client is awaited, not sent twice.
+own ledger row.  Texts that miss the cache are claimed across processes as chat calls are
+(:func:`memtrials.llm.claimed.pay_once`: one paid call per text, the other jobs wait for its
+stored reply); the claimed ones go out in requests of the entry's ``batch_size`` through
+:func:`memtrials.llm.retry.send_with_retries` (limits, cost caps, retries), and a text
+already in flight in this client is awaited, not sent twice.  First-stored-wins
+(:mod:`memtrials.llm.cache.sqlite`) stays as the backstop.
 
 An endpoint that does not serve ``/v1/embeddings`` (HTTP 404, 405 or 501, or a 200 body
 without ``data[i].embedding``) fails at once with :class:`~memtrials.llm.results.CallFailed`
@@ -26,6 +28,8 @@ import numpy as np
 
 from memtrials.config import Endpoint
 from memtrials.llm.cache.keys import canonical_json, embed_key
+from memtrials.llm.claimed import pay_once, refuse_fresh
+from memtrials.llm.router import account, apply, fallback_note, joined, router_of
 from memtrials.llm.serving import mismatch, reported
 from memtrials.llm.results import CallFailed, EmbedResult, Usage
 
@@ -111,7 +115,8 @@ async def _request(client: "Calls", ep: Endpoint, batch: list[tuple[str, str]], 
 
     async def send() -> tuple[list[list[float]], int, str, dict[str, Any]]:
         raw = await oai.embeddings.with_raw_response.create(**body, extra_body=dict(ep.extra_body) or None)
-        return parse_embeddings(ep, json.loads(raw.content), len(texts))
+        vectors, tokens, fingerprint, serving = parse_embeddings(ep, json.loads(raw.content), len(texts))
+        return vectors, tokens, fingerprint, apply(serving, account(raw.headers.items()))
 
     def refuse(exc: openai.APIStatusError) -> Exception | None:
         if exc.status_code in NO_EMBEDDINGS_STATUS:
@@ -121,7 +126,8 @@ async def _request(client: "Calls", ep: Endpoint, batch: list[tuple[str, str]], 
     est = sum(len(t) for t in texts) // 4 + 1
     (vectors, tokens, fingerprint, serving), latency, attempts, errors, started_at = \
         await client.send(ep, est, send, refuse)
-    off = mismatch(ep, serving["reported_model"], serving["reported_provider"])
+    off = joined(mismatch(ep, serving["reported_model"], serving["reported_provider"]),
+                 fallback_note(router_of(serving)))
     billed = serving["billed_cost"]
     if "dimensions" in options and len(vectors[0]) != options["dimensions"]:
         raise CallFailed(f"{ep.name} ({ep.source}): asked for {options['dimensions']} dimensions, the endpoint "
@@ -146,6 +152,7 @@ async def _request(client: "Calls", ep: Endpoint, batch: list[tuple[str, str]], 
             # a request's billed cost, split over its texts like its tokens
             "billed_cost": None if billed is None else billed * share / max(1, sum(shares)),
             "serving_mismatch": off,
+            **({"router": serving["router"]} if "router" in serving else {}),
         }))
     stored = client.cache.store_many(records, client.run_id)
     client.fresh_calls += len(records)
@@ -168,40 +175,28 @@ async def embed_texts(client: "Calls", model: str, texts: Sequence[str], *, dime
     distinct = dict(zip(keys, texts))
     records = client.cache.get_many(list(distinct))
     cached = {k: True for k in records}
-    waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
-    missing: list[tuple[str, str]] = []
+    waiting = {k: client.inflight[k] for k in distinct if k not in records and k in client.inflight}
+    missing = [(k, t) for k, t in distinct.items() if k not in records and k not in waiting]
+    for key, text in missing[:1]:
+        refuse_fresh(client, ep.name, key, "embedding", text)
     loop = asyncio.get_running_loop()
-    for key, text in distinct.items():
-        if key in records:
-            continue
-        if key in client.inflight:
-            waiting[key] = client.inflight[key]
-        else:
-            client.inflight[key] = loop.create_future()
-            missing.append((key, text))
-    batches = [missing[i:i + ep.batch_size] for i in range(0, len(missing), ep.batch_size)]
-    failure: BaseException | None = None
+    for key, _ in missing:
+        client.inflight[key] = loop.create_future()
     try:
-        outcomes = await asyncio.gather(*(_request(client, ep, b, options, purpose) for b in batches),
-                                        return_exceptions=True)
-        for batch, outcome in zip(batches, outcomes):
-            if isinstance(outcome, BaseException):
-                failure = failure or outcome
-                for key, _ in batch:
-                    fut = client.inflight.pop(key)
-                    fut.set_exception(outcome)
-                    fut.exception()  # mark retrieved: a waiter may not exist
-                continue
-            for key, record in outcome:
-                records[key], cached[key] = record, False
-                client.inflight.pop(key).set_result(record)
-    finally:  # cancelled: release what this call had claimed
+        got = await pay_once(client, missing, ep.batch_size, lambda b: _request(client, ep, b, options, purpose))
+    except BaseException as exc:  # failed or cancelled: this process's waiters learn it too
         for key, _ in missing:
             fut = client.inflight.pop(key, None)
             if fut is not None and not fut.done():
-                fut.cancel()
-    if failure is not None:
-        raise failure
+                if isinstance(exc, asyncio.CancelledError):
+                    fut.cancel()
+                else:
+                    fut.set_exception(exc)
+                    fut.exception()  # mark retrieved: a waiter may not exist
+        raise
+    for key, (record, other) in got.items():
+        records[key], cached[key] = record, other
+        client.inflight.pop(key).set_result(record)
     for key, fut in waiting.items():
         records[key] = dict(await asyncio.shield(fut))
         cached[key] = True

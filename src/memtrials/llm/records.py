@@ -61,6 +61,12 @@ columns existed)."""
 
 FIELDS = tuple(RECORD_SCHEMA.names)
 
+ROUTED_SCHEMA = RECORD_SCHEMA.append(pa.field("router", pa.string()))
+"""A cell's records with one more, last column where any of its calls went through a router
+that reported what answered (``router``: canonical JSON of its headers, null on the others;
+:mod:`memtrials.llm.router`); every other cell's file keeps :data:`RECORD_SCHEMA`, byte for
+byte as before the column existed."""
+
 
 def write_parquet_atomic(table: pa.Table, path: str | os.PathLike[str]) -> None:
     """Write to a temporary name in the same folder, then rename into place."""
@@ -71,12 +77,15 @@ def write_parquet_atomic(table: pa.Table, path: str | os.PathLike[str]) -> None:
 
 def records_table(records: Iterable[Mapping[str, Any]]) -> pa.Table:
     rows = sorted(records, key=lambda r: r["call_id"])
-    columns = {name: [r.get(name) for r in rows] for name in FIELDS}
-    return pa.table(columns, schema=RECORD_SCHEMA)
+    schema = ROUTED_SCHEMA if any(r.get("router") for r in rows) else RECORD_SCHEMA
+    columns = {name: [(r.get(name) or None) if name == "router" else r.get(name) for r in rows]
+               for name in schema.names}
+    return pa.table(columns, schema=schema)
 
 
 def read_records(path: str | os.PathLike[str]) -> pa.Table:
-    return pq.read_table(path, schema=RECORD_SCHEMA)
+    routed = "router" in pq.read_schema(path).names
+    return pq.read_table(path, schema=ROUTED_SCHEMA if routed else RECORD_SCHEMA)
 
 
 class Recorder:

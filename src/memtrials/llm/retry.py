@@ -19,6 +19,7 @@ from typing import Awaitable, Callable, TypeVar
 import openai
 
 from memtrials.config import Endpoint
+from memtrials.llm.hints import explain, server_message
 from memtrials.llm.limits import EndpointLimits
 from memtrials.llm.results import CallFailed
 
@@ -49,6 +50,27 @@ def retry_after(exc: BaseException) -> float | None:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:
         return None
+
+
+def _explain(ep: Endpoint, exc: openai.APIStatusError) -> tuple[str, str]:
+    message = server_message(exc.body, str(exc))
+    return message, explain(exc.status_code, message, name=ep.name, source=ep.source, model=ep.model,
+                            key_env=ep.api_key_env, base_url=ep.base_url)
+
+
+def refused(ep: Endpoint, exc: openai.APIStatusError) -> CallFailed:
+    """The error of a request the endpoint refused: the server's own message and what it means
+    (:mod:`memtrials.llm.hints`: a router's 400 about a key, its 401 about its upstream key, an
+    unknown model)."""
+    message, hint = _explain(ep, exc)
+    return CallFailed(f"{ep.name} ({ep.source}): the endpoint refused the request with HTTP {exc.status_code}: "
+                      f'"{message}". {hint}'.rstrip())
+
+
+def final_5xx(ep: Endpoint, exc: openai.APIStatusError) -> bool:
+    """Whether a 5xx reply names a key or model fault (a router wrapping its provider's refusal)."""
+    return _explain(ep, exc)[1].startswith(("The router at", "The server does not serve model")) \
+        and exc.status_code != 503
 
 
 class Malformed(Exception):
@@ -87,6 +109,8 @@ async def send_with_retries(
                 final = refuse(exc)
                 if final is not None:
                     raise final from None
+            if isinstance(exc, openai.InternalServerError) and final_5xx(ep, exc):
+                raise refused(ep, exc) from None  # a router's 5xx for a wrong key or model: no retry helps
             if isinstance(exc, (*RETRYABLE, Malformed)):
                 errors.append(f"attempt {attempt}: {type(exc).__name__}: {str(exc)[:200]}")
                 if attempt > max_retries:
@@ -102,15 +126,7 @@ async def send_with_retries(
                 await asyncio.sleep(delay)
                 continue
             if isinstance(exc, openai.APIStatusError):
-                hint = (
-                    f" Fix: check the key in ${ep.api_key_env}." if exc.status_code in (401, 403) and ep.api_key_env
-                    else f" Fix: check model '{ep.model}' and the params of this entry."
-                    if exc.status_code in (400, 404, 422) else ""
-                )
-                raise CallFailed(
-                    f"{ep.name} ({ep.source}): the endpoint refused the request with HTTP {exc.status_code}: "
-                    f"{str(exc)[:300]}.{hint}"
-                ) from None
+                raise refused(ep, exc) from None
             raise
     raise AssertionError("unreachable")  # the loop returns or raises
 

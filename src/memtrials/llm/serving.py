@@ -15,7 +15,7 @@ providers of a provider pin without fallbacks (``extra_body.provider.order`` wit
 ``allow_fallbacks: false``).  A reply that reports no model or no provider is not a
 mismatch (many servers report neither) but its empty field is visible in the record; nor
 is the model an embedded entry's server reports (the pipeline starts it on weights whose
-hash it checked, and llama.cpp reports ``-``).
+hash it checked, under the entry's served alias, which a trained checkpoint's digest extends).
 
 A registered run refuses records with a mismatch (the luck study's check); any other run
 gets one warning per endpoint and kind of mismatch (:class:`MismatchWarnings`).
@@ -59,9 +59,11 @@ def mismatch(ep: Any, reported_model: str, reported_provider: str) -> str:
     models, providers = expected(ep)
     problems = []
     # an embedded entry's server is started by the pipeline on weights whose SHA-256 it
-    # checked; llama.cpp reports "-" as the model, which says nothing either way
+    # checked, named by its served alias (a checkpoint's carries a digest the entry's model lacks)
     embedded = getattr(ep, "provider", "") == "embedded"
-    if reported_model and not embedded and reported_model not in models:
+    # a router names the deployment with its provider's prefix ("openai/<id>"): the id decides
+    if reported_model and not embedded and reported_model not in models \
+            and reported_model.split("/", 1)[-1] not in models:
         problems.append(f"reported model {reported_model!r}, registry expects {' or '.join(map(repr, models))}")
     if reported_provider and providers and reported_provider.lower() not in {p.lower() for p in providers}:
         problems.append(f"served by provider {reported_provider!r}, registry pins {' or '.join(map(repr, providers))}")

@@ -31,18 +31,21 @@ async def open_client(
     """A client for one cell; on exit the cell's records are written as Parquet.
 
     ``config`` is the (validated) pipeline config; ``cache_mode`` overrides
-    ``config['cache']['mode']``.  The records file is written even when the cell fails
+    ``config['cache']['mode']`` (``replay``: the cache alone, no endpoint, no key;
+    :mod:`memtrials.llm.claimed`).  The records file is written even when the cell fails
     (a budget stop, an error), so what was done is kept.
     """
     endpoints = check_config(config)
-    cache = open_cache(config["cache"]["path"], cache_mode or config["cache"]["mode"],
-                       config["cache"]["backend"])
+    mode = cache_mode or config["cache"]["mode"]
+    replay = mode == "replay"  # reads as mode use; the client makes no fresh call
+    cache = open_cache(config["cache"]["path"], "use" if replay else mode, config["cache"]["backend"])
     recorder = Recorder(cell_id, records_path, journal_dir(config))
     server_log = str(journal_dir(config) / f"{cell_id.replace('/', '__')}.server.log")
     client = Client(
         endpoints, cache, recorder, cell_id=cell_id, run_id=run_id(),
         request=config.get("request"), budget=config.get("budget"), server_log=server_log,
         servers={**config["servers"], "dir": str(server_dir(config))} if "servers" in config else None,
+        replay=replay,
     )
     try:
         yield client

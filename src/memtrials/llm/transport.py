@@ -80,6 +80,11 @@ class ChatTransport:
 
     async def post(self, body: bytes) -> bytes:
         """Send ``body``; the response body of a 2xx reply, else the SDK's exception."""
+        return (await self.exchange(body))[0]
+
+    async def exchange(self, body: bytes) -> tuple[bytes, list[tuple[str, str]]]:
+        """Send ``body``; the body and headers of a 2xx reply (a router's account of what
+        answered is in its headers: :mod:`memtrials.llm.router`), else the SDK's exception."""
         if self._session is None:  # created on first use, inside the running loop
             # as the SDK's client: a proxy from the environment (looked up once here:
             # aiohttp's trust_env looks it up on every request, a third of the CPU per
@@ -99,7 +104,7 @@ class ChatTransport:
         if not 200 <= status < 300:
             response = httpx2.Response(status, headers=headers, content=data, request=self._request())
             raise self._oai._make_status_error_from_response(response)
-        return data
+        return data, headers
 
     async def close(self) -> None:
         if self._session is not None:

@@ -109,14 +109,20 @@ class LoopbackServer:
         keep_requests: bool = False,
         serve_as: Mapping[str, Any] | None = None,
         tokenize: bool = True,
+        router: Mapping[str, Any] | None = None,
     ) -> None:
         """``embeddings=False`` makes a chat-only server: ``/v1/embeddings`` answers
         ``no_embeddings_status`` (404, 405 or 501; 200 answers a body without ``data``).
         ``keep_requests`` keeps every request as received (path, headers, body bytes) in
         ``received``, so a test can compare what two clients put on the wire.
         ``serve_as`` plays a router: ``model`` replaces the echoed model id in replies,
-        ``provider`` adds a ``provider`` field, ``cost`` a billed ``usage.cost`` per reply."""
+        ``provider`` adds a ``provider`` field, ``cost`` a billed ``usage.cost`` per reply.
+        ``router`` plays a router's headers and refusals (:mod:`memtrials.testing.router`):
+        ``headers`` are sent with every answered chat or embeddings reply; ``refuse``
+        (``(status, body)``) answers every chat and embeddings request instead, and also
+        ``GET /v1/models`` when ``refuse_models`` is true."""
         self.serve_as = dict(serve_as or {})
+        self.router = dict(router or {})
         self.keep_requests = keep_requests
         self.received: list[tuple[str, dict[str, str], bytes]] = []
         self.policy = make_policy(policy)
@@ -216,7 +222,7 @@ class LoopbackServer:
                     declared_length: int | None = None) -> None:
         reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 429: "Too Many Requests",
                   500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
-                  400: "Bad Request"}.get(status, "Error")
+                  400: "Bad Request", 401: "Unauthorized", 403: "Forbidden"}.get(status, "Error")
         head = [f"HTTP/1.1 {status} {reason}", "Content-Type: application/json",
                 f"Content-Length: {declared_length if declared_length is not None else len(payload)}"]
         head += [f"{k}: {v}" for k, v in extra.items()]
@@ -224,6 +230,14 @@ class LoopbackServer:
         await writer.drain()
 
     async def _dispatch(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
+        refuse = self.router.get("refuse")
+        if refuse and (method == "POST" and path.endswith(("/chat/completions", "/embeddings"))
+                       or self.router.get("refuse_models") and path.endswith("/models")):
+            with self._lock:
+                self.stats.requests += 1
+            status, reply = refuse
+            await self._send(writer, status, reply if isinstance(reply, bytes) else json.dumps(reply).encode())
+            return True
         if method == "GET" and path in ("/v1/models", "/models"):
             await self._send(writer, 200, json.dumps({"object": "list", "data": [
                 {"id": self.model, "object": "model", "owned_by": "memtrials"}]}).encode())
@@ -248,6 +262,8 @@ class LoopbackServer:
             return True
         if method == "POST" and path == "/tokenize" and self.tokenize:
             text = str(json.loads(body or b"{}").get("content", ""))
+            if self.faults.latency_s:
+                await asyncio.sleep(self.faults.latency_s)
             with self._lock:
                 self.stats.tokenize_requests += 1
             await self._send(writer, 200, json.dumps({"tokens": list(range(len(text.split())))}).encode())
@@ -328,7 +344,7 @@ class LoopbackServer:
                 await self._send(writer, 200, payload[: len(payload) // 2], declared_length=len(payload))
                 writer.transport.close()
                 return False
-            await self._send(writer, 200, payload)
+            await self._send(writer, 200, payload, self.router.get("headers") or {})
             with self._lock:
                 if answer == self._completion_payload:
                     st.completions += 1

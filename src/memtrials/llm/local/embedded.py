@@ -215,7 +215,7 @@ def _child(args: argparse.Namespace) -> None:
 
     p = xllamacpp.CommonParams()
     p.model.path = args.gguf
-    p.model_alias = args.alias
+    p.model_alias = {args.alias}  # a set of names (xllamacpp): a bare string would become its characters
     p.n_parallel = args.parallel
     p.n_ctx = args.ctx * args.parallel  # llama.cpp splits the context among slots
     p.cpuparams.n_threads = args.threads
