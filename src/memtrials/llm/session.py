@@ -9,6 +9,7 @@ from typing import Any, AsyncIterator, Mapping
 
 from memtrials.config import check_config
 from memtrials.llm.cache.backends import open_cache
+from memtrials.llm.carry import configure as configure_carry
 from memtrials.llm.client import Client
 from memtrials.llm.records import Recorder
 from memtrials.llm.runs import RUN_ID_ENV, run_id  # noqa: F401  (re-exported)
@@ -35,6 +36,7 @@ async def open_client(
     (a budget stop, an error), so what was done is kept.
     """
     endpoints = check_config(config)
+    configure_carry(config)  # carry.max_chars: what of a reply later prompts quote (memtrials.llm.carry)
     cache = open_cache(config["cache"]["path"], cache_mode or config["cache"]["mode"],
                        config["cache"]["backend"])
     recorder = Recorder(cell_id, records_path, journal_dir(config))
