@@ -17,6 +17,7 @@ to fail again.
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import json
 import threading
@@ -80,6 +81,18 @@ def _tokens(text: str) -> int:
     return max(1, len(text.split()))
 
 
+def common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix of ``a`` and ``b`` (binary search on slices)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def hash_vector(text: str, dim: int) -> list[float]:
     """The loopback's embedding of ``text``: a unit vector drawn from a hash of the text."""
     out: list[float] = []
@@ -109,14 +122,20 @@ class LoopbackServer:
         keep_requests: bool = False,
         serve_as: Mapping[str, Any] | None = None,
         tokenize: bool = True,
+        prefix_cache: int = 0,
     ) -> None:
         """``embeddings=False`` makes a chat-only server: ``/v1/embeddings`` answers
         ``no_embeddings_status`` (404, 405 or 501; 200 answers a body without ``data``).
         ``keep_requests`` keeps every request as received (path, headers, body bytes) in
         ``received``, so a test can compare what two clients put on the wire.
         ``serve_as`` plays a router: ``model`` replaces the echoed model id in replies,
-        ``provider`` adds a ``provider`` field, ``cost`` a billed ``usage.cost`` per reply."""
+        ``provider`` adds a ``provider`` field, ``cost`` a billed ``usage.cost`` per reply.
+        ``prefix_cache`` plays a provider's prefix cache over the last that many prompts: each reply's
+        ``usage.prompt_tokens_details.cached_tokens`` counts the whole words of the longest prefix
+        the prompt shares with one of them (0: no such field, as before)."""
         self.serve_as = dict(serve_as or {})
+        self.prefix_cache = int(prefix_cache)
+        self._prompts: collections.deque[str] = collections.deque(maxlen=max(1, self.prefix_cache))
         self.keep_requests = keep_requests
         self.received: list[tuple[str, dict[str, str], bytes]] = []
         self.policy = make_policy(policy)
@@ -272,6 +291,19 @@ class LoopbackServer:
             **self._provider(),
         }
 
+    def _cached(self, prompt: str) -> dict[str, Any]:
+        """``prompt_tokens_details.cached_tokens`` where ``prefix_cache`` is on (``__init__``)."""
+        if not self.prefix_cache:
+            return {}
+        with self._lock:
+            best = max((common_prefix(prompt, p) for p in self._prompts), default=0)
+            self._prompts.append(prompt)
+        head = prompt[:best]
+        words = len(head.split())
+        if head and best < len(prompt) and not head[-1].isspace() and not prompt[best].isspace():
+            words -= 1  # a word cut in two is not served from the cache
+        return {"prompt_tokens_details": {"cached_tokens": max(0, words)}}
+
     def _billed(self, usage: dict[str, Any]) -> dict[str, Any]:
         return {**usage, "cost": self.serve_as["cost"]} if "cost" in self.serve_as else usage
 
@@ -358,5 +390,5 @@ class LoopbackServer:
             **self._provider(),
             "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": content}}],
             "usage": self._billed({"prompt_tokens": _tokens(prompt), "completion_tokens": completion_tokens,
-                                   "total_tokens": _tokens(prompt) + completion_tokens}),
+                                   "total_tokens": _tokens(prompt) + completion_tokens, **self._cached(prompt)}),
         }
