@@ -93,6 +93,16 @@ def common_prefix(a: str, b: str) -> int:
     return lo
 
 
+def whole_words(prompt: str, shared: int) -> int:
+    """The loopback's tokens (whitespace words) of ``prompt[:shared]`` that are whole: a word cut
+    in two is not served from a prefix cache."""
+    head = prompt[:shared]
+    words = len(head.split())
+    if head and shared < len(prompt) and not head[-1].isspace() and not prompt[shared].isspace():
+        words -= 1
+    return max(0, words)
+
+
 def hash_vector(text: str, dim: int) -> list[float]:
     """The loopback's embedding of ``text``: a unit vector drawn from a hash of the text."""
     out: list[float] = []
@@ -298,11 +308,7 @@ class LoopbackServer:
         with self._lock:
             best = max((common_prefix(prompt, p) for p in self._prompts), default=0)
             self._prompts.append(prompt)
-        head = prompt[:best]
-        words = len(head.split())
-        if head and best < len(prompt) and not head[-1].isspace() and not prompt[best].isspace():
-            words -= 1  # a word cut in two is not served from the cache
-        return {"prompt_tokens_details": {"cached_tokens": max(0, words)}}
+        return {"prompt_tokens_details": {"cached_tokens": whole_words(prompt, best)}}
 
     def _billed(self, usage: dict[str, Any]) -> dict[str, Any]:
         return {**usage, "cost": self.serve_as["cost"]} if "cost" in self.serve_as else usage
