@@ -89,7 +89,7 @@ def job(spec_path: str) -> None:
 # -- the driver --------------------------------------------------------------------------------
 def start_server(latency: float) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memtrials.testing.serve", "--port", "0", "--prefix-cache", "256",
+        [sys.executable, "-m", "memtrials.testing.serve", "--port", "0", "--prefix-cache", "64",
          "--faults", json.dumps({"latency_s": latency})],
         stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(REPO / "src")))
     return proc, proc.stdout.readline().split()[1]

@@ -81,16 +81,19 @@ def _tokens(text: str) -> int:
     return max(1, len(text.split()))
 
 
-def common_prefix(a: str, b: str) -> int:
-    """Length of the longest common prefix of ``a`` and ``b`` (binary search on slices)."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+def common_prefix(a: str, b: str, chunk: int = 1024) -> int:
+    """Length of the longest common prefix of ``a`` and ``b``: chunks compared whole (in C),
+    then the characters of the first chunk that differs."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i:i + chunk] == b[i:i + chunk]:
+        i += chunk
+    if i >= n:
+        return n
+    end = min(n, i + chunk)
+    while i < end and a[i] == b[i]:
+        i += 1
+    return i
 
 
 def whole_words(prompt: str, shared: int) -> int:
