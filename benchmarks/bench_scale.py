@@ -62,10 +62,15 @@ SCIENCEWORLD = ["find-non-living-thing", "find-living-thing", "find-plant", "fin
 TARGET_RATIO, TARGET_PREFIX = 0.90, 0.90
 
 
-def task_ids(env: str, n: int) -> list[str]:
-    if env == "scienceworld":
-        return [f"{SCIENCEWORLD[i % len(SCIENCEWORLD)]}:{i // len(SCIENCEWORLD)}" for i in range(n)]
-    raise SystemExit(f"bench_scale: unsupported environment {env!r} (scienceworld)")
+def task_ids(env: str, episodes: int, size: int) -> list[str]:
+    """The tasks of the job of ``size`` x ``episodes``: the task types in turn (every size the same
+    mix, so that bytes per episode compare), variations no other size of the run plays (no
+    response-cache replays between sizes)."""
+    if env != "scienceworld":
+        raise SystemExit(f"bench_scale: unsupported environment {env!r} (scienceworld)")
+    names = SCIENCEWORLD
+    offset = (size - 1) * -(-episodes // len(names))
+    return [f"{names[i % len(names)]}:{offset + i // len(names)}" for i in range(episodes * size)]
 
 
 # -- the job (a child process) -----------------------------------------------------------------
@@ -132,8 +137,7 @@ def run_job(cfg: dict, work: Path, args: argparse.Namespace, actor: dict, env_op
     out.mkdir(parents=True)
     spec = {"config": cfg, "env": args.env, "condition": condition, "actor": actor, "env_options": env_options,
             "in_flight": args.inflight, "out": str(out),
-            # each size plays tasks no other size played (no response-cache replays between sizes)
-            "tasks": task_ids(args.env, args.episodes * 7)[args.episodes * (size - 1): args.episodes * (2 * size - 1)]}
+            "tasks": task_ids(args.env, args.episodes, size)}
     spec_path = out / "spec.json"
     spec_path.write_text(json.dumps(spec))
     before = cache_bytes(cfg)
@@ -266,8 +270,8 @@ def main() -> None:
     args.inflight = args.inflight or preset.get("in_flight", base["in_flight"])
     args.slots = args.slots or args.inflight
     env_options = {**base.get("env_options", {}), **preset.get("env_options", {})}.get(args.env, {})
-    if max(args.sizes) * 2 - 1 > 7:
-        raise SystemExit("bench_scale: sizes up to 4 (tasks are drawn so that no two jobs share one)")
+    if sorted(set(args.sizes)) != sorted(args.sizes) or min(args.sizes) < 1:
+        raise SystemExit("bench_scale: --sizes must be distinct and >= 1 (each size plays its own tasks)")
     print(f"bench_scale: {args.preset.name} shape: {args.env}, {actor['mode']} mode, {actor['max_actions']} actions an "
           f"episode, max_listed_actions {actor.get('max_listed_actions')}; {args.episodes} episodes a job at 1x, sizes "
           f"{args.sizes}; E {args.inflight} in flight, C {args.slots} endpoint slots, latency {args.latency:.2f} s; "
