@@ -164,7 +164,7 @@ def run_job(cfg: dict, work: Path, args: argparse.Namespace, actor: dict, env_op
 def repeated_share(order, texts: dict[str, str]) -> float:
     """Share of the prompts' words (the loopback's tokens) that repeat the previous prompt's prefix:
     the same episode's previous step, an episode's first prompt against the one sent before it."""
-    from memtrials.testing.server import common_prefix, whole_words
+    from memtrials.testing.prefix import common_prefix, whole_words
 
     total = repeated = 0
     prev_by_ep: dict[str, str] = {}

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
 from memtrials.testing.policies import Policy, make_policy
+from memtrials.testing.prefix import common_prefix, whole_words
 
 FAULT_KINDS = ("rate_429", "rate_500", "rate_503", "rate_drop", "rate_timeout", "rate_malformed", "rate_truncated")
 FINGERPRINT = "fp_memtrials_loopback"
@@ -79,31 +80,6 @@ class Stats:
 
 def _tokens(text: str) -> int:
     return max(1, len(text.split()))
-
-
-def common_prefix(a: str, b: str, chunk: int = 1024) -> int:
-    """Length of the longest common prefix of ``a`` and ``b``: chunks compared whole (in C),
-    then the characters of the first chunk that differs."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i:i + chunk] == b[i:i + chunk]:
-        i += chunk
-    if i >= n:
-        return n
-    end = min(n, i + chunk)
-    while i < end and a[i] == b[i]:
-        i += 1
-    return i
-
-
-def whole_words(prompt: str, shared: int) -> int:
-    """The loopback's tokens (whitespace words) of ``prompt[:shared]`` that are whole: a word cut
-    in two is not served from a prefix cache."""
-    head = prompt[:shared]
-    words = len(head.split())
-    if head and shared < len(prompt) and not head[-1].isspace() and not prompt[shared].isspace():
-        words -= 1
-    return max(0, words)
 
 
 def hash_vector(text: str, dim: int) -> list[float]:
