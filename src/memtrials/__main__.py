@@ -7,7 +7,8 @@
                               --configfile without naming it: run this to find out which)
     models check [NAME ...]   check endpoints: key variable, /v1/models, 1-token completion
     models list               list the registry
-    spend                     paid calls, tokens and USD per endpoint (from the cache ledger)
+    spend                     paid calls, tokens and USD per endpoint (from the cache ledger; prompt tokens
+                              a provider served from its prefix cache at price.cached_input_per_mtok)
     cache compact             merge the finished shards of a ``cache.backend: shards`` cache (beside cache.path) into one
 """
 

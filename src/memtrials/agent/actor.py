@@ -38,6 +38,7 @@ from memtrials.agent.render import Segment, approx_tokens, render_block, render_
 from memtrials.agent.views import SHUFFLE_MODES, Entry, apply_view, current_label, raw
 from memtrials.io import canonical_json
 from memtrials.llm import CallFailed
+from memtrials.llm.carry import carry
 from memtrials.llm.structured import gbnf_actions, gbnf_joint
 from memtrials.memory.base import EpisodeMemory, StepContext
 
@@ -196,8 +197,10 @@ def attach_calibration(ep: Episode, decision: str, experience: str | None, call_
     the actor's own, the one that wrote the block)."""
     last = ep.entries[-1]
     exp = experience if decision == "CALIBRATE" else None
-    ep.entries[-1] = Entry(last.observation, last.action, exp)
-    ep.steps[-1].update(review_call_id=call_id, review_decision=decision, experience=exp)
+    kept = carry(exp) if exp is not None else None
+    ep.entries[-1] = Entry(last.observation, last.action, kept.text if kept is not None else None)
+    ep.steps[-1].update(review_call_id=call_id, review_decision=decision, experience=exp,
+                        carry_cut=ep.steps[-1]["carry_cut"] + (kept.cut if kept is not None else 0))
 
 
 async def run_episode(
@@ -269,7 +272,9 @@ async def run_episode(
                 note = await hook.after_step(client, tr)
                 if note is not None and review_id is None:
                     review_id, decision, exp = note.call_id, note.decision, note.experience
-        entries.append(Entry(obs.text, parsed.action, exp))
+        # what later prompts quote of this step's reply: at most carry.max_chars of each (memtrials.llm.carry)
+        act_kept, exp_kept = carry(parsed.action), carry(exp) if exp is not None else None
+        entries.append(Entry(obs.text, act_kept.text, exp_kept.text if exp_kept is not None else None))
         ep.steps.append({
             "episode_id": episode_id, "task_id": task_id, "step": t, "obs_before": obs.text,
             "n_admissible": -1 if admissible is None else len(admissible),
@@ -285,6 +290,7 @@ async def run_episode(
             "observation": new.text, "reward": float(new.reward), "score": float(new.score),
             "done": bool(new.done), "won": bool(new.won), "latency_s": float(r.latency_s),
             "call_id": r.call_id, "review_call_id": review_id, "review_decision": decision, "experience": exp,
+            "carry_cut": act_kept.cut + (exp_kept.cut if exp_kept is not None else 0),
             **(served.columns if served is not None else {}),
         })
         obs = new

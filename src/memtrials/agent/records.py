@@ -45,6 +45,7 @@ STEP_SCHEMA = pa.schema([
     ("review_call_id", pa.string()),      # Experience/Calibrator review of this transition
     ("review_decision", pa.string()),     # CALIBRATE | NOUPDATE | INVALID | null (no review)
     ("experience", pa.string()),
+    ("carry_cut", pa.int64()),            # characters of action + experience left out of later prompts (carry.max_chars)
 ])
 
 EPISODE_SCHEMA = pa.schema([

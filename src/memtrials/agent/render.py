@@ -15,6 +15,9 @@ A history may mix entry items and fixed text lines (the reference block of Appen
 D.6): :class:`Segment` holds either.  Segments marked ``reference`` (the delimited block
 of records that were not executed) are, in the chat format, one user message of their
 own (Appendix F.2), never merged with the messages around it.
+
+An action or experience is quoted cut to ``carry.max_chars`` characters (a reply of
+unbounded length is not fed back whole; :mod:`memtrials.llm.carry`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from memtrials.agent.views import Item, ViewResult
+from memtrials.llm.carry import carry
 
 _PLAIN_OBS = re.compile(r"^Observation \d+$")
 _PIECE = re.compile(r"\w+|[^\w\s]")
@@ -44,17 +48,24 @@ class Segment:
         return cls(items=view.items)
 
 
+def _carried(text: str | None) -> str | None:
+    """A model-written text (an action, an experience) as a prompt quotes it: at most
+    ``carry.max_chars`` characters (:mod:`memtrials.llm.carry`; an entry the actor cut already,
+    or rebuilt from a stored step row, is cut once)."""
+    return text if text is None else carry(text).text
+
+
 def experience_line(item: Item) -> str:
     """G.1: ``[Experience derived from Action t -> its returned observation: E_t]``."""
     label = item.action_label or f"Action {item.index}"
-    return f"[Experience derived from {label} -> its returned observation: {item.experience}]"
+    return f"[Experience derived from {label} -> its returned observation: {_carried(item.experience)}]"
 
 
 def item_line(item: Item) -> str:
     """One entry of the history block."""
     if item.action is None:
         return f"[{item.obs_label}: '{item.observation}']"
-    return f"[{item.obs_label}: '{item.observation}', {item.action_label}: '{item.action}']"
+    return f"[{item.obs_label}: '{item.observation}', {item.action_label}: '{_carried(item.action)}']"
 
 
 def block_lines(items: Iterable[Item]) -> list[str]:
@@ -121,7 +132,7 @@ def chat_messages(segments: Sequence[Segment] | ViewResult) -> list[tuple[Messag
         for item in seg.items:
             parts.append(({"role": "user", "content": _user_obs(item)}, False))
             if item.action is not None:
-                parts.append(({"role": "assistant", "content": item.action}, False))
+                parts.append(({"role": "assistant", "content": _carried(item.action)}, False))
             if item.experience:
                 parts.append(({"role": "user", "content": experience_line(item)}, False))
     flush()

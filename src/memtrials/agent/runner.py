@@ -144,12 +144,12 @@ class Runner:
             if start:
                 log.info("stream: resumed after batch %d of %d (%s)", start, len(batches), ckpt.folder)
         for k in range(start, len(batches)):
-            before = {r["call_id"] for r in self.client.recorder.records}
+            before = self.client.recorder.call_ids()
             eps = await self.concurrent(batches[k], memory.frozen())
             await memory.update(self.client, eps)
             episodes.extend(eps)
             if ckpt is not None:
-                made = [r for r in self.client.recorder.records if r["call_id"] not in before]
+                made = self.client.recorder.records_except(before)
                 ckpt.write(k, eps, made, memory)
             if on_batch is not None:
                 on_batch(k, memory)

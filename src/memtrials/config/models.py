@@ -23,9 +23,15 @@ from memtrials.config.schema import load_schema, validate
 class Price:
     input_per_mtok: float
     output_per_mtok: float
+    cached_input_per_mtok: float | None = None
+    """The price of a prompt token the provider served from its prefix cache (``usage.
+    prompt_tokens_details.cached_tokens``); None: the registry gives none, cached tokens cost
+    ``input_per_mtok`` like the rest."""
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok) / 1e6
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        cached = min(max(0, cached_tokens), prompt_tokens) if self.cached_input_per_mtok is not None else 0
+        return ((prompt_tokens - cached) * self.input_per_mtok + cached * (self.cached_input_per_mtok or 0.0)
+                + completion_tokens * self.output_per_mtok) / 1e6
 
 
 @dataclass(frozen=True)

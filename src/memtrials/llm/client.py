@@ -267,7 +267,7 @@ class Client(Calls):
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "cached_tokens": cached_tokens,
-            "cost": ep.price.cost(prompt_tokens, completion_tokens),
+            "cost": ep.price.cost(prompt_tokens, completion_tokens, cached_tokens),
             "latency_s": round(latency, 6),
             "attempts": attempt,
             "errors": json.dumps(errors),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -68,6 +69,30 @@ that reported what answered (``router``: canonical JSON of its headers, null on 
 byte as before the column existed."""
 
 
+PACKED = ("messages", "params", "response_text")
+"""The long text fields of a record, kept zlib-compressed while a cell runs (:class:`Recorder`)."""
+
+CHUNK = 1024
+"""Records a row group of a records file holds: a cell of more calls is written a chunk at a
+time, so the records held and written never stand uncompressed in memory all at once."""
+
+
+def _pack(record: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(record)
+    for name in PACKED:
+        if isinstance(out.get(name), str):
+            out[name] = zlib.compress(out[name].encode("utf-8"), 1)
+    return out
+
+
+def _unpack(record: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(record)
+    for name in PACKED:
+        if isinstance(out.get(name), bytes):
+            out[name] = zlib.decompress(out[name]).decode("utf-8")
+    return out
+
+
 def write_parquet_atomic(table: pa.Table, path: str | os.PathLike[str]) -> None:
     """Write to a temporary name in the same folder, then rename into place."""
     from memtrials.io import write_parquet
@@ -89,7 +114,10 @@ def read_records(path: str | os.PathLike[str]) -> pa.Table:
 
 
 class Recorder:
-    """Collects the records of one cell: journal on every call, Parquet at the end."""
+    """Collects the records of one cell: journal on every call, Parquet at the end.  While the
+    cell runs, each record's long texts (:data:`PACKED`) are kept zlib-compressed: a paper-scale
+    cell's prompts (tens of KB each, most of them repeating the previous one) would otherwise
+    hold hundreds of MB."""
 
     def __init__(self, cell_id: str, records_path: str | os.PathLike[str] | None, journal_dir: str | os.PathLike[str]):
         self.cell_id = cell_id
@@ -103,7 +131,7 @@ class Recorder:
 
     def add(self, record: Mapping[str, Any]) -> None:
         with self._lock:
-            self._records[record["call_id"]] = dict(record)
+            self._records[record["call_id"]] = _pack(record)
             self._journal.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
             self._journal.flush()
 
@@ -111,17 +139,41 @@ class Recorder:
         """Take back records of calls made before a resume (already journaled: not again)."""
         with self._lock:
             for record in records:
-                self._records.setdefault(record["call_id"], dict(record))
+                self._records.setdefault(record["call_id"], _pack(record))
 
     @property
     def records(self) -> list[dict[str, Any]]:
         with self._lock:
-            return list(self._records.values())
+            return [_unpack(r) for r in self._records.values()]
+
+    def call_ids(self) -> set[str]:
+        """The call ids recorded so far (without unpacking any record)."""
+        with self._lock:
+            return set(self._records)
+
+    def records_except(self, ids: set[str]) -> list[dict[str, Any]]:
+        """The records whose call id is not in ``ids`` (a stream batch's new calls)."""
+        with self._lock:
+            return [_unpack(r) for k, r in self._records.items() if k not in ids]
 
     def write(self) -> None:
-        """Write this cell's records as Parquet (if a path was given)."""
-        if self.records_path is not None:
-            write_parquet_atomic(records_table(self.records), self.records_path)
+        """Write this cell's records as Parquet (if a path was given), sorted by call id, a
+        :data:`CHUNK` of records a row group (one row group, as ``write_parquet`` writes, up to
+        a chunk), so memory stays flat in the number of calls."""
+        if self.records_path is None:
+            return
+        with self._lock:
+            ids = sorted(self._records)
+            packed = dict(self._records)
+        if len(ids) <= CHUNK:
+            write_parquet_atomic(records_table(_unpack(packed[k]) for k in ids), self.records_path)
+            return
+        from memtrials.io import temporary_beside
+
+        with temporary_beside(self.records_path, suffix=".parquet.tmp") as (_, tmp):
+            with pq.ParquetWriter(tmp, RECORD_SCHEMA, compression="zstd") as writer:
+                for i in range(0, len(ids), CHUNK):
+                    writer.write_table(records_table(_unpack(packed[k]) for k in ids[i:i + CHUNK]))
 
     def close(self) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ from typing import Any, AsyncIterator, Mapping
 
 from memtrials.config import check_config
 from memtrials.llm.cache.backends import open_cache
+from memtrials.llm.carry import configure as configure_carry
 from memtrials.llm.client import Client
 from memtrials.llm.records import Recorder
 from memtrials.llm.runs import RUN_ID_ENV, run_id  # noqa: F401  (re-exported)
@@ -36,6 +37,7 @@ async def open_client(
     (a budget stop, an error), so what was done is kept.
     """
     endpoints = check_config(config)
+    configure_carry(config)  # carry.max_chars: what of a reply later prompts quote (memtrials.llm.carry)
     mode = cache_mode or config["cache"]["mode"]
     replay = mode == "replay"  # reads as mode use; the client makes no fresh call
     cache = open_cache(config["cache"]["path"], "use" if replay else mode, config["cache"]["backend"])

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pyarrow as pa
 
 from memtrials.config import REPO_ROOT
+from memtrials.llm.carry import carry, cut_field
 from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode, TaskContext
 from memtrials.memory.lessons import trajectory_text
 from memtrials.memory.trajectory import (
@@ -152,7 +153,8 @@ class AbstractionMemory:
             parents = served_rules(ep)
             generated: list[dict[str, Any]] = []
             for raw in r.value["rules"][: self.max_rules]:
-                text = " ".join(str(raw).split())
+                kept_text = carry(" ".join(str(raw).split()))
+                text = kept_text.text
                 if not text:
                     batch["empty"] += 1
                     continue
@@ -162,7 +164,7 @@ class AbstractionMemory:
                     continue
                 self.counter += 1
                 rule = {"id": f"R{self.counter:05d}", "text": text, "episode_id": eid, "call_id": r.call_id,
-                        "batch": self.batches, "parents": parents}
+                        "batch": self.batches, "parents": parents, **cut_field(kept_text)}
                 kept[_norm(text)] = rule["id"]
                 self.rules.append(rule)
                 batch["added"].append(rule["id"])

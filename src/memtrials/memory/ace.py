@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from memtrials.llm.carry import carry, cut_field
 from memtrials.memory.ace_feedback import feedback_text, served_ids
 from memtrials.memory.ace_schemas import (
     CURATION_SCHEMA, REFLECTION_SCHEMA, TAGS, curation_decoding, reflection_decoding,
@@ -294,7 +295,8 @@ class ACEPlaybook:
             return {"call_id": r.call_id, "valid": False, "added": [], "empty": 0, "unknown_sections": []}
         added, empty, unknown = [], 0, []
         for op in r.value["operations"]:
-            text = " ".join(op["content"].split())
+            kept_text = carry(" ".join(op["content"].split()))
+            text = kept_text.text
             if not text:
                 empty += 1
                 continue
@@ -304,7 +306,7 @@ class ACEPlaybook:
                 slug = OTHER
             self.counter += 1
             lesson = {"id": f"{slug}-{self.counter:05d}", "section": slug, "text": text, "helpful": 0,
-                      "harmful": 0, "neutral": 0, "batch": self.batches, "call_id": r.call_id}
+                      "harmful": 0, "neutral": 0, "batch": self.batches, "call_id": r.call_id, **cut_field(kept_text)}
             self.lessons.append(lesson)
             added.append(lesson["id"])
         return {"call_id": r.call_id, "valid": True, "added": added, "empty": empty, "unknown_sections": unknown}

@@ -37,7 +37,8 @@ nothing (status ``empty_reply``; the call counts).
 ``mode`` (the synthesis mode), ``mode_reason`` (``rotation`` | ``explore`` | ``neighbours`` |
 ``fallback`` | ``empty`` | ``fixed`` | ``uniform``), ``mode_propensity``, ``mode_selection``
 (JSON: the selector's scores, neighbours, mean cosine), ``synthesis_status`` (``not_needed``
-| ``ok`` | ``empty_reply`` | ``no_success`` | ``no_failure``), ``guidance_chars``; the
+| ``ok`` | ``empty_reply`` | ``no_success`` | ``no_failure``), ``guidance_chars``,
+``guidance_cut`` (characters of the reply beyond ``carry.max_chars`` left out); the
 persisted variant adds ``guidance`` (the text, which its update keeps).
 
 **Persisted variant** (``persist=True``, kind ``antipersistence_persist``), for the
@@ -73,6 +74,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pyarrow as pa
 
 from memtrials.memory.abstraction import PROMPTS_DIR
+from memtrials.llm.carry import carry
 from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode, TaskContext
 from memtrials.memory.trajectory import (
     OBS_CHARS, RETRIEVAL_COLUMNS, TrajectoryMemory, VectorIndex, nearest, prompt_body, render_trajectory,
@@ -93,7 +95,8 @@ KEPT_TITLE = "Guidance kept from earlier tasks"
 EPISODE_COLUMNS: tuple[pa.Field, ...] = RETRIEVAL_COLUMNS + (
     pa.field("mode", pa.string()), pa.field("mode_reason", pa.string()),
     pa.field("mode_propensity", pa.float64()), pa.field("mode_selection", pa.string()),
-    pa.field("synthesis_status", pa.string()), pa.field("guidance_chars", pa.int64()))
+    pa.field("synthesis_status", pa.string()), pa.field("guidance_chars", pa.int64()),
+    pa.field("guidance_cut", pa.int64()))
 PERSIST_COLUMNS: tuple[pa.Field, ...] = EPISODE_COLUMNS + (pa.field("guidance", pa.string()),)
 
 
@@ -173,7 +176,7 @@ class AntiPersistenceView:
         choice = self.selector.choose(query, vectors, key=task.episode_id, round=rnd, position=pos)
         mode = choice.arm
         chosen, info = retrieve(mode, self.records, self.index, query, self.k)
-        calls, guidance, block = 0, "", None
+        calls, guidance, block, guidance_cut = 0, "", None, 0
         if mode == "none":
             status = "not_needed"
             block = trajectories_block(chosen) if chosen else None
@@ -182,7 +185,8 @@ class AntiPersistenceView:
         else:
             r = await client.complete(self.synthesizer, self.messages(mode, task.task, chosen),
                                       max_tokens=self.max_tokens, purpose="antipersist_synthesis")
-            calls, guidance = 1, r.text.strip()
+            kept_text = carry(r.text.strip())  # carry.max_chars
+            calls, guidance, guidance_cut = 1, kept_text.text, kept_text.cut
             status = "ok" if guidance else "empty_reply"
             if guidance:
                 block = MemoryBlock(tuple(Lesson(x["id"], x["task"]) for x in chosen), GUIDANCE_TITLE,
@@ -196,7 +200,7 @@ class AntiPersistenceView:
         cols = {"retrieval": json.dumps(info), "synthesis_calls": calls, "mode": mode,
                 "mode_reason": choice.reason, "mode_propensity": float(choice.propensity),
                 "mode_selection": json.dumps(choice.data(), sort_keys=True), "synthesis_status": status,
-                "guidance_chars": len(guidance)}
+                "guidance_chars": len(guidance), "guidance_cut": guidance_cut}
         if self.persist:
             cols["guidance"] = guidance
         return StaticEpisode(block, cols)

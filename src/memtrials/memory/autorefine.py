@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from memtrials.llm.carry import carry, cut_field
 from memtrials.memory.ace_feedback import served_ids
 from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode, TaskContext
 from memtrials.memory.lessons import trajectory_text
@@ -165,12 +166,14 @@ class AutoRefineMemory:
                                       "error": r.error})
             else:
                 for sk in r.value["skills"]:
-                    name, text = " ".join(sk["name"].split()), " ".join(sk["text"].split())
+                    kept_text = carry(" ".join(sk["text"].split()))
+                    name, text = carry(" ".join(sk["name"].split())).text, kept_text.text
                     if not text:
                         continue
                     self.counter += 1
                     skill = {"id": f"sk-{self.counter:05d}", "name": name or f"skill {self.counter}", "text": text,
-                             "uses": 0, "successes": 0, "batch": self.batches, "call_id": r.call_id}
+                             "uses": 0, "successes": 0, "batch": self.batches, "call_id": r.call_id,
+                             **cut_field(kept_text)}
                     self.skills.append(skill)
                     record["added"].append(skill["id"])
         for ep in episodes:

@@ -30,6 +30,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from memtrials.llm.carry import carry, cut_field
 from memtrials.memory.base import FixedView, Lesson, MemoryBlock
 from memtrials.memory.lessons import trajectory_text
 from memtrials.config.prompts import PromptFiles
@@ -49,11 +50,13 @@ def norm(text: str) -> str:
 
 
 def parse_cheatsheet(reply: str) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """``(entries, None)`` with ``{text, uses}`` per entry, or ``(None, reason)``."""
+    """``(entries, None)`` with ``{text, uses}`` per entry (and ``cut``: characters beyond
+    ``carry.max_chars`` left out, where any were), or ``(None, reason)``."""
     blocks = _BLOCK.findall(reply)
     if not blocks:
         return None, "no complete <cheatsheet>...</cheatsheet> block in the reply"
-    entries = [{"text": norm(text), "uses": int(uses) if uses else 0} for uses, text in _ENTRY.findall(blocks[-1])]
+    kept = [(carry(norm(text)), uses) for uses, text in _ENTRY.findall(blocks[-1])]  # carry.max_chars each
+    entries = [{"text": k.text, "uses": int(uses) if uses else 0, **cut_field(k)} for k, uses in kept]
     entries = [e for e in entries if e["text"]]
     if not entries:
         return None, "the cheatsheet block holds no non-empty <entry>"
@@ -125,7 +128,8 @@ class Cheatsheet:
                 eid = f"dc-{self.counter:05d}"
                 fresh.append(eid)
                 since, first_call = self.batches, call_id
-            new.append({"id": eid, "text": e["text"], "uses": int(e["uses"]), "batch": since, "call_id": first_call})
+            new.append({"id": eid, "text": e["text"], "uses": int(e["uses"]), "batch": since, "call_id": first_call,
+                        **({"cut": int(e["cut"])} if e.get("cut") else {})})
         self.entries = new
         return {"kept": kept, "new": fresh, "dropped": [old[k]["id"] for k in free]}
 

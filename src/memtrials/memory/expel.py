@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from memtrials.llm.carry import carry, cut_field
 from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode, TaskContext
 from memtrials.memory.lessons import trajectory_text
 from memtrials.memory.reflexion import load_prompts, prompt_body
@@ -71,14 +72,15 @@ def apply_operations(rules: list[dict[str, Any]], operations: Sequence[Mapping[s
     by_id = {x["id"]: x for x in rules}
     done: dict[str, Any] = {"added": [], "edited": [], "agreed": [], "weakened": [], "dropped": [], "ignored": []}
     for op in operations:
-        kind, text = op["op"], " ".join(str(op["text"]).split())
+        kept_text = carry(" ".join(str(op["text"]).split()))  # carry.max_chars
+        kind, text = op["op"], kept_text.text
         if kind == "ADD":
             if len(rules) >= max_rules:
                 done["ignored"].append({"op": kind, "number": op["number"], "why": "list full"})
             elif not text:
                 done["ignored"].append({"op": kind, "number": op["number"], "why": "empty text"})
             else:
-                rule = {"id": next_id(), "text": text, "strength": ADD_STRENGTH}
+                rule = {"id": next_id(), "text": text, "strength": ADD_STRENGTH, **cut_field(kept_text)}
                 rules.append(rule)
                 by_id[rule["id"]] = rule
                 done["added"].append(rule["id"])
@@ -93,6 +95,8 @@ def apply_operations(rules: list[dict[str, Any]], operations: Sequence[Mapping[s
                 done["ignored"].append({"op": kind, "number": n, "why": "empty text"})
                 continue
             rule["text"] = text
+            rule.pop("cut", None)
+            rule.update(cut_field(kept_text))
             rule["strength"] += 1
             done["edited"].append(rule["id"])
         elif kind == "AGREE":

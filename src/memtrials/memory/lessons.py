@@ -14,6 +14,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from memtrials.llm.carry import carry, cut_field
 from memtrials.memory.base import FixedView, Lesson, MemoryBlock
 from memtrials.config.prompts import PromptFiles
 
@@ -24,11 +25,12 @@ PROMPT_FILES = ("lesson_writer_system.txt", "lesson_writer_user.txt")
 
 
 def trajectory_text(steps: Sequence[Mapping[str, Any]], max_chars: int = 400) -> str:
-    """``Action k: <action>`` / ``Returned: <observation>`` lines of an episode's step rows."""
+    """``Action k: <action>`` / ``Returned: <observation>`` lines of an episode's step rows (an
+    action cut to ``carry.max_chars``, as the step row's ``carry_cut`` records)."""
     lines = []
     for st in steps:
         obs = " ".join(str(st["observation"]).split())
-        lines.append(f"Action {st['step']}: {st['action']}\nReturned: {obs[:max_chars]}")
+        lines.append(f"Action {st['step']}: {carry(str(st['action'])).text}\nReturned: {obs[:max_chars]}")
     return "\n".join(lines) if lines else "(no actions)"
 
 
@@ -69,10 +71,11 @@ class LessonLog:
         replies = await asyncio.gather(*(client.complete(self.writer, self.messages(ep), max_tokens=self.max_tokens,
                                                          purpose="memory_update") for ep in episodes))
         for ep, r in zip(episodes, replies):
-            text = " ".join(r.text.split())
-            if text:  # an empty reply writes no lesson (its call stays recorded)
-                self.lessons.append({"id": f"L{len(self.lessons) + 1:05d}", "text": text,
-                                     "source": str(ep.summary["episode_id"]), "call_id": r.call_id})
+            kept = carry(" ".join(r.text.split()))
+            if kept.text:  # an empty reply writes no lesson (its call stays recorded)
+                self.lessons.append({"id": f"L{len(self.lessons) + 1:05d}", "text": kept.text,
+                                     "source": str(ep.summary["episode_id"]), "call_id": r.call_id,
+                                     **cut_field(kept)})
 
     def state(self) -> dict[str, Any]:
         return {"writer": self.writer, "lessons": [dict(x) for x in self.lessons]}

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from memtrials.llm.carry import carry, cut_field
 from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode, TaskContext
 from memtrials.memory.lessons import trajectory_text
 from memtrials.memory.trajectory import VectorIndex, nearest
@@ -146,7 +147,8 @@ class ReflexionMemory:
         for ep, r in zip(failed, replies):  # in episode order
             eid, task_id = str(ep.summary["episode_id"]), str(ep.summary["task_id"])
             self.update_calls[eid] = self.update_calls.get(eid, 0) + 1
-            text = " ".join(r.text.split())
+            kept_text = carry(" ".join(r.text.split()))
+            text = kept_text.text
             if not text:
                 self.rejected.append({"batch": self.batches, "episode_id": eid, "call_id": r.call_id,
                                       "error": f"empty reflection (finish_reason {r.finish_reason!r})"})
@@ -154,7 +156,7 @@ class ReflexionMemory:
             self.counter += 1
             kept = self.reflections.setdefault(task_id, [])
             entry = {"id": f"rx-{self.counter:05d}", "text": text, "episode_id": eid, "call_id": r.call_id,
-                     "batch": self.batches}
+                     "batch": self.batches, **cut_field(kept_text)}
             if self.index is not None:
                 entry["task"] = str(ep.summary["task"])
             kept.append(entry)

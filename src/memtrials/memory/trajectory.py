@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
+from memtrials.llm.carry import carry, cut_field
 from memtrials.memory.base import Lesson, MemoryBlock, StaticEpisode, TaskContext
 from memtrials.memory.lessons import trajectory_text
 from memtrials.memory.retrieval import top_k
@@ -71,8 +72,15 @@ def trajectory_record(episode: Any, rid: str, obs_chars: int = OBS_CHARS) -> dic
             "won": bool(s["won"]), "final_score": float(s.get("final_score", 0.0)),
             "n_steps": int(s.get("n_steps", len(episode.steps))), "termination": str(s.get("termination", "")),
             "start": _clip(s.get("initial_observation", ""), obs_chars),
-            "steps": [{"step": int(st["step"]), "action": str(st["action"]),
-                       "observation": _clip(st["observation"], obs_chars)} for st in episode.steps]}
+            "steps": [_step_record(st, obs_chars) for st in episode.steps]}
+
+
+def _step_record(st: Mapping[str, Any], obs_chars: int) -> dict[str, Any]:
+    """A step as a trajectory record keeps it: the action cut to ``carry.max_chars`` (``cut``: how
+    many characters were left out, only where any were), the observation to ``obs_chars``."""
+    kept = carry(str(st["action"]))
+    return {"step": int(st["step"]), "action": kept.text, "observation": _clip(st["observation"], obs_chars),
+            **cut_field(kept)}
 
 
 def outcome_text(rec: Mapping[str, Any]) -> str:

@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="loopback-model")
     parser.add_argument("--embed-dim", type=int, default=16, help="dimensions of /v1/embeddings vectors")
     parser.add_argument("--no-embeddings", action="store_true", help="serve chat only: /v1/embeddings answers 404")
+    parser.add_argument("--prefix-cache", type=int, default=0,
+                        help="report cached_tokens as a provider's prefix cache over the last N prompts would (0: off)")
     args = parser.parse_args(argv)
     policy = json.loads(args.policy) if args.policy.startswith("{") else args.policy
     try:
@@ -35,7 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with LoopbackServer(policy=policy, faults=faults, model=args.model, port=args.port,
-                        embeddings=not args.no_embeddings, embed_dim=args.embed_dim) as srv:
+                        embeddings=not args.no_embeddings, embed_dim=args.embed_dim,
+                        prefix_cache=args.prefix_cache) as srv:
         print(f"BASE_URL {srv.base_url}", flush=True)
         try:
             stop.wait()

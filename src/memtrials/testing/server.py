@@ -17,6 +17,7 @@ to fail again.
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import json
 import threading
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
 from memtrials.testing.policies import Policy, make_policy
+from memtrials.testing.prefix import common_prefix, whole_words
 
 FAULT_KINDS = ("rate_429", "rate_500", "rate_503", "rate_drop", "rate_timeout", "rate_malformed", "rate_truncated")
 FINGERPRINT = "fp_memtrials_loopback"
@@ -110,6 +112,7 @@ class LoopbackServer:
         serve_as: Mapping[str, Any] | None = None,
         tokenize: bool = True,
         router: Mapping[str, Any] | None = None,
+        prefix_cache: int = 0,
     ) -> None:
         """``embeddings=False`` makes a chat-only server: ``/v1/embeddings`` answers
         ``no_embeddings_status`` (404, 405 or 501; 200 answers a body without ``data``).
@@ -120,9 +123,14 @@ class LoopbackServer:
         ``router`` plays a router's headers and refusals (:mod:`memtrials.testing.router`):
         ``headers`` are sent with every answered chat or embeddings reply; ``refuse``
         (``(status, body)``) answers every chat and embeddings request instead, and also
-        ``GET /v1/models`` when ``refuse_models`` is true."""
+        ``GET /v1/models`` when ``refuse_models`` is true.
+        ``prefix_cache`` plays a provider's prefix cache over the last that many prompts: each reply's
+        ``usage.prompt_tokens_details.cached_tokens`` counts the whole words of the longest prefix
+        the prompt shares with one of them (0: no such field, as before)."""
         self.serve_as = dict(serve_as or {})
         self.router = dict(router or {})
+        self.prefix_cache = int(prefix_cache)
+        self._prompts: collections.deque[str] = collections.deque(maxlen=max(1, self.prefix_cache))
         self.keep_requests = keep_requests
         self.received: list[tuple[str, dict[str, str], bytes]] = []
         self.policy = make_policy(policy)
@@ -288,6 +296,15 @@ class LoopbackServer:
             **self._provider(),
         }
 
+    def _cached(self, prompt: str) -> dict[str, Any]:
+        """``prompt_tokens_details.cached_tokens`` where ``prefix_cache`` is on (``__init__``)."""
+        if not self.prefix_cache:
+            return {}
+        with self._lock:
+            best = max((common_prefix(prompt, p) for p in self._prompts), default=0)
+            self._prompts.append(prompt)
+        return {"prompt_tokens_details": {"cached_tokens": whole_words(prompt, best)}}
+
     def _billed(self, usage: dict[str, Any]) -> dict[str, Any]:
         return {**usage, "cost": self.serve_as["cost"]} if "cost" in self.serve_as else usage
 
@@ -374,5 +391,5 @@ class LoopbackServer:
             **self._provider(),
             "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": content}}],
             "usage": self._billed({"prompt_tokens": _tokens(prompt), "completion_tokens": completion_tokens,
-                                   "total_tokens": _tokens(prompt) + completion_tokens}),
+                                   "total_tokens": _tokens(prompt) + completion_tokens, **self._cached(prompt)}),
         }

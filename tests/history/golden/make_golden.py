@@ -20,7 +20,10 @@ objects and doors in observations is now the order they were added, no longer on
 with the JVM's threads; the cells now use the default joined valid-action list, which since then
 gives the same output as item by item.  Remade again (3 December) when the actor prompt stopped repeating the
 task's own "Your task is to" after the template's (``memtrials.agent.prompts.task_clause``):
-every actor prompt changed, and with it the loopback's choices.
+every actor prompt changed, and with it the loopback's choices.  On 5 December the step tables
+gained the column ``carry_cut`` (issue 39: characters of a reply left out of later prompts); the
+golden step files were given that column, all 0, by adding it to the files (not by rerunning this
+script), and the test showed today's code reproduces them, every other column unchanged.
 """
 
 from __future__ import annotations
