@@ -161,13 +161,15 @@ def actor_reply(plant: Plant, body: Mapping[str, Any], act: ActStep) -> str:
     return act(body, u < p)
 
 
+def task_of(body: Mapping[str, Any]) -> str:
+    """The actor's own task: the text after the last ``Your task is to:`` of the request."""
+    found = re.findall(r"Your task is to: ?([^\n]*)", _text(body))
+    return found[-1].strip() if found else ""
+
+
 def episode_key(body: Mapping[str, Any]) -> str:
-    """What stays the same at every step of one episode: the system prompt and the task line."""
-    msgs = body.get("messages") or []
-    first = str(msgs[0].get("content", "")) if msgs else ""
-    user = next((str(m.get("content", "")) for m in msgs if m.get("role") == "user"), "")
-    task = re.search(r"^(?:Your task|Task)[^\n]*$", user, flags=re.MULTILINE)
-    return hashlib.sha256((first + "\n" + (task.group(0) if task else "")).encode()).hexdigest()
+    """What stays the same at every step of one episode: its task (with the request's seed)."""
+    return hashlib.sha256(task_of(body).encode()).hexdigest()
 
 
 def policy(plant: Plant, act: ActStep) -> Callable[[Mapping[str, Any]], str]:
