@@ -10,11 +10,14 @@ and the declared world (:class:`.planted.AntiPlant`), never a side record of the
   that took the cluster's best mode, beside chance (1/4) and the best mode's name;
 - :func:`flaw_table`: the lineage counts of :mod:`.lineage` with the planted flaws as labels,
   ``P(flawed child | served a flawed parent) - P(flawed child | not)`` with Newcombe's interval,
-  beside :func:`.planted.flaw_reproduction`.
+  beside :func:`.planted.flaw_reproduction`;
+- :func:`round_table`: per evaluated round, the trajectories served against what the stream's
+  plan says was stored by then (a snapshot of the wrong round fails it).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
@@ -100,3 +103,28 @@ def flaw_table(streams: Iterable[tuple[Mapping[str, Any], pd.DataFrame]], plant:
                           "n": total["gen_exposed"] + total["gen_unexposed"], "exposed": total["gen_exposed"],
                           "estimate": d.estimate, "lo": d.lo, "hi": d.hi, "truth": truth,
                           "covered": bool(d.lo <= truth <= d.hi)}])
+
+
+def round_table(eval_episodes: pd.DataFrame, round_size: int, k: int) -> pd.DataFrame:
+    """Per evaluated round ``r`` of a trajectory-serving design: the trajectories its held-out
+    episodes were served must be ones stored by the end of round ``r`` (ids ``T..`` are numbered
+    in stream order, one per training episode: at most ``r x round_size``) and each episode is
+    served ``min(k, r x round_size)`` of them (the truth, from the stream's plan).  A snapshot of
+    another round served there breaks one of the two."""
+    rows = []
+    for r, g in eval_episodes.groupby("round"):
+        stored = int(r) * int(round_size)
+        ids = [[x for x in served_ids(v) if x.startswith("T")] for v in g["retrieval"]]
+        top = max((int(x[1:]) for s in ids for x in s), default=0)
+        counts = sorted({len(s) for s in ids})
+        want = min(int(k), stored)
+        rows.append({"round": int(r), "episodes": len(g), "latest_served": top, "stored_by_round": stored,
+                     "served_per_episode": ",".join(map(str, counts)), "truth_per_episode": want,
+                     "covered": bool(top <= stored and counts == [want])})
+    return pd.DataFrame(rows)
+
+
+def served_ids(retrieval: Any) -> list[str]:
+    if not isinstance(retrieval, str) or not retrieval:
+        return []
+    return [str(x["id"]) for x in json.loads(retrieval)]

@@ -1,0 +1,139 @@
+"""The anti-persistence study's known-answer run (issue 38): its own training and evaluation
+jobs on the planted world with the planted agent, in one job, then the truth beside each estimate.
+
+``antipersist.known_answer`` (config/config.yaml) names the planted endpoint (provider
+``planted``, policy :func:`.planted.policy`; its ``params`` declare the mode effects per
+cluster and the planted abstraction error) and the sizes.  :func:`known_config` derives the
+study's config for env ``planted`` and that model; :func:`known_answer_run` calls, per design
+and seed, the functions the study's rules call (:func:`.train.train_stream`,
+:func:`.evaluate.evaluate`, every round's snapshot evaluated), writing the streams' artifacts
+under ``results/antipersist/<model>/planted/...`` as the rules would, and writes the tables of
+:mod:`.planted_checks` (``ka_*``) under ``<out_dir>/tables``:
+
+- ``ka_modes``: success per (mode shown, cluster) of the fixed-mode and selector designs, training
+  and held-out episodes, beside the planted chance;
+- ``ka_selector``: the selector's greedy choices of each cluster's best mode, beside chance;
+- ``ka_flaws``: the planted error's reproduction through the lineage, beside its declared value;
+- ``ka_rounds``: the trajectory design's held-out rounds against the stream's plan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import pandas as pd
+
+from memtrials.io import atomic_write_json
+from memtrials.report import write_table
+from memtrials.studies.antipersist import planted_checks as pc
+from memtrials.studies.antipersist.planted import AntiPlant
+
+ENV = "planted"
+FIXED = ("fixed-none", "fixed-imitation", "fixed-strategic", "fixed-corrective")
+
+
+def known_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    cfg = copy.deepcopy(dict(config))
+    a = cfg["antipersist"]
+    ka = a["known_answer"]
+    a.update(models=[ka["model"]], envs=[ENV], designs=list(ka["designs"]), seeds=int(ka["seeds"]),
+             rounds=int(ka["rounds"]), round_size=int(ka["round_size"]), batch_size=int(ka["batch_size"]),
+             eval_every_round=True, in_flight=int(ka["in_flight"]), k=int(ka["k"]), synthesizer=None,
+             actor={**a["actor"], **ka["actor"]})
+    a["pools"] = {**a["pools"], ENV: dict(ka["pool"])}
+    a["sweeps"] = {**a["sweeps"], "enabled": False}
+    cfg["roles"] = {**cfg["roles"], "embedder": ka["embedder"]}
+    return cfg
+
+
+def plant_of(models: Mapping[str, Any], model: str) -> AntiPlant:
+    params = getattr(models[model], "planted_params", None)
+    if params is None:
+        raise ValueError(f"antipersist.known_answer.model: endpoint {model!r} is not a planted endpoint (provider "
+                         "planted, with planted.params); name one, e.g. planted-antipersist")
+    return AntiPlant.of(params)
+
+
+async def _run(cfg: Mapping[str, Any], wf: Any, root: Path, tasks_path: str, prompts_dir: str,
+               actor_prompts_dir: str, make_env: Callable[[], Any] | None) -> list[dict[str, Any]]:
+    from memtrials.studies.antipersist.evaluate import evaluate
+    from memtrials.studies.antipersist.train import train_stream
+
+    model = wf.models[0]
+    out = []
+    for design in wf.designs:
+        cell = wf.cell(model, ENV, design)
+        for seed in wf.seeds:
+            b = root / model / ENV / design / f"seed{seed}"
+            paths = {"train": str(b / "train.parquet"), "memory": str(b / "memory.json"),
+                     "rounds": str(b / "rounds.json"), "eval": str(b / "eval.parquet")}
+            common = dict(model=model, env=ENV, design=design, seed_index=seed, cell=cell, prompts_dir=prompts_dir,
+                          actor_prompts_dir=actor_prompts_dir, tasks_path=tasks_path, make_env=make_env)
+            await train_stream(cfg, out_episodes=paths["train"], out_steps=str(b / "train.steps.parquet"),
+                               out_calls=str(b / "train.calls.parquet"), out_memory=paths["memory"],
+                               out_rounds=paths["rounds"], **common)
+            await evaluate(cfg, memory_path=paths["memory"], rounds_path=paths["rounds"], every_round=True,
+                           out_episodes=paths["eval"], out_steps=str(b / "eval.steps.parquet"),
+                           out_calls=str(b / "eval.calls.parquet"), out_record=str(b / "eval.json"), **common)
+            out.append({"design": design, "seed": seed, **paths})
+    return out
+
+
+def tables(plant: AntiPlant, streams: list[dict[str, Any]], cfg: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+    """The ``ka_*`` tables of finished known-answer streams (module docstring)."""
+    a = cfg["antipersist"]
+    read = {s["design"] + str(s["seed"]): (pd.read_parquet(s["train"]), pd.read_parquet(s["eval"])) for s in streams}
+    by = lambda names: [(s, *read[s["design"] + str(s["seed"])]) for s in streams if s["design"] in names]  # noqa: E731
+    final = int(a["rounds"])
+    moded = [pd.concat([t, e[e["round"] == final]], ignore_index=True) for _, t, e in by((*FIXED, "antipersist"))]
+    selector = [t[t["round"] > int(a["selector"]["rotate_rounds"])] for _, t, _ in by(("antipersist",))]
+    flaw_streams = [(json.loads(Path(s["memory"]).read_text())["state"], t) for s, t, _ in by(("abstraction",))]
+    rounds = [e.assign(seed=s["seed"]) for s, _, e in by(("trajectory",))]
+    return {"ka_modes": pc.mode_cluster_table(pd.concat(moded, ignore_index=True), plant) if moded else pd.DataFrame(),
+            "ka_selector": pc.selector_table(pd.concat(selector, ignore_index=True), plant) if selector else pd.DataFrame(),
+            "ka_flaws": pc.flaw_table(flaw_streams, plant),
+            "ka_rounds": pc.round_table(pd.concat(rounds, ignore_index=True), int(a["round_size"]), int(a["k"]))
+            if rounds else pd.DataFrame()}
+
+
+def known_answer_run(config: Mapping[str, Any], *, tasks_path: str, root: str, out_dir: str, prompts_dir: str,
+                     actor_prompts_dir: str, make_env: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """The whole known-answer run; returns its summary (also ``<out_dir>/summary.json``)."""
+    from memtrials.config import check_config
+    from memtrials.studies.antipersist.workflow import AntipersistWorkflow
+
+    cfg = known_config(config)
+    models = check_config(cfg)
+    wf = AntipersistWorkflow(cfg, models, lambda m: models[m].cell_params())
+    plant = plant_of(models, wf.models[0])
+    streams = asyncio.run(_run(cfg, wf, Path(root), tasks_path, prompts_dir, actor_prompts_dir, make_env))
+    frames = tables(plant, streams, cfg)
+    out = Path(out_dir)
+    for name, df in frames.items():
+        write_table(df, out / "tables" / name, caption=CAPTIONS[name])
+    cov = [f["covered"].astype(bool) for n, f in frames.items() if n != "ka_selector" and not f.empty]
+    k, n = sum(int(c.sum()) for c in cov), sum(len(c) for c in cov)
+    sel = frames["ka_selector"]
+    summary = {"model": wf.models[0], "env": ENV, "covered": k, "intervals": n, "coverage": k / n if n else None,
+               "selector_above_chance": bool(sel["above_chance"].all()) if len(sel) else None}
+    atomic_write_json(out / "summary.json", summary)
+    return summary
+
+
+CAPTIONS = {
+    "ka_modes": "Known-answer run (planted agent on the planted world, not a real model): success per mode shown "
+                "and task cluster (fixed-mode and selector designs, training and final held-out episodes), Wilson "
+                "95 % interval, against the planted chance (truth); covered: truth inside the interval.",
+    "ka_selector": "Known-answer run (planted): the share of the selector's greedy choices after the rotation that "
+                   "took the cluster's planted best mode, against chance (1/4).",
+    "ka_flaws": "Known-answer run (planted): P(flawed rule | the synthesis read an episode served a flawed rule) "
+                "minus P(flawed | not), through the study's lineage counts with the planted flaws as labels, Newcombe "
+                "95 % interval, against (after_failure - after_success) x effect (truth).",
+    "ka_rounds": "Known-answer run (planted): per held-out round of the trajectory design, the latest trajectory "
+                 "served and the number served per episode against the stream's plan (stored by that round; "
+                 "min(k, stored)).",
+}
