@@ -13,14 +13,15 @@ from memtrials.config import REPO_ROOT
 from memtrials.studies.antipersist import planted
 from memtrials.studies.antipersist.planted_checks import flaw_table, mode_cluster_table, selector_table
 
-PARAMS = {"base": 0.3, "cluster_pattern": r"\(cluster (\w+)\)",
+CLUSTERS = {"a": "(cluster a)", "b": "(cluster b)"}
+PARAMS = {"base": 0.3,
           "effects": {"none": {"a": 0.0, "b": 0.0}, "imitation": {"a": 0.4, "b": 0.05},
                       "strategic": {"a": 0.1, "b": 0.1}, "corrective": {"a": 0.0, "b": 0.35}},
           "flaw": {"effect": 0.25, "after_failure": 0.6, "after_success": 0.1}}
 
 
 def plant() -> planted.AntiPlant:
-    return planted.AntiPlant.of(PARAMS)
+    return planted.AntiPlant.of(PARAMS, CLUSTERS)
 
 
 def test_truth_best_mode_and_flaw_reproduction():
@@ -29,7 +30,7 @@ def test_truth_best_mode_and_flaw_reproduction():
     assert planted.flaw_reproduction(p) == pytest.approx(0.5 * 0.25)
     assert p.chance("imitation", "a", flawed=True) == pytest.approx(0.45)
     with pytest.raises(ValueError, match="every mode"):
-        planted.AntiPlant.of({**PARAMS, "effects": {"none": {"a": 0}}})
+        planted.AntiPlant.of({**PARAMS, "effects": {"none": {"a": 0}}}, CLUSTERS)
 
 
 def test_mode_phrases_name_each_prompt_file_alone():
@@ -47,7 +48,7 @@ def _body(system: str, user: str, seed: int = 0, schema: dict | None = None) -> 
 
 def test_policy_roles_and_rates():
     p = plant()
-    reply = planted.policy(p, lambda body, right: "R" if right else "W")
+    reply = planted.make_policy(p, lambda body, right: "R" if right else "W")
     g = reply(_body("You help... Write avoidance rules for ...", "Current task: x\nWrite the guidance for the current task."))
     assert g == "- Planted guidance (mode corrective)."
     user = f"Guidance for this task:\n{g}\nYour task is to: fetch the key (cluster b)"

@@ -76,7 +76,7 @@ def _body(text: str, seed: int, schema: dict | None = None) -> dict:
 def test_actor_is_right_at_the_planted_rate_one_draw_per_episode():
     pl = plant()
     served = "Playbook:\n- " + LESSONS["H1"][1] + "\n- " + LESSONS["X1"][1] + "\nYour task is to: put a mug on the desk"
-    act = planted.policy(pl, lambda body, right: "RIGHT" if right else "WRONG")
+    act = planted.make_policy(pl, lambda body, right: "RIGHT" if right else "WRONG")
     rights = [act(_body(served, s)) == "RIGHT" for s in range(4000)]
     p = pl.chance(["H1", "X1"])
     assert abs(np.mean(rights) - p) < 4 * np.sqrt(p * (1 - p) / 4000)

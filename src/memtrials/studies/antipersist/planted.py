@@ -4,7 +4,7 @@
 with one line naming the mode it was asked for, read from the mode's system prompt
 (:data:`MODE_PHRASES`, phrases of ``config/prompts/memory/guidance_<mode>.md``): ``- Planted
 guidance (mode imitation).``  The planted actor reads its own task's cluster (the planted
-world's task text, ``cluster_pattern``) and the mode of the guidance it is shown (none when it
+world's task type, named by its goal sentence) and the mode of the guidance it is shown (none when it
 is shown earlier attempts without guidance, or nothing) and takes the right action with
 
     p = clip(base + effects[mode][cluster] - flaw_effect * [a flawed rule is shown], 0, 1)
@@ -54,7 +54,7 @@ class AntiPlant:
     base: float
     effects: Mapping[str, Mapping[str, float]]  # mode -> cluster -> amount
     flaw: Flaw
-    cluster_pattern: str
+    clusters: Mapping[str, str]  # cluster -> the task text that names it (the planted world: a type's goal)
 
     def __post_init__(self) -> None:
         if set(self.effects) != set(MODES):
@@ -65,20 +65,27 @@ class AntiPlant:
         for name, v in (("flaw.after_failure", self.flaw.after_failure), ("flaw.after_success", self.flaw.after_success)):
             if not 0 <= v <= 1:
                 raise ValueError(f"planted antipersist: {name} {v} must lie in [0, 1]")
-        if re.compile(self.cluster_pattern).groups != 1:
-            raise ValueError(f"planted antipersist: cluster_pattern {self.cluster_pattern!r} needs one group")
+        if set(self.clusters) != set(self.effects["none"]):
+            raise ValueError(f"planted antipersist: effects name clusters {sorted(self.effects['none'])}, the world has "
+                             f"{sorted(self.clusters)}; give one amount per cluster")
 
     @classmethod
-    def of(cls, params: Mapping[str, Any]) -> "AntiPlant":
+    def of(cls, params: Mapping[str, Any], clusters: Mapping[str, str] | None = None) -> "AntiPlant":
+        """From the endpoint's ``params`` (``base``, ``effects: {mode: {cluster: amount}}``, ``flaw:
+        {effect, after_failure, after_success}``); ``clusters`` default to the planted world's task
+        types, each named by its goal sentence."""
+        if clusters is None:
+            from memtrials.envs.planted.world import TASK_TYPES
+
+            clusters = {t: w.goal for t, w in TASK_TYPES.items()}
         try:
             f = params["flaw"]
             return cls(float(params["base"]),
                        {str(m): {str(c): float(a) for c, a in v.items()} for m, v in params["effects"].items()},
-                       Flaw(float(f["effect"]), float(f["after_failure"]), float(f["after_success"])),
-                       str(params["cluster_pattern"]))
+                       Flaw(float(f["effect"]), float(f["after_failure"]), float(f["after_success"])), dict(clusters))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"planted antipersist params: {exc!r}; expected base, effects: {{mode: {{cluster: amount}}}}, "
-                             "flaw: {effect, after_failure, after_success}, cluster_pattern") from exc
+                             "flaw: {effect, after_failure, after_success}") from exc
 
     @property
     def clusters(self) -> list[str]:
@@ -89,8 +96,9 @@ class AntiPlant:
         return min(1.0, max(0.0, p))
 
     def cluster_of(self, task: str) -> str | None:
-        m = re.search(self.cluster_pattern, task)
-        return m.group(1) if m else None
+        """The cluster whose text the task text holds (``None``: none does)."""
+        hits = [c for c, text in self.clusters.items() if text in task]
+        return hits[0] if len(hits) == 1 else None
 
 
 # -- truth ---------------------------------------------------------------------------------
@@ -175,7 +183,7 @@ def actor_reply(plant: AntiPlant, body: Mapping[str, Any], act: ActStep) -> str:
     return act(body, unit_draw("actor", body.get("seed"), task) < p)
 
 
-def policy(plant: AntiPlant, act: ActStep) -> Callable[[Mapping[str, Any]], str]:
+def make_policy(plant: AntiPlant, act: ActStep) -> Callable[[Mapping[str, Any]], str]:
     """The planted endpoint's reply policy ``(body) -> str`` for every role of the study."""
 
     def reply(body: Mapping[str, Any]) -> str:

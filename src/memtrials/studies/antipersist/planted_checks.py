@@ -40,7 +40,7 @@ def with_clusters(episodes: pd.DataFrame, plant: AntiPlant) -> pd.DataFrame:
     clusters = episodes["task"].astype(str).map(plant.cluster_of)
     if clusters.isna().any():
         bad = episodes.loc[clusters.isna(), "task"].astype(str).head(3).tolist()
-        raise ValueError(f"planted antipersist: tasks without a cluster ({plant.cluster_pattern!r}): {bad}; "
+        raise ValueError(f"planted antipersist: tasks without a cluster (one of {sorted(plant.clusters)}): {bad}; "
                          "is this a planted-world run?")
     return episodes.assign(cluster=clusters)
 

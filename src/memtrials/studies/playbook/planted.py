@@ -172,7 +172,7 @@ def episode_key(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(task_of(body).encode()).hexdigest()
 
 
-def policy(plant: Plant, act: ActStep) -> Callable[[Mapping[str, Any]], str]:
+def make_policy(plant: Plant, act: ActStep) -> Callable[[Mapping[str, Any]], str]:
     """The planted endpoint's reply policy ``(body) -> str`` for every role of the study."""
 
     def reply(body: Mapping[str, Any]) -> str:
