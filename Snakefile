@@ -22,6 +22,10 @@ for study_name in study_names():
     enable_study(study(study_name))
 
 
+# after every study: the section gathering their planted tables (KNOWN_ANSWER_TABLES)
+include: "workflow/rules/known_answer.smk"
+
+
 onstart:
     preflight_check()
 

@@ -144,3 +144,37 @@ def test_the_sample_index_is_in_the_key(sample):
     identity = {"embedded": "b179c952", "model": "m"}
     keys = {cache_key(identity, MESSAGES, {"seed": 0}, s) for s in (sample, sample + 1)}
     assert len(keys) == 2
+
+
+# A planted endpoint (provider planted, issue 38): its identity is the policy path, its params and
+# the SHA-256 of the policy module's source, here a fixed module written by the test (new pins,
+# recorded when the provider was added; the params change the key).
+PLANTED_SOURCE = "def make(p_right=0.5):\n    return lambda body: 'take mug'\n"
+PLANTED_PINNED = {
+    "0.5": "e676a78cf7b2c6dbae103f0a8c3164668d1366edbff3dcd1a152d2e46933891e",
+    "0.9": "818ae1c3eab193b7febcc7a1109d8c98da57002f08a36c5c82dc79f54449b879",
+}
+
+
+def _planted(tmp_path: Path, monkeypatch, p_right: float) -> Any:
+    pkg = tmp_path / "pinpkg"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "planted_pin.py").write_text(PLANTED_SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry = {"provider": "planted", "model": "planted-pin",
+             "planted": {"policy": "pinpkg.planted_pin:make", "params": {"p_right": p_right}},
+             "max_concurrency": 4, "params": {"temperature": 1.0, "max_tokens": 16, "seed": 0},
+             "structured_output": True, "price": {"input_per_mtok": 0.0, "output_per_mtok": 0.0}}
+    path = tmp_path / f"planted-{p_right}.yaml"
+    path.write_text(yaml.safe_dump({"endpoints": {"planted": entry}}))
+    return load_models(path)
+
+
+@pytest.mark.parametrize("p_right", [0.5, 0.9])
+def test_a_planted_endpoints_keys_are_pinned(tmp_path, monkeypatch, p_right):
+    capture = KeyCapture()
+    client = Client(_planted(tmp_path, monkeypatch, p_right), capture,
+                    Recorder("pins/cell", None, tmp_path / "records"), cell_id="pins/cell", run_id="pins")
+    asyncio.run(client.complete("planted", MESSAGES, choices=["go north", "take mug"], sample=1))
+    assert capture.keys == [PLANTED_PINNED[str(p_right)]]

@@ -30,10 +30,10 @@ def test_schema_rejects_bad_envs_keys(path, value, pattern):
         check_config(cfg)
 
 
-def test_default_config_builds_at_least_300_games_and_all_four_envs():
+def test_default_config_builds_at_least_300_games_and_all_five_envs():
     envs = base_config()["envs"]
     assert sum(envs["alfworld"]["sizes"].values()) >= 300
-    assert set(envs["run"]) == {"alfworld", "scienceworld", "appworld", "webshop"}
+    assert set(envs["run"]) == {"alfworld", "scienceworld", "appworld", "webshop", "planted"}
 
 
 def envs_with(**sections):

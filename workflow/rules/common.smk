@@ -57,6 +57,11 @@ PANEL = list(config["panel"])
 # Each study appends its final outputs here; the target rule "all" asks for them.
 FINAL_TARGETS = []
 
+# Known-answer runs (issue 38; workflow/rules/known_answer.smk): each study appends its planted
+# tables ({"study": <name>, "stem": <path without extension>}) and the files that hold them.
+KNOWN_ANSWER_TABLES = []
+KNOWN_ANSWER_INPUTS = []
+
 # `snakemake --report results/report.html`: the front page; each study marks its tables
 # and figures with report(...) and a caption under workflow/report/ (its README).
 

@@ -69,7 +69,7 @@ rule env_tasks:
     log:
         "logs/envs/tasks/{env}.log",
     wildcard_constraints:
-        env="alfworld|scienceworld|appworld|webshop",
+        env="alfworld|scienceworld|appworld|webshop|planted",
     conda:
         CONDA_ENV
     params:
@@ -86,7 +86,7 @@ rule env_check:
     log:
         "logs/envs/envcheck/{env}.log",
     wildcard_constraints:
-        env="alfworld|scienceworld|appworld|webshop",
+        env="alfworld|scienceworld|appworld|webshop|planted",
     conda:
         CONDA_ENV
     params:

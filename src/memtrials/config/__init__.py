@@ -24,12 +24,12 @@ from memtrials.config.keys import key_shape
 from memtrials.config.load import (
     DuplicateKeyError, UniqueKeyLoader, check_config_files, load_overlay, load_yaml, merge,
 )
-from memtrials.config.models import EmbeddedWeights, Endpoint, Price, load_models, parse_models
+from memtrials.config.models import EmbeddedWeights, Endpoint, PlantedPolicy, Price, load_models, parse_models
 from memtrials.config.schema import SCHEMA_DIR, load_schema, validate
 from memtrials.config.sources import CLI_CONFIG, Sources, config_sources, key_source
 
 __all__ = [
-    "CLI_CONFIG", "REPO_ROOT", "SCHEMA_DIR", "ConfigError", "DuplicateKeyError", "EmbeddedWeights", "Endpoint", "Price",
+    "CLI_CONFIG", "REPO_ROOT", "SCHEMA_DIR", "ConfigError", "DuplicateKeyError", "EmbeddedWeights", "Endpoint", "PlantedPolicy", "Price",
     "Sources", "UniqueKeyLoader", "check_cache_path", "check_config", "check_config_files", "check_layers",
     "config_sources", "key_shape", "key_source", "load_config", "load_models", "load_overlay", "load_schema",
     "load_yaml", "merge", "parse_models", "validate",

@@ -1,4 +1,5 @@
-"""The model registry: its entries (:class:`Endpoint`, :class:`Price`, :class:`EmbeddedWeights`) and their parsing.
+"""The model registry: its entries (:class:`Endpoint`, :class:`Price`, :class:`EmbeddedWeights`,
+:class:`PlantedPolicy`) and their parsing.
 
 ``config/models.yaml`` (or the file key ``models_file`` names) is checked against
 ``models.schema.json``, then against the rules a schema cannot state (an embedded entry
@@ -42,6 +43,62 @@ class EmbeddedWeights:
     threads: int = 2
     parts: tuple[tuple[str, str], ...] = ()
     checkpoint: str = ""
+
+
+@dataclass(frozen=True)
+class PlantedPolicy:
+    """A planted agent (``provider: planted``): ``policy`` is ``<module>:<callable>``, called
+    with ``params`` as keyword arguments to build the reply policy ``(body) -> str`` that the
+    in-process loopback server answers with (:mod:`memtrials.llm.local.planted`)."""
+
+    policy: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def module(self) -> str:
+        return self.policy.partition(":")[0]
+
+    def source_digest(self, source: str = "config/models.yaml") -> str:
+        """SHA-256 of the policy module's source file, found without importing it or its
+        packages (so a changed planted function changes every key of the endpoint)."""
+        return module_digest(self.module, source)
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def module_file(module: str, source: str = "config/models.yaml") -> Path:
+    """The source file of the dotted ``module``, searched package by package along
+    ``sys.path`` (nothing is imported); a :class:`ConfigError` naming the key when absent."""
+    import importlib.machinery
+    import sys
+
+    path: list[str] | None = list(sys.path)
+    spec = None
+    for i, part in enumerate(module.split(".")):
+        spec = importlib.machinery.PathFinder.find_spec(part, path)
+        if spec is None:
+            break
+        path = list(spec.submodule_search_locations or []) or None
+        if path is None and i < len(module.split(".")) - 1:
+            spec = None
+            break
+    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+        raise ConfigError(f"{source}: key planted.policy: module {module!r} was not found on the Python path. "
+                          f"Fix: name a module of the package (e.g. memtrials.<...>.planted:policy).")
+    return Path(spec.origin)
+
+
+def module_digest(module: str, source: str = "config/models.yaml") -> str:
+    """SHA-256 of ``module``'s source file, read once per file version."""
+    import hashlib
+
+    path = module_file(module, source)
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return _DIGESTS[key]
 
 
 # the manifest a locally trained checkpoint folder holds (written by the calibrator's SFT
@@ -96,6 +153,7 @@ class Endpoint:
     source: str = "config/models.yaml"
     task: str = "chat"
     batch_size: int = 64
+    planted: PlantedPolicy | None = None
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -104,6 +162,9 @@ class Endpoint:
             return {"checkpoint": self.checkpoint_digest(), "model": self.model}
         if self.embedded is not None:
             return {"embedded": self.embedded.sha256, "model": self.model}
+        if self.planted is not None:
+            return {"model": self.model, "planted": self.planted.policy, "planted_params": dict(self.planted.params),
+                    "policy_sha256": self.planted.source_digest(self.source)}
         return {"base_url": (self.base_url or "").rstrip("/"), "model": self.model}
 
     def checkpoint_digest(self) -> str:
@@ -163,6 +224,14 @@ def parse_models(data: Any, source: str = "config/models.yaml") -> dict[str, End
             raise ConfigError(f"{where}: key base_url is missing. Fix: add base_url: https://<host>/v1.")
         if raw["provider"] == "embedded" and not raw.get("embedded"):
             raise ConfigError(f"{where}: key embedded is missing (distribution, file, sha256 of the weights file).")
+        if (raw["provider"] == "planted") != bool(raw.get("planted")):
+            raise ConfigError(f"{where}: key planted (policy: <module>:<callable>, params) goes with provider planted "
+                              f"and only with it. Fix: give both or neither.")
+        if raw["provider"] == "planted" and (raw.get("base_url") or raw.get("api_key_env")):
+            raise ConfigError(f"{where}: keys base_url and api_key_env are not allowed for provider planted "
+                              f"(the pipeline starts its loopback server in process). Fix: remove them.")
+        if raw["provider"] == "planted":
+            module_file(raw["planted"]["policy"].partition(":")[0], f"{where}")
         if raw["provider"] == "embedded" and raw.get("base_url"):
             raise ConfigError(f"{where}: key base_url is not allowed for provider embedded (the pipeline starts the server).")
         task = raw.get("task", "chat")
@@ -204,6 +273,8 @@ def parse_models(data: Any, source: str = "config/models.yaml") -> dict[str, End
             source=source,
             task=task,
             batch_size=int(raw.get("batch_size", 64)),
+            planted=(PlantedPolicy(raw["planted"]["policy"], dict(raw["planted"].get("params") or {}))
+                     if raw.get("planted") else None),
         )
     return endpoints
 

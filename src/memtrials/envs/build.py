@@ -3,7 +3,8 @@
 The ``envs:`` config section (validated by ``config/schemas/config.schema.json``):
 ``run`` (environments whose tables and checks ``all`` builds), ``seed``, per-environment
 ``source`` (``generated`` or ``official``), AppWorld ``verify``/``verify_sample``, ALFWorld
-``sizes``/``workers``, ScienceWorld ``simplification``, WebShop ``root``, and ``check``
+``sizes``/``workers``, ScienceWorld ``simplification``, WebShop ``root``, the planted world's
+``sizes``, and ``check``
 (``per_split``, ``random_steps``, ``gold_min_success``).
 Every key is required (``config/config.yaml`` holds the defaults); a rule passes the
 slice it needs (``seed`` and the sections named), and this module reads it without a
@@ -38,6 +39,8 @@ def env_options(envs_cfg: Mapping[str, Any], name: str) -> dict[str, Any]:
     if name == "webshop":
         root = envs_cfg[name]["root"]
         return {} if root is None else {"root": str(root)}
+    if name == "planted":
+        return {}
     raise ValueError(f"envs: unknown environment {name!r}")
 
 
@@ -114,6 +117,10 @@ def build_task_table(name: str, envs_cfg: Mapping[str, Any]) -> pd.DataFrame:
         from memtrials.envs.webshop.splits import task_rows as webshop_rows
 
         return make_table(name, webshop_rows(opts.get("root")))
+    if name == "planted":
+        from memtrials.envs.planted.splits import task_rows as planted_rows
+
+        return make_table(name, planted_rows(envs_cfg["planted"]["sizes"]))
     raise ValueError(f"envs: unknown environment {name!r}")
 
 

@@ -12,7 +12,8 @@ A split's size is known before its task table exists for the generated data (the
 game counts in ``envs.alfworld.sizes``, the authored AppWorld set); for official data and
 ScienceWorld it is known once ``results/tasks/{env}.parquet`` has been built (until then the
 job checks it before its first call: :func:`memtrials.envs.tasks.select_tasks`); for WebShop it
-is counted from the shipped goals (:mod:`memtrials.envs.webshop.splits`).
+is counted from the shipped goals (:mod:`memtrials.envs.webshop.splits`); for the planted world
+from ``envs.planted.sizes`` (:mod:`memtrials.envs.planted.splits`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ def source(env: str, envs_cfg: Mapping[str, Any]) -> str:
         from memtrials.envs.webshop.splits import SOURCE
 
         return SOURCE
+    if env == "planted":
+        from memtrials.envs.planted.splits import SOURCE as PLANTED_SOURCE
+
+        return PLANTED_SOURCE
     return str(envs_cfg[env]["source"])
 
 
@@ -75,6 +80,10 @@ def allowed_splits(env: str, envs_cfg: Mapping[str, Any]) -> tuple[str, ...]:
         from memtrials.envs.webshop.splits import SPLITS
 
         return SPLITS
+    if env == "planted":
+        from memtrials.envs.planted.splits import SPLITS as PLANTED_SPLITS
+
+        return PLANTED_SPLITS
     if env == "alfworld":
         from memtrials.envs.alfworld.env import OFFICIAL_SPLITS
         from memtrials.envs.alfworld.gen import SPLITS
@@ -93,6 +102,8 @@ def env_option_names(env: str) -> tuple[str, ...]:
         from memtrials.envs.alfworld.env import AlfworldEnv as cls  # type: ignore[assignment]
     elif env == "webshop":
         from memtrials.envs.webshop.env import WebShopEnv as cls  # type: ignore[assignment]
+    elif env == "planted":
+        from memtrials.envs.planted.env import PlantedEnv as cls  # type: ignore[assignment]
     else:
         from memtrials.envs.appworld.env import AppWorldEnv as cls  # type: ignore[assignment]
     return tuple(inspect.signature(cls).parameters) + MAKE_ENV_OPTIONS
@@ -125,6 +136,13 @@ def split_size(env: str, split: str | None, envs_cfg: Mapping[str, Any],
         n = sum(1 for r in webshop_rows(envs_cfg["webshop"]["root"], with_capped=False)
                 if (split is None or r["split"] == str(split)) and (wanted is None or r["type"] in wanted))
         return int(n), "the shipped WebShop goals (memtrials.envs.webshop.splits)"
+    if env == "planted":  # envs.planted.sizes fixes the splits
+        from memtrials.envs.planted.splits import split_size as planted_size
+
+        sizes = envs_cfg["planted"]["sizes"]
+        if split is not None and str(split) not in sizes:
+            return None
+        return planted_size(sizes, None if split is None else str(split), types), "envs.planted.sizes"
     if env == "appworld" and source(env, envs_cfg) == "generated":  # the authored set: fixed by envs.seed
         from memtrials.envs.appworld.tasks import task_specs
 
@@ -159,6 +177,10 @@ def known_task_types(env: str, envs_cfg: Mapping[str, Any], tasks_dir: str | Pat
 
         rows = webshop_rows(envs_cfg["webshop"]["root"], with_capped=False)
         return tuple(sorted({r["type"] for r in rows})), "the shipped WebShop goals"
+    if env == "planted":
+        from memtrials.envs.planted.world import TASK_TYPES
+
+        return tuple(sorted(TASK_TYPES)), "the planted world's task types"
     if env == "appworld" and str(envs_cfg["appworld"]["source"]) == "generated":
         from memtrials.envs.appworld.tasks import task_specs
 

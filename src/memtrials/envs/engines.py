@@ -30,4 +30,8 @@ def build_engine(name: str, **options: Any) -> Env:
         from memtrials.envs.webshop.env import WebShopEnv
 
         return WebShopEnv(**options)
+    if name == "planted":
+        from memtrials.envs.planted.env import PlantedEnv
+
+        return PlantedEnv(**options)
     raise ValueError(f"make_env: unknown environment {name!r}; expected one of {ENV_NAMES}")

@@ -35,7 +35,8 @@ def make_env(name: str, *, process: bool | None = None, **options: Any) -> Env:
       ``$APPWORLD_ROOT`` with ``official=True``), ``max_steps``, ``experiment``;
     * ``webshop``: ``root`` (data folder; default the shipped ``data/webshop``), ``max_steps``.
       In this process by default: a pure-Python engine, a step ~1 ms, every object sharing the
-      process's catalog and search index read-only (``thread_safe``).
+      process's catalog and search index read-only (``thread_safe``);
+    * ``planted``: ``max_steps``; the planted world (no data, a step in microseconds, in this process).
     """
     if name not in ENV_NAMES:
         raise ValueError(f"make_env: unknown environment {name!r}; expected one of {ENV_NAMES}")

@@ -8,9 +8,10 @@ a cell's tasks are fixed by the config and seed.  Schema (:data:`TASK_COLUMNS`):
 * ``split``    -- ScienceWorld ``train``/``dev``/``test`` (official variations); ALFWorld and
   AppWorld generated sets ``train``/``practice``/``eval``; official ALFWorld ``train``/
   ``eval_in_distribution``/``eval_out_of_distribution``; official AppWorld ``train``/``dev``/
-  ``test_normal``/``test_challenge``; WebShop ``test`` (goals 0-499)/``practice``/``train``/``duplicate``;
+  ``test_normal``/``test_challenge``; WebShop ``test`` (goals 0-499)/``practice``/``train``/``duplicate``; the planted world ``train``/``practice``/``test``;
 * ``type``     -- ScienceWorld task name, ALFWorld task type, AppWorld scenario family, WebShop
-  ``purchase`` (one stratum: a uniform draw; the category is in ``detail``);
+  ``purchase`` (one stratum: a uniform draw; the category is in ``detail``), the planted world's
+  three task types;
 * ``source``   -- ``official`` or ``generated``;
 * ``detail``   -- a JSON object of environment-specific fields (variation, scene, apps, ...).
 
@@ -30,7 +31,7 @@ import pandas as pd
 
 from memtrials.io import write_parquet
 
-ENV_NAMES: tuple[str, ...] = ("alfworld", "scienceworld", "appworld", "webshop")
+ENV_NAMES: tuple[str, ...] = ("alfworld", "scienceworld", "appworld", "webshop", "planted")
 TASK_COLUMNS: dict[str, str] = {
     "task_id": "string",
     "env": "string",

@@ -2,7 +2,7 @@
 
 :class:`Calls` holds a cell's endpoints, cache and recorder, and opens each endpoint's
 connection on first use (:meth:`Calls.connect`: the embedded or shared server where the
-endpoint has one, the OpenAI SDK client, the chat transport of :mod:`memtrials.llm.transport`
+endpoint has one, a planted endpoint's in-process loopback server, the OpenAI SDK client, the chat transport of :mod:`memtrials.llm.transport`
 and the endpoint's limits of :mod:`memtrials.llm.limits`).  Every request goes out through
 :meth:`Calls.send` (limits, cost caps and retries: :mod:`memtrials.llm.retry`); a request
 already out is found in :attr:`Calls.inflight`, so it is awaited, not sent twice.
@@ -25,6 +25,7 @@ from memtrials.llm.cache.sqlite import Cache
 from memtrials.llm.limits import EndpointLimits
 from memtrials.llm.local.embedded import EmbeddedServer
 from memtrials.llm.local.embedder import server_for
+from memtrials.llm.local.planted import PlantedServer
 from memtrials.llm.local.shared import SharedServer
 from memtrials.llm.progress import Progress
 from memtrials.llm.records import Recorder
@@ -78,7 +79,7 @@ class Calls:
         self._limits: dict[str, EndpointLimits] = {}
         self._oai: dict[str, openai.AsyncOpenAI] = {}
         self._chat: dict[str, ChatTransport] = {}
-        self._servers: dict[str, EmbeddedServer | SharedServer] = {}
+        self._servers: dict[str, EmbeddedServer | SharedServer | PlantedServer] = {}
         self._start_locks: dict[str, asyncio.Lock] = {}
         self.inflight: dict[str, asyncio.Future[dict[str, Any]]] = {}
         """Requests out now, by cache key: a second caller of the same key awaits the first."""
@@ -139,6 +140,11 @@ class Calls:
                     base_url = await asyncio.to_thread(server.start)
                     self._servers[ep.name] = server
                     key = "EMPTY"
+                elif ep.provider == "planted":  # a planted agent: the loopback server, in process
+                    server = PlantedServer(ep)
+                    base_url = await asyncio.to_thread(server.start)
+                    self._servers[ep.name] = server
+                    key = "EMPTY"
                 else:
                     base_url, key = ep.base_url, ep.api_key()
                 self._oai[ep.name] = openai.AsyncOpenAI(
@@ -156,8 +162,8 @@ class Calls:
         """The limits of endpoint ``name`` (after :meth:`connect`)."""
         return self._limits[name]
 
-    def server(self, name: str) -> EmbeddedServer | SharedServer:
-        """The local server that endpoint ``name`` runs on (after :meth:`connect`; embedded endpoints only)."""
+    def server(self, name: str) -> EmbeddedServer | SharedServer | PlantedServer:
+        """The local server that endpoint ``name`` runs on (after :meth:`connect`; embedded and planted endpoints only)."""
         return self._servers[name]
 
     # -- budget --------------------------------------------------------------

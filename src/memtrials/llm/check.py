@@ -62,6 +62,11 @@ def preflight(config: Mapping[str, Any], endpoints: Mapping[str, Endpoint], name
     """Raise :class:`ConfigError` on the first endpoint a run could not use."""
     for name in dict.fromkeys(names):
         ep = endpoints[name]
+        if ep.provider == "planted":
+            from memtrials.llm.local.planted import build_policy
+
+            build_policy(ep)  # its factory imports and takes its params
+            continue
         if ep.provider == "embedded":
             assert ep.embedded is not None
             if ep.embedded.checkpoint:
@@ -125,6 +130,12 @@ def check_endpoint(ep: Endpoint, timeout: float = 30.0) -> CheckResult:
             server = server_for(ep)
             base_url, key = server.start(), "EMPTY"
             what = "embedded server healthy"
+        elif ep.provider == "planted":
+            from memtrials.llm.local.planted import PlantedServer
+
+            server = PlantedServer(ep)
+            base_url, key = server.start(), "EMPTY"
+            what = "planted loopback server"
         else:
             base_url, key = ep.base_url or "", ep.api_key()
             what = f"{base_url}"

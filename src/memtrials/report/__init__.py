@@ -1,4 +1,5 @@
-"""Report helpers shared by the studies: table writers (Markdown, CSV, LaTeX, HTML);
+"""Report helpers shared by the studies: table writers (Markdown, CSV, LaTeX, HTML), the
+planted truth beside estimates (:mod:`memtrials.report.truth`, imported from there: it needs pandas);
 the atomic writers and figure saving are re-exported from :mod:`memtrials.io`."""
 
 from memtrials.io import atomic_write_bytes, atomic_write_text, save_figure
