@@ -9,6 +9,7 @@ jobs call.  The end-to-end run through the planted endpoint is ``test_planted_ru
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -20,6 +21,10 @@ from memtrials.studies.playbook import planted, planted_truth as truth
 from tests.playbook.planted_plant import LESSONS, plant
 
 CODES = list(LESSONS)
+
+
+def draw(*parts) -> float:
+    return int.from_bytes(hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).digest()[:8], "big") / 2**64
 
 
 def test_chance_is_the_declared_sum_with_the_interaction():
@@ -119,7 +124,7 @@ def simulate(pl, block_codes, n: int, seed: int, stream: str = "estimate") -> tu
     tasks = [f"t{i}" for i in range(8)]
     design = practice_round(tasks, n, len(block_codes), seed=seed)
     zs = design[[f"z{j}" for j in range(len(block_codes))]].to_numpy()
-    y = [float(planted.unit_draw(stream, seed, int(s)) < truth.set_value(pl, block_codes, z))
+    y = [float(draw(stream, seed, int(s)) < truth.set_value(pl, block_codes, z))
          for s, z in zip(design["actor_seed"], zs)]
     return design, pd.DataFrame({"episode": design["episode"], "score": y})
 
@@ -154,7 +159,7 @@ def test_rbc_keeps_helpful_drops_harmful_and_beats_whole_by_the_planted_margin()
     rows = []
     for name, z in sets.items():
         v = truth.set_value(pl, blocks, z)
-        rows += [{"candidate": name, "episode": e, "score": float(planted.unit_draw("choice", e) < v)}
+        rows += [{"candidate": name, "episode": e, "score": float(draw("choice", e) < v)}
                  for e in range(2000)]
     choice = choose(rbc_candidates(["1"], [cur.served_tokens], [80]), pd.DataFrame(rows))
     assert choice.chosen.name == "curated:1"

@@ -31,6 +31,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from memtrials.envs.planted.agent import act, episode_uniform, uniform
+
 MODES = ("none", "imitation", "strategic", "corrective")
 #: A phrase of each synthesis mode's system prompt (``config/prompts/memory/guidance_<mode>.md``;
 #: a test checks each occurs in its file and in no other).
@@ -88,7 +90,7 @@ class AntiPlant:
                              "flaw: {effect, after_failure, after_success}") from exc
 
     @property
-    def clusters(self) -> list[str]:
+    def cluster_names(self) -> list[str]:
         return sorted(self.effects["none"])
 
     def chance(self, mode: str, cluster: str, flawed: bool = False) -> float:
@@ -105,7 +107,7 @@ class AntiPlant:
 
 def best_modes(plant: AntiPlant) -> dict[str, str]:
     """Each cluster's best mode (ties: the earlier of :data:`MODES`)."""
-    return {c: max(MODES, key=lambda m: (plant.effects[m][c], -MODES.index(m))) for c in plant.clusters}
+    return {c: max(MODES, key=lambda m: (plant.effects[m][c], -MODES.index(m))) for c in plant.cluster_names}
 
 
 def flaw_reproduction(plant: AntiPlant) -> float:
@@ -125,12 +127,8 @@ def _text(body: Mapping[str, Any]) -> str:
     return "\n".join(str(m.get("content", "")) for m in body.get("messages") or [])
 
 
-def unit_draw(*parts: Any) -> float:
-    digest = hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2.0**64
-
-
 def task_of(body: Mapping[str, Any]) -> str:
+    """The actor's own task: the text after the last ``Your task is to:`` of the request."""
     found = re.findall(r"Your task is to: ?([^\n]*)", _text(body))
     return found[-1].strip() if found else ""
 
@@ -155,7 +153,7 @@ def rule_reply(plant: AntiPlant, body: Mapping[str, Any]) -> str:
     task = re.search(r"^Task: (.*)$", text, flags=re.MULTILINE)
     key = task.group(1) if task else text
     rate = plant.flaw.after_failure if failed else plant.flaw.after_success
-    flawed = unit_draw("rule", body.get("seed"), text) < rate
+    flawed = uniform(body, "flaw") < rate
     code = hashlib.sha256(key.encode()).hexdigest()[:8]
     rule = f"On tasks like {code}, check the goal first" + (f" {FLAWED}." if flawed else ".")
     return json.dumps({"rules": [rule]})
@@ -180,7 +178,7 @@ def actor_reply(plant: AntiPlant, body: Mapping[str, Any], act: ActStep) -> str:
     mode, flawed = shown(body)
     cluster = plant.cluster_of(task)
     p = plant.chance(mode, cluster, flawed) if cluster is not None else plant.base
-    return act(body, unit_draw("actor", body.get("seed"), task) < p)
+    return act(body, episode_uniform(body, "antipersist") < p)
 
 
 def make_policy(plant: AntiPlant, act: ActStep) -> Callable[[Mapping[str, Any]], str]:
@@ -195,3 +193,9 @@ def make_policy(plant: AntiPlant, act: ActStep) -> Callable[[Mapping[str, Any]],
         return actor_reply(plant, body, act)
 
     return reply
+
+
+def policy(**params: Any) -> Callable[[Mapping[str, Any]], str]:
+    """The factory a planted registry entry names (``planted.policy:
+    memtrials.studies.antipersist.planted:policy``): ``params`` as :meth:`AntiPlant.of` reads them."""
+    return make_policy(AntiPlant.of(params), act)

@@ -72,7 +72,7 @@ def selector_table(episodes: pd.DataFrame, plant: AntiPlant,
     df = df[df["mode_reason"].astype(str).isin(list(reasons))]
     best = best_modes(plant)
     rows = []
-    for cluster in plant.clusters:
+    for cluster in plant.cluster_names:
         g = df[df["cluster"] == cluster]
         k = int((g["mode"].astype(str) == best[cluster]).sum())
         i = wilson_interval(k, len(g))

@@ -16,18 +16,19 @@ won by the right actions and lost by wrong ones.  The truth of every estimand fo
 ``p`` alone (:mod:`.planted_truth`), never from the runs.
 
 The planted Curator adds, per call, the next ``per_call`` bank lessons the playbook does not
-hold yet, the ``first`` ones before the others, each group in an order drawn from the reviewed
-attempts' tasks (so growth runs with different
-task orders grow different playbooks); the Reflector tags every shown lesson ``neutral``.
+hold yet, the ``first`` ones before the others, each group in an order drawn from the request
+(which holds the batch's attempts, so growth runs with different task orders grow different
+playbooks); the Reflector tags every shown lesson ``neutral``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
+
+from memtrials.envs.planted.agent import act, episode_uniform, uniform
 
 #: A lesson code in a lesson's text: ``(tip H1)``.
 CODE = re.compile(r"\(tip ([A-Z][0-9]+)\)")
@@ -93,12 +94,6 @@ def codes_in(text: str) -> list[str]:
     return list(dict.fromkeys(CODE.findall(text)))
 
 
-def unit_draw(*parts: Any) -> float:
-    """A uniform in [0, 1) from SHA-256 of ``parts`` (the planted agent's only randomness)."""
-    digest = hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2.0**64
-
-
 def _text(body: Mapping[str, Any]) -> str:
     return "\n".join(str(m.get("content", "")) for m in body.get("messages") or [])
 
@@ -130,13 +125,12 @@ def reflect(body: Mapping[str, Any]) -> str:
 
 def curate_reply(plant: Plant, body: Mapping[str, Any]) -> str:
     """The planted Curator: the next ``per_call`` bank lessons the playbook lacks, in an order drawn
-    from the reviewed attempts' tasks (module docstring)."""
+    from the request (its reviewed attempts differ from run to run; module docstring)."""
     text = _text(body)
     playbook = text.split("Reviews of this batch", 1)[0]
     held = set(codes_in(playbook))
-    tasks = re.findall(r"^Attempt \d+\. Task: (.*)$", text, flags=re.MULTILINE)
     missing = sorted((c for c in plant.texts if c not in held),
-                     key=lambda c: (c not in plant.first, unit_draw("curator", tasks, c), c))
+                     key=lambda c: (c not in plant.first, uniform(body, "curator", c), c))
     section = _section_slug(body)
     ops = [{"type": "ADD", "section": section, "content": plant.texts[c]} for c in missing[:plant.per_call]]
     return json.dumps({"reasoning": "planted curator", "operations": ops})
@@ -154,22 +148,9 @@ ActStep = Callable[[Mapping[str, Any], bool], str]
 
 
 def actor_reply(plant: Plant, body: Mapping[str, Any], act: ActStep) -> str:
-    """The planted actor: right with probability ``p(served lessons)``, one draw per episode."""
-    text = _text(body)
-    p = plant.chance(codes_in(text))
-    u = unit_draw("actor", body.get("seed"), episode_key(body))
-    return act(body, u < p)
-
-
-def task_of(body: Mapping[str, Any]) -> str:
-    """The actor's own task: the text after the last ``Your task is to:`` of the request."""
-    found = re.findall(r"Your task is to: ?([^\n]*)", _text(body))
-    return found[-1].strip() if found else ""
-
-
-def episode_key(body: Mapping[str, Any]) -> str:
-    """What stays the same at every step of one episode: its task (with the request's seed)."""
-    return hashlib.sha256(task_of(body).encode()).hexdigest()
+    """The planted actor: right with probability ``p(served lessons)``, one draw per episode
+    (:func:`memtrials.envs.planted.agent.episode_uniform`)."""
+    return act(body, episode_uniform(body, "playbook") < plant.chance(codes_in(_text(body).rsplit("Your task is to:", 1)[0])))
 
 
 def make_policy(plant: Plant, act: ActStep) -> Callable[[Mapping[str, Any]], str]:
@@ -184,3 +165,9 @@ def make_policy(plant: Plant, act: ActStep) -> Callable[[Mapping[str, Any]], str
         return actor_reply(plant, body, act)
 
     return reply
+
+
+def policy(**params: Any) -> Callable[[Mapping[str, Any]], str]:
+    """The factory a planted registry entry names (``planted.policy:
+    memtrials.studies.playbook.planted:policy``): ``params`` declare the bank (:meth:`Plant.of`)."""
+    return make_policy(Plant.of(params), act)
