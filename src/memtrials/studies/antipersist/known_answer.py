@@ -51,7 +51,8 @@ def known_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def plant_of(models: Mapping[str, Any], model: str) -> AntiPlant:
-    params = getattr(models[model], "planted_params", None)
+    planted = models[model].planted
+    params = None if planted is None else planted.params
     if params is None:
         raise ValueError(f"antipersist.known_answer.model: endpoint {model!r} is not a planted endpoint (provider "
                          "planted, with planted.params); name one, e.g. planted-antipersist")

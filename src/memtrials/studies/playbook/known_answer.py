@@ -51,7 +51,7 @@ def known_config(config: Mapping[str, Any]) -> dict[str, Any]:
 def plant_of(models: Mapping[str, Any], model: str) -> Plant:
     """The lesson bank the planted endpoint ``model`` declares (its registry entry's policy params)."""
     entry = models[model]
-    params = getattr(entry, "planted_params", None)
+    params = None if entry.planted is None else entry.planted.params
     if params is None:
         raise ValueError(f"playbook.known_answer.model: endpoint {model!r} is not a planted endpoint (provider "
                          "planted, with planted.params); name one, e.g. planted-playbook")

@@ -19,7 +19,7 @@ from memtrials.envs.tasks import ENV_NAMES
 from memtrials.studies.playbook.design import ACTOR_KEYS, GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
 PARTS = ("growth", "practice", "choice", "eval", "report", "baseline", "pooled", "diagnostics")
-ENVS = ("alfworld", "appworld", "webshop")
+ENVS = ("alfworld", "appworld", "webshop", "planted")  # planted: the known-answer run (or any setting)
 ROOT = "results/playbook"
 
 
