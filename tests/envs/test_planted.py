@@ -113,3 +113,9 @@ def test_max_steps_ends_the_episode():
     env.step("no")
     obs = env.step("no")
     assert obs.done and not obs.won
+
+
+def test_every_code_of_a_task_is_distinct_so_strings_of_different_steps_differ():
+    for tid in build_task_table("planted", CFG)["task_id"]:
+        actions = [a for s in make_task(tid).steps for a in s.actions]
+        assert len(actions) == len(set(actions))

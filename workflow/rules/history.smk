@@ -21,8 +21,8 @@ rule history_rollouts:
     log:
         "logs/history/rollouts/{model}/{env}/{condition}.log",
     wildcard_constraints:
-        env=HISTORY.alternatives(HISTORY.envs),
-        condition=HISTORY.alternatives(HISTORY.conditions),
+        env=HISTORY.alternatives(HISTORY.rule_envs),
+        condition=HISTORY.alternatives(HISTORY.rule_conditions),
     conda:
         CONDA_ENV
     resources:
@@ -145,6 +145,7 @@ rule history_report:
         CONDA_ENV
     params:
         analysis=HISTORY.h["analysis"],
+        planted=HISTORY.planted_slice(),
         trained_calibrators=config["calibrator"]["trained_endpoints"],
         tables_dir=lambda w, output: os.path.dirname(output.index),
         figures_dir=lambda w, output: os.path.join(
@@ -152,3 +153,9 @@ rule history_report:
         ),
     script:
         "../scripts/history_report.py"
+
+
+# known-answer runs (workflow/rules/known_answer.smk): the planted table, truth beside estimate
+if HISTORY.enabled and HISTORY.planted_enabled:
+    KNOWN_ANSWER_TABLES.append({"study": "history", "stem": "results/history/tables/planted_views"})
+    KNOWN_ANSWER_INPUTS.append("results/history/tables/index.md")

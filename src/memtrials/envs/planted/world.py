@@ -3,7 +3,8 @@
 A task is a pure function of its id (``<split>-<type>-<index>``, e.g. ``test-vault-0007``):
 SHA-256 of ``planted:<task id>`` seeds a ``random.Random`` that draws the number of steps
 (:data:`STEPS`), the number of admissible actions per step (:data:`ACTIONS`), one code per step
-and the distractor codes.  At each step the observation names a code; the one admissible
+and the distractor codes, all distinct within the task (so action strings of different steps
+differ, and a repeated string is a repeated action).  At each step the observation names a code; the one admissible
 action that mentions that code advances the task (the last one wins it); any other action
 leaves the state unchanged and says so, so a failed action can be repeated and its
 repetition counted.  Three task types (:data:`TASK_TYPES`), each with its own wording, are the
@@ -93,13 +94,15 @@ def make_task(tid: str) -> Task:
     rng = random.Random(seed64("planted", tid))
     wording = TASK_TYPES[typ]
     steps = []
+    used: set[str] = set()  # every code of a task is distinct: no action of one step names another's
     for _ in range(rng.randint(*STEPS)):
         codes: list[str] = []
         n_actions = rng.randint(*ACTIONS)
         while len(codes) < n_actions:
             c = _code(rng)
-            if c not in codes:
+            if c not in used:
                 codes.append(c)
+                used.add(c)
         right = wording.action.format(code=codes[0])
         actions = [wording.action.format(code=c) for c in codes]
         rng.shuffle(actions)

@@ -291,11 +291,17 @@ def _with_cells(paths: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def write_report(rollouts: Sequence[str], continuation: Sequence[str], probe: Sequence[str],
                  analysis: Mapping[str, Any], tables_dir: str, figures_dir: str, index_path: str,
-                 trained_calibrators: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+                 trained_calibrators: Mapping[str, str] | None = None, planted: Sequence[str] = (),
+                 planted_tasks: str | None = None, planted_slice: Mapping[str, Any] | None = None
+                 ) -> list[tuple[str, str]]:
     """Write every table and figure; ``index_path`` lists them.  ``trained_calibrators``
     (``calibrator.trained_endpoints``: endpoint -> training-rule output folder) names the
     endpoints whose Calibrator rows are the learned calibrator (checked against the
-    checkpoint's digest); any other is labelled an untrained stand-in."""
+    checkpoint's digest); any other is labelled an untrained stand-in.  ``planted``: the
+    planted agent's rollout cells (``history.planted``), reported apart with the truth beside
+    each estimate (:mod:`.planted_report`), from the task table ``planted_tasks`` and the
+    config slice ``planted_slice``."""
+    from memtrials.studies.history.planted_report import planted_part
     from memtrials.studies.history.calibrator.rollouts import trained_endpoints
 
     trained = trained_endpoints(trained_calibrators or {})
@@ -306,6 +312,10 @@ def write_report(rollouts: Sequence[str], continuation: Sequence[str], probe: Se
     cont = A.load(continuation)
     continuation_part(rep, cont, n_boot, trained)
     probe_part(rep, A.load(probe), n_boot)
+    if planted:
+        if planted_tasks is None or not planted_slice:
+            raise ValueError("history report: planted cells given without their task table and config slice")
+        planted_part(rep, _with_cells(planted), planted_tasks, planted_slice, n_boot)
     lines = ["# History study: tables and figures", "",
              f"{len(eps)} rollout episodes, {len(cont)} continuations, "
              f"{len(A.load(probe))} probe responses.", ""]

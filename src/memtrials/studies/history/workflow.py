@@ -15,6 +15,7 @@ from memtrials.memory.registry import check_memory, memory_entry, memory_name, s
 from memtrials.pipeline.study import Study, alternatives
 from memtrials.studies.history.continuation import served_memory
 from memtrials.studies.history.design import rollout_conditions
+from memtrials.studies.history.planted_cells import PLANTED_ENV, check_planted, planted_cell
 from memtrials.studies.history.preflight import check_history_envs, check_named_tasks, check_task_types
 
 
@@ -26,7 +27,7 @@ class HistoryWorkflow(Study):
     parts = ("rollouts", "continuation", "probe", "report")
     # each cell part: its module and the design; the report: its module
     code_modules = {"rollouts": ("rollouts", "design"), "continuation": ("continuation", "design"),
-                    "probe": ("probe", "design"), "report": ("report",)}
+                    "probe": ("probe", "design"), "report": ("report", "planted_report", "planted_truth")}
     entry_parts = ("rollouts", "continuation", "probe")
 
     def resolve(self) -> None:
@@ -46,6 +47,13 @@ class HistoryWorkflow(Study):
         self.probe = dict(self.h["probe"])
         self.probe_enabled = bool(self.probe["enabled"])
         self.roles = dict(config["roles"])
+        # known-answer runs: the planted agent's rollout cells on the planted world (docs/history.md)
+        self.planted = dict(self.h["planted"])
+        self.planted_enabled = bool(self.planted["enabled"])
+        self.planted_model = str(self.planted["model"])
+        self.planted_conditions = list(self.planted["conditions"]) if self.planted_enabled else []
+        self.rule_envs = self.envs + ([PLANTED_ENV] if self.planted_enabled and PLANTED_ENV not in self.envs else [])
+        self.rule_conditions = list(dict.fromkeys(self.conditions + self.planted_conditions))
 
     def check(self) -> None:
         src = "config key history"
@@ -69,6 +77,8 @@ class HistoryWorkflow(Study):
         for role in ("judge", "calibrator"):
             if role in self.roles and self.roles[role] not in self.models_registry:
                 raise ConfigError(f"config key roles.{role}: endpoint '{self.roles[role]}' is not in the registry")
+        if self.planted_enabled:
+            check_planted(self.h, self.models_registry, self.config["models_file"])
         check_task_types(self.h, self.config["envs"])  # the type lists first: the split sizes count with them
         check_history_envs(self.h, self.config["envs"])
         check_named_tasks(self.h, self.config["envs"])
@@ -107,7 +117,10 @@ class HistoryWorkflow(Study):
 
     def cell(self, model: str, env: str, part: str | None = None, condition: str | None = None) -> dict[str, Any]:
         """Everything of the config that determines one cell's output (a memory condition's
-        continuation also its memory's config entry and the embedder)."""
+        continuation also its memory's config entry and the embedder; the planted world's
+        rollouts: :func:`planted_cell`)."""
+        if env == PLANTED_ENV and env not in self.envs:
+            return planted_cell(self.h, self.endpoint(model))
         cell: dict[str, Any] = {
             "seed": self.h["seed"], "tasks_per_cell": self.h["tasks_per_cell"],
             "chat_tasks_per_cell": self.h["chat_tasks_per_cell"],
@@ -152,6 +165,19 @@ class HistoryWorkflow(Study):
                                    for m in self.models for e in self.envs for c in self.cont_conditions]
         if self.probe_enabled:
             out["probe"] = [f"results/history/probe/{m}/{e}.parquet" for m in self.models for e in self.envs]
+        if self.planted_enabled:
+            out["planted"] = [f"results/history/rollouts/{self.planted_model}/{PLANTED_ENV}/{c}.parquet"
+                              for c in self.planted_conditions]
+            out["planted_tasks"] = [f"results/tasks/{PLANTED_ENV}.parquet"]
         return out
+
+    def planted_slice(self) -> dict[str, Any]:
+        """What of the config decides the planted tables (the report's params): the cell's
+        task draw, the actor's budget and the planted entry's declared numbers."""
+        if not self.planted_enabled:
+            return {}
+        declared = self.models_registry[self.planted_model].planted.params
+        return {**planted_cell(self.h, self.endpoint(self.planted_model)), "model": self.planted_model,
+                "conditions": self.planted_conditions, "declared": dict(declared)}
 
     alternatives = staticmethod(alternatives)
