@@ -77,11 +77,13 @@ def test_mutation_whole_evaluated_on_another_run_fails_a_known_answer_check(run)
 
     playbooks = [str(base / f"growth/run{k}.playbooks.parquet") for k in (1, 2)]
     truth = kt.candidate_truth(plant, rec, playbooks)
-    if abs(truth["whole:run1"][0] - truth["whole:run2"][0]) < 0.1:
-        pytest.skip("the two runs' whole playbooks have nearly the same planted value at this seed")
-    bad = tmp / "mutated"
+    assert abs(truth["whole:run1"][0] - truth["whole:run2"][0]) >= 0.1  # known_answer.seed chosen so
+    evals = sorted(str(p) for p in (base / "eval").glob("*.parquet") if ".steps" not in p.name and ".calls" not in p.name)
+    ok = pd.DataFrame(kt.method_rows(plant, ("std", "planted-playbook", "planted", "ace-passfail"), rec, playbooks, evals))
+    assert ok.set_index("method").loc["Whole", "covered"]
+    bad = tmp / "results" / "playbook" / "std" / "mutated" / "planted" / "ace-passfail" / "eval"
     shutil.copytree(base / "eval", bad)
-    ep = pd.read_parquet(bad / "whole-run2.parquet").assign(candidate="whole:run1")
-    ep.to_parquet(bad / "whole-run1.parquet")
-    rows = kt.candidate_rows(plant, rec, playbooks, {"whole:run1": ep})
-    assert not rows[0]["covered"], rows
+    pd.read_parquet(bad / "whole-run2.parquet").assign(candidate="whole:run1").to_parquet(bad / "whole-run1.parquet")
+    wrong = pd.DataFrame(kt.method_rows(plant, ("std", "mutated", "planted", "ace-passfail"), rec, playbooks,
+                                        [p.replace(str(base / "eval"), str(bad)) for p in evals])).set_index("method")
+    assert not wrong.loc["Whole", "covered"], wrong

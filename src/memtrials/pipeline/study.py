@@ -114,6 +114,24 @@ class Study(ABC):
         own = self.in_flight()
         return max(1, cap if own is None else min(own, cap))
 
+    def check_known_answer(self, ka: Mapping[str, Any]) -> None:
+        """``<study>.known_answer`` (issue 38): ``model`` a planted chat endpoint of the registry (its
+        declared params are the truth) and ``embedder`` an embedding endpoint; a ConfigError names the key."""
+        from memtrials.config import ConfigError
+
+        src = f"config key {self.name}.known_answer"
+        for key, task in (("model", "chat"), ("embedder", "embed")):
+            name = ka[key]
+            if name not in self.models_registry:
+                raise ConfigError(f"{src}.{key}: endpoint {name!r} is not in the registry "
+                                  f"({self.config['models_file']}); add it there or name another")
+            if self.models_registry[name].task != task:
+                raise ConfigError(f"{src}.{key}: endpoint {name!r} is a {self.models_registry[name].task} endpoint; "
+                                  f"name a {task} one")
+        if self.models_registry[ka["model"]].planted is None:
+            raise ConfigError(f"{src}.model: endpoint {ka['model']!r} is not a planted endpoint (provider planted), "
+                              "whose declared params give the truth; name one (config/models.yaml: planted-*)")
+
     @abstractmethod
     def final_targets(self) -> list[str]:
         """What the target rule ``all`` asks of this study (none when it is disabled)."""

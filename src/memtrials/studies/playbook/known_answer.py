@@ -40,7 +40,7 @@ def known_config(config: Mapping[str, Any]) -> dict[str, Any]:
     model = ka["model"]
     for part in ("growth", "measurement", "choice", "evaluation"):
         pb[part].update(ka[part])
-    pb.update(models=[model], envs=[ENV], systems=["ace"], exclude=[], roles_from_model=True, long_growth=False,
+    pb.update(seed=int(ka["seed"]), models=[model], envs=[ENV], systems=["ace"], exclude=[], roles_from_model=True, long_growth=False,
               in_flight=int(ka["in_flight"]), tokenizer="pieces", actor={**pb["actor"], **ka["actor"]}, actor_env={})
     pb["baselines"].update(methods=[], envs=[ENV], runs=ka["cut_runs"], subsampled_settings=None)
     pb["diagnostics"]["enabled"] = False
@@ -146,8 +146,9 @@ CAPTIONS = {
     "ka_candidates": "Known-answer run (planted): every candidate's evaluation success with its Wilson 95 % interval "
                      "against the planted chance of the lessons the choice record says it serves (truth).",
     "ka_methods": "Known-answer run (planted): Table 1's methods computed by the study's own table code (estimate, "
-                  "0-1) against the planted value of what each should serve (truth; Whole and RBC-cut over the cut "
-                  "runs); the last row is RBC-cut minus Whole, paired over the same evaluation tasks and seeds.",
+                  "0-1; Wilson 95 % interval of the episodes of what it served) against the planted value of what "
+                  "each should serve (truth; Whole and RBC-cut over the cut runs); the last row is RBC-cut minus "
+                  "Whole, paired over the same evaluation tasks and seeds.",
     "ka_curation": "Known-answer run (planted): per run, the curated set (lesson codes) and its planted value, the "
                    "set the study's rule picks on the true block values, and the best set within the cap (exact).",
 }

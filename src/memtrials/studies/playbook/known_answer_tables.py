@@ -14,7 +14,8 @@ and tables shows as a truth outside its interval:
   value of what they should serve, and RBC-cut minus Whole (paired over the same evaluation
   tasks and seeds) beside the planted margin;
 - ``ka_curation``: per run, the curated set beside the set the study's rule picks on the true
-  values and the best set within the cap (exact enumeration), with their values.
+  values and the best set within the cap (exact enumeration), with their values; ``kept_helpful``:
+  the curated set holds every lesson of the best set, ``dropped_harmful``: no harmful lesson.
 """
 
 from __future__ import annotations
@@ -108,12 +109,16 @@ def method_rows(plant: Plant, setting: tuple[str, str, str, str], choice: Mappin
     cut = analysis.cut_runs(choice)
     should = {"Whole": [f"whole:{r}" for r in cut], "RBC-cut": [f"curated:{r}" for r in cut], "No playbook": ["none"],
               "Best-Full": [choice["best_full"]["chosen"]], "RBC": [choice["rbc"]["chosen"]]}
+    by_name = {str(pd.read_parquet(p)["candidate"].iloc[0]): pd.read_parquet(p) for p in eval_paths}
     rows = []
     for r in table.itertuples(index=False):
         t = float(np.mean([true[n][0] for n in should[r.method]]))
+        ys = [scores(by_name[n]) for n in should[r.method] if n in by_name]
+        k, n = int(round(float(sum(np.sum(y) for y in ys)))), int(sum(len(y) for y in ys))
+        i = wilson_interval(k, n)  # the episodes of what it served, pooled over its runs
         rows.append({"method": r.method, "serves": ", ".join(should[r.method]), "runs": r.runs,
-                     "estimate": float(r.score) / 100.0, "truth": t, "lo": np.nan, "hi": np.nan, "covered": None})
-    by_name = {str(pd.read_parquet(p)["candidate"].iloc[0]): pd.read_parquet(p) for p in eval_paths}
+                     "estimate": float(r.score) / 100.0, "truth": t, "lo": i.lo, "hi": i.hi,
+                     "covered": _covered(i.lo, i.hi, t)})
     diffs = []
     for r in cut:
         if f"curated:{r}" in by_name and f"whole:{r}" in by_name:
@@ -140,13 +145,14 @@ def curation_rows(plant: Plant, practice_record: Mapping[str, Any], playbooks_pa
     name = lambda bs: " ".join(sorted(c for b in bs for c in blocks[b])) or "(none)"  # noqa: E731
     kept = {c for b in cur["blocks"] for c in blocks[b]}
     held = {c for b in blocks for c in b}
+    oracle = {c for b in best for c in blocks[b]}
     return {"run": f"run{practice_record['run']}", "curated": name(cur["blocks"]),
             "curated_value": truth.set_value(plant, blocks, truth.included(cur["blocks"], len(blocks))),
             "rule_on_truth": name(greedy.blocks),
             "rule_on_truth_value": truth.set_value(plant, blocks, truth.included(greedy.blocks, len(blocks))),
             "best_in_cap": name(best), "best_value": best_value,
             "whole_value": plant.chance(held),
-            "kept_helpful": all(c in kept for c in held if plant.effects[c] >= 0.05),
+            "kept_helpful": oracle <= kept,
             "dropped_harmful": not any(plant.effects[c] < 0 for c in kept)}
 
 
