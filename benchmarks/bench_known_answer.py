@@ -22,6 +22,8 @@ import time
 
 REGISTRY: dict[str, str] = {
     # study: "<module>:<callable>" exposing known_answer(size, seed) -> DataFrame
+    "playbook": "memtrials.studies.playbook.known_answer:benchmark",
+    "antipersist": "memtrials.studies.antipersist.known_answer:benchmark",
 }
 
 

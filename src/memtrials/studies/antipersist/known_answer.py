@@ -138,3 +138,33 @@ CAPTIONS = {
                  "served and the number served per episode against the stream's plan (stored by that round; "
                  "min(k, stored)).",
 }
+
+
+def benchmark(size: int, seed: int) -> pd.DataFrame:
+    """The known-answer benchmark's entry (``benchmarks/bench_known_answer.py``): the default's
+    known-answer run with 6 rounds of ``size // 6`` training tasks (a pool of ``size // 3``),
+    ``size // 8`` held-out tasks and selector seed ``seed``, in a temporary folder and cache; one
+    row per interval (``estimand``: the table and its row)."""
+    import tempfile
+
+    from memtrials.config import REPO_ROOT, load_config
+    from memtrials.envs.build import build_task_table
+    from memtrials.envs.tasks import write_table as write_tasks
+
+    config = load_config(REPO_ROOT / "config" / "config.yaml")
+    config["antipersist"]["seed"] = int(seed)
+    ka = config["antipersist"]["known_answer"]
+    ka.update(rounds=6, round_size=max(2, int(size) // 6))
+    ka["pool"].update(train_tasks=max(3, int(size) // 3), eval_tasks=max(3, int(size) // 8))
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        config["cache"] = {**config["cache"], "path": str(t / "llm.sqlite"), "backend": "sqlite", "mode": "use"}
+        write_tasks(build_task_table(ENV, config["envs"]), t / "planted.parquet")
+        known_answer_run(config, tasks_path=str(t / "planted.parquet"), root=str(t / "results" / "antipersist"),
+                         out_dir=str(t / "ka"), prompts_dir=str(REPO_ROOT / config["antipersist"]["memory_prompts_dir"]),
+                         actor_prompts_dir=str(REPO_ROOT / config["antipersist"]["actor_prompts_dir"]))
+        modes = pd.read_csv(t / "ka" / "tables" / "ka_modes.csv")
+        flaws = pd.read_csv(t / "ka" / "tables" / "ka_flaws.csv")
+    rows = [modes.assign(estimand="mode x cluster " + modes["mode"] + "/" + modes["cluster"]),
+            flaws.assign(estimand="flaw reproduction")]
+    return pd.concat(rows, ignore_index=True)[["estimand", "estimate", "lo", "hi", "truth", "covered"]]

@@ -152,3 +152,36 @@ CAPTIONS = {
     "ka_curation": "Known-answer run (planted): per run, the curated set (lesson codes) and its planted value, the "
                    "set the study's rule picks on the true block values, and the best set within the cap (exact).",
 }
+
+
+def benchmark(size: int, seed: int) -> pd.DataFrame:
+    """The known-answer benchmark's entry (``benchmarks/bench_known_answer.py``): the default's
+    known-answer setting with ``size`` practice episodes a run, ``size // 4`` evaluation tasks x 4
+    seeds and ``size // 8`` choice episodes, seed ``seed``, in a temporary folder and cache; one
+    row per interval (``estimand``: the table and its row)."""
+    import tempfile
+
+    from memtrials.config import REPO_ROOT, load_config
+    from memtrials.envs.build import build_task_table
+    from memtrials.envs.tasks import write_table as write_tasks
+
+    config = load_config(REPO_ROOT / "config" / "config.yaml")
+    ka = config["playbook"]["known_answer"]
+    ka.update(seed=int(seed))
+    ka["measurement"]["episodes"] = int(size)
+    ka["choice"]["episodes"] = max(2, int(size) // 8)
+    ka["evaluation"].update(tasks=max(2, int(size) // 4), seeds=4)
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        config["cache"] = {**config["cache"], "path": str(t / "llm.sqlite"), "backend": "sqlite", "mode": "use"}
+        write_tasks(build_task_table(ENV, config["envs"]), t / "planted.parquet")
+        known_answer_run(config, tasks_path=str(t / "planted.parquet"), root=str(t / "results" / "playbook"),
+                         out_dir=str(t / "ka"), actor_prompts_dir=str(REPO_ROOT / config["playbook"]["actor_prompts_dir"]),
+                         memory_prompts_dir=str(REPO_ROOT / config["playbook"]["memory_prompts_dir"]))
+        frames = {n: pd.read_csv(t / "ka" / "tables" / f"{n}.csv") for n in TABLES}
+    label = {"ka_blocks": lambda r: f"block {r['lessons']}", "ka_candidates": lambda r: f"candidate {r['candidate']}",
+             "ka_methods": lambda r: f"method {r['method']}"}
+    rows = [df.assign(estimand=[f"{n}: {label[n](r)}" for _, r in df.iterrows()])
+            for n, df in frames.items() if n in label and len(df)]
+    out = pd.concat(rows, ignore_index=True).dropna(subset=["lo", "hi"])
+    return out[["estimand", "estimate", "lo", "hi", "truth", "covered"]]
