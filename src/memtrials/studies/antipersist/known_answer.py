@@ -20,7 +20,6 @@ under ``results/antipersist/<model>/planted/...`` as the rules would, and writes
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -29,25 +28,11 @@ import pandas as pd
 
 from memtrials.io import atomic_write_json
 from memtrials.report import write_table
+from memtrials.studies.antipersist.known_setting import ENV, known_config
 from memtrials.studies.antipersist import planted_checks as pc
 from memtrials.studies.antipersist.planted import AntiPlant
 
-ENV = "planted"
 FIXED = ("fixed-none", "fixed-imitation", "fixed-strategic", "fixed-corrective")
-
-
-def known_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    cfg = copy.deepcopy(dict(config))
-    a = cfg["antipersist"]
-    ka = a["known_answer"]
-    a.update(models=[ka["model"]], envs=[ENV], designs=list(ka["designs"]), seeds=int(ka["seeds"]),
-             rounds=int(ka["rounds"]), round_size=int(ka["round_size"]), batch_size=int(ka["batch_size"]),
-             eval_every_round=True, in_flight=int(ka["in_flight"]), k=int(ka["k"]), synthesizer=None,
-             actor={**a["actor"], **ka["actor"]})
-    a["pools"] = {**a["pools"], ENV: dict(ka["pool"])}
-    a["sweeps"] = {**a["sweeps"], "enabled": False}
-    cfg["roles"] = {**cfg["roles"], "embedder": ka["embedder"]}
-    return cfg
 
 
 def plant_of(models: Mapping[str, Any], model: str) -> AntiPlant:

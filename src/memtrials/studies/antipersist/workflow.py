@@ -30,7 +30,7 @@ class AntipersistWorkflow(Study):
     package = "memtrials.studies.antipersist"
     parts = ("train", "eval", "report", "known_answer")
     code_modules = {"train": ("train",), "eval": ("evaluate",), "report": ("report",),
-                    "known_answer": ("known_answer", "train", "evaluate")}
+                    "known_answer": ("known_answer", "known_setting", "train", "evaluate")}
 
     def resolve(self) -> None:
         config = self.config
@@ -192,7 +192,7 @@ class AntipersistWorkflow(Study):
     def known_answer(self) -> dict[str, Any] | None:
         """The known-answer run's slice (:mod:`.known_answer`): the derived section and its endpoints;
         ``None`` when ``antipersist.known_answer.enabled`` is false (or the study is off)."""
-        from memtrials.studies.antipersist.known_answer import known_config
+        from memtrials.studies.antipersist.known_setting import known_config
 
         if not (self.enabled and self.a["known_answer"]["enabled"]):
             return None

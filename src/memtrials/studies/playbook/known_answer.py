@@ -16,7 +16,6 @@ rules would, and writes the tables of :mod:`.known_answer_tables` (``ka_*``) und
 from __future__ import annotations
 
 import asyncio
-import copy
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -24,28 +23,11 @@ import pandas as pd
 
 from memtrials.io import atomic_write_json
 from memtrials.report import write_table
+from memtrials.studies.playbook.known_setting import ENV, VARIANT, known_config
 from memtrials.studies.playbook import known_answer_tables as kt
 from memtrials.studies.playbook.planted import Plant
 
-ENV = "planted"
-VARIANT = "ace-passfail"
 TABLES = ("ka_blocks", "ka_candidates", "ka_methods", "ka_curation")
-
-
-def known_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The config of the known-answer setting (module docstring)."""
-    cfg = copy.deepcopy(dict(config))
-    pb = cfg["playbook"]
-    ka = pb["known_answer"]
-    model = ka["model"]
-    for part in ("growth", "measurement", "choice", "evaluation"):
-        pb[part].update(ka[part])
-    pb.update(seed=int(ka["seed"]), models=[model], envs=[ENV], systems=["ace"], exclude=[], roles_from_model=True, long_growth=False,
-              in_flight=int(ka["in_flight"]), tokenizer="pieces", actor={**pb["actor"], **ka["actor"]}, actor_env={})
-    pb["baselines"].update(methods=[], envs=[ENV], runs=ka["cut_runs"], subsampled_settings=None)
-    pb["diagnostics"]["enabled"] = False
-    cfg["roles"] = {**cfg["roles"], "embedder": ka["embedder"]}
-    return cfg
 
 
 def plant_of(models: Mapping[str, Any], model: str) -> Plant:

@@ -32,7 +32,7 @@ class PlaybookWorkflow(Study):
     code_modules = {"growth": ("growth",), "practice": ("practice",), "choice": ("choice",), "eval": ("evaluate",),
                     "report": ("report",), "baseline": ("baseline_eval",), "pooled": ("baseline_eval",),
                     "diagnostics": ("diagnostics",),
-                    "known_answer": ("known_answer", "growth", "practice", "choice", "evaluate")}
+                    "known_answer": ("known_answer", "known_setting", "growth", "practice", "choice", "evaluate")}
 
     def resolve(self) -> None:
         config = self.config
@@ -333,7 +333,7 @@ class PlaybookWorkflow(Study):
     def known_answer(self) -> dict[str, Any] | None:
         """The known-answer run's slice (:mod:`.known_answer`): the derived setting's playbook section and
         its endpoints; ``None`` when ``playbook.known_answer.enabled`` is false (or the study is off)."""
-        from memtrials.studies.playbook.known_answer import known_config
+        from memtrials.studies.playbook.known_setting import known_config
 
         if not (self.enabled and self.p["known_answer"]["enabled"]):
             return None
