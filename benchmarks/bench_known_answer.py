@@ -22,6 +22,7 @@ import time
 
 REGISTRY: dict[str, str] = {
     # study: "<module>:<callable>" exposing known_answer(size, seed) -> DataFrame
+    "history": "memtrials.studies.history.known_answer:known_answer",
     "playbook": "memtrials.studies.playbook.known_answer:benchmark",
     "antipersist": "memtrials.studies.antipersist.known_answer:benchmark",
 }

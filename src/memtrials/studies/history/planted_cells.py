@@ -3,7 +3,7 @@
 The planted agent (``history.planted.model``, an entry of ``provider: planted``) plays the
 ``history.planted.conditions`` on the planted world's ``test`` split, ``history.planted.
 tasks_per_cell`` tasks drawn by ``history.seed`` (the same list in every condition), with the
-study's actor (``history.actor``): the same rollout rule, runner, client and report as the
+study's actor (``history.actor``; shuffles drawn per step, :data:`PLANTED_SHUFFLE`): the same rollout rule, runner, client and report as the
 panel's cells, beside them.  :mod:`.planted_truth` computes the truth from the entry's
 declared numbers; :mod:`.planted_report` puts it beside the estimates.
 """
@@ -16,6 +16,9 @@ from memtrials.config import ConfigError
 
 PLANTED_ENV = "planted"
 PLANTED_SPLIT = "test"
+PLANTED_SHUFFLE = "per_step"
+"""The planted cells' shuffles: a fresh uniform permutation at each prompt, whatever
+``history.shuffle`` says (the truth of the shuffle views assumes it)."""
 
 
 def planted_cell(h: Mapping[str, Any], endpoint: Mapping[str, Any]) -> dict[str, Any]:
@@ -23,7 +26,7 @@ def planted_cell(h: Mapping[str, Any], endpoint: Mapping[str, Any]) -> dict[str,
     p = h["planted"]
     return {"seed": h["seed"], "tasks_per_cell": int(p["tasks_per_cell"]), "chat_tasks_per_cell": None,
             "split": PLANTED_SPLIT, "task_types": None, "env_options": {}, "actor": h["actor"],
-            "in_flight": h["in_flight"], "endpoint": dict(endpoint), "shuffle": h["shuffle"]}
+            "in_flight": h["in_flight"], "endpoint": dict(endpoint), "shuffle": PLANTED_SHUFFLE}
 
 
 def check_planted(h: Mapping[str, Any], registry: Mapping[str, Any], models_file: str) -> None:
@@ -41,10 +44,6 @@ def check_planted(h: Mapping[str, Any], registry: Mapping[str, Any], models_file
     if bad:
         raise ConfigError(f"config key history.planted.conditions: no declared planted effect for {bad}; "
                           f"allowed: {', '.join(CONDITIONS)}")
-    if any(c.startswith("shuffle") for c in p["conditions"]) and h["shuffle"] != "per_step":
-        raise ConfigError("config key history.shuffle: the planted shuffles' truth assumes per_step (a fresh uniform "
-                          "permutation at each prompt); set history.shuffle: per_step or drop shuffle_all/"
-                          "shuffle_old from history.planted.conditions")
     if h["actor"]["max_listed_actions"] is not None and int(h["actor"]["max_listed_actions"]) < 5:
         raise ConfigError("config key history.actor.max_listed_actions: the planted world lists up to 5 actions "
                           "and its truth assumes every one is shown; set it to at least 5 (or null)")

@@ -281,7 +281,8 @@ def probe_part(rep: Report, resp: pd.DataFrame, n_boot: int) -> None:
     rep.figure("figure5_repetition", fig, "Probability of repeating the same action a third time (Figure 5 analogue)")
 
 
-def _with_cells(paths: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def with_cells(paths: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The episodes of cells ``paths`` and their steps (with each step's model, env and condition)."""
     eps = A.load(paths)
     steps = A.load([p[: -len(".parquet")] + ".steps.parquet" for p in paths if Path(p).exists()])
     if len(eps) and len(steps):
@@ -307,7 +308,7 @@ def write_report(rollouts: Sequence[str], continuation: Sequence[str], probe: Se
     trained = trained_endpoints(trained_calibrators or {})
     n_boot = int(analysis["n_boot"])
     rep = Report(tables_dir, figures_dir)
-    eps, steps = _with_cells(rollouts)
+    eps, steps = with_cells(rollouts)
     rollout_part(rep, eps, steps, n_boot)
     cont = A.load(continuation)
     continuation_part(rep, cont, n_boot, trained)
@@ -315,7 +316,7 @@ def write_report(rollouts: Sequence[str], continuation: Sequence[str], probe: Se
     if planted:
         if planted_tasks is None or not planted_slice:
             raise ValueError("history report: planted cells given without their task table and config slice")
-        planted_part(rep, _with_cells(planted), planted_tasks, planted_slice, n_boot)
+        planted_part(rep, with_cells(planted), planted_tasks, planted_slice, n_boot)
     lines = ["# History study: tables and figures", "",
              f"{len(eps)} rollout episodes, {len(cont)} continuations, "
              f"{len(A.load(probe))} probe responses.", ""]
