@@ -26,8 +26,7 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from memtrials.io import atomic_write_json
-from memtrials.report import write_table
+from memtrials.report.known_answer import write_planted
 from memtrials.studies.antipersist.known_setting import ENV, known_config
 from memtrials.studies.antipersist import planted_checks as pc
 from memtrials.studies.antipersist.planted import AntiPlant
@@ -98,16 +97,9 @@ def known_answer_run(config: Mapping[str, Any], *, tasks_path: str, root: str, o
     plant = plant_of(models, wf.models[0])
     streams = asyncio.run(_run(cfg, wf, Path(root), tasks_path, prompts_dir, actor_prompts_dir, make_env))
     frames = tables(plant, streams, cfg)
-    out = Path(out_dir)
-    for name, df in frames.items():
-        write_table(df, out / "tables" / name, caption=CAPTIONS[name])
-    cov = [f["covered"].astype(bool) for n, f in frames.items() if n != "ka_selector" and not f.empty]
-    k, n = sum(int(c.sum()) for c in cov), sum(len(c) for c in cov)
     sel = frames["ka_selector"]
-    summary = {"model": wf.models[0], "env": ENV, "covered": k, "intervals": n, "coverage": k / n if n else None,
-               "selector_above_chance": bool(sel["above_chance"].all()) if len(sel) else None}
-    atomic_write_json(out / "summary.json", summary)
-    return summary
+    return write_planted(frames, CAPTIONS, out_dir, model=wf.models[0], env=ENV,
+                         selector_above_chance=bool(sel["above_chance"].all()) if len(sel) else None)
 
 
 CAPTIONS = {

@@ -21,8 +21,7 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from memtrials.io import atomic_write_json
-from memtrials.report import write_table
+from memtrials.report.known_answer import write_planted
 from memtrials.studies.playbook.known_setting import ENV, VARIANT, known_config
 from memtrials.studies.playbook import known_answer_tables as kt
 from memtrials.studies.playbook.planted import Plant
@@ -107,18 +106,11 @@ def known_answer_run(config: Mapping[str, Any], *, tasks_path: str, root: str, o
     plant = plant_of(models, model)
     paths = asyncio.run(_run(cfg, wf, setting_base(root, model), tasks_path, actor_prompts_dir, memory_prompts_dir,
                              make_env))
-    out = Path(out_dir)
     frames = tables(plant, model, paths)
-    for name, df in frames.items():
-        write_table(df, out / "tables" / name, caption=CAPTIONS[name])
-    k, n = kt.coverage(frames["ka_blocks"], frames["ka_candidates"], frames["ka_methods"])
     cur = frames["ka_curation"]
-    summary = {"model": model, "env": ENV, "variant": VARIANT, "covered": k, "intervals": n,
-               "coverage": k / n if n else None,
-               "kept_helpful": bool(cur["kept_helpful"].all()) if len(cur) else None,
-               "dropped_harmful": bool(cur["dropped_harmful"].all()) if len(cur) else None}
-    atomic_write_json(out / "summary.json", summary)
-    return summary
+    return write_planted(frames, CAPTIONS, out_dir, model=model, env=ENV, variant=VARIANT,
+                         kept_helpful=bool(cur["kept_helpful"].all()) if len(cur) else None,
+                         dropped_harmful=bool(cur["dropped_harmful"].all()) if len(cur) else None)
 
 
 CAPTIONS = {

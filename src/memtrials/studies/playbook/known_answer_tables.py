@@ -158,14 +158,3 @@ def curation_rows(plant: Plant, practice_record: Mapping[str, Any], playbooks_pa
 
 def read_json(path: str | Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-def coverage(*frames: pd.DataFrame) -> tuple[int, int]:
-    """(covered, intervals) over the rows of ``frames`` that carry an interval."""
-    k = n = 0
-    for f in frames:
-        if f.empty or "covered" not in f:
-            continue
-        c = f["covered"].dropna()
-        k, n = k + int(c.astype(bool).sum()), n + len(c)
-    return k, n
