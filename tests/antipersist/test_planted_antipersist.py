@@ -72,7 +72,8 @@ def episodes(n: int, seed: int) -> pd.DataFrame:
         mode = planted.MODES[rng.integers(4)]
         status = "not_needed" if mode == "none" else ("ok" if rng.random() < 0.9 else "no_success")
         shown = mode if status in ("ok", "not_needed") else "none"
-        rows.append({"task": f"task {i} (cluster {c})", "mode": mode, "synthesis_status": status,
+        rows.append({"task": f"task {i} (cluster {c})", "task_id": f"t{i}", "retrieval": "[]", "mode": mode,
+                     "synthesis_status": status,
                      "mode_reason": "neighbours", "won": bool(rng.random() < p.chance(shown, c))})
     return pd.DataFrame(rows)
 
@@ -84,6 +85,15 @@ def test_mode_cluster_table_covers_the_planted_chances():
         assert len(t) == 8
         hits += list(t["covered"])
     assert np.mean(hits) >= 0.9
+
+
+def test_repeated_requests_count_once():
+    """A task met again with the same guidance sends the same request (the study's actor does not
+    sample): its repeats are one draw, not many (counting them would narrow the interval falsely)."""
+    df = episodes(40, 0)
+    tripled = pd.concat([df, df, df], ignore_index=True)
+    a, b = mode_cluster_table(df, plant()), mode_cluster_table(tripled, plant())
+    pd.testing.assert_frame_equal(a, b)
 
 
 def test_selector_table_reads_the_best_mode_share():

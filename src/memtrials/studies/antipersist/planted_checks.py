@@ -5,7 +5,8 @@ Each function reads a planted run's ordinary artifacts (episode tables with ``ta
 and the declared world (:class:`.planted.AntiPlant`), never a side record of the agent:
 
 - :func:`mode_cluster_table`: success per (mode, cluster) where the actor was shown that mode's
-  guidance (or, for ``none``, no guidance), with Wilson intervals, beside ``p(mode, cluster)``;
+  guidance (or, for ``none``, no guidance), one episode per distinct request, with Wilson
+  intervals, beside ``p(mode, cluster)``;
 - :func:`selector_table`: per cluster, the share of the selector's choices past the rotation
   that took the cluster's best mode, beside chance (1/4) and the best mode's name;
 - :func:`flaw_table`: the lineage counts of :mod:`.lineage` with the planted flaws as labels,
@@ -54,11 +55,23 @@ def shown_mode(episodes: pd.DataFrame) -> pd.Series:
     return mode.where(ok)
 
 
+def distinct_draws(df: pd.DataFrame) -> pd.DataFrame:
+    """One episode per distinct request: the study's actor does not sample (the same task shown the
+    same memory sends the same request, whose reply the cache replays), so a task met again with the
+    same guidance repeats its outcome.  Kept: the first episode per (task, mode shown, trajectories
+    shown for ``none``); a synthesis mode's planted guidance is the same text for every task."""
+    key = df["task_id"].astype(str) + "|" + df["shown"].astype(str) + "|" + \
+        df["retrieval"].astype(str).where(df["shown"] == "none", "")
+    return df.loc[~key.duplicated()]
+
+
 def mode_cluster_table(episodes: pd.DataFrame, plant: AntiPlant) -> pd.DataFrame:
-    """Success per (mode shown, cluster), beside the planted chance."""
-    df = with_clusters(episodes, plant).assign(shown=lambda d: shown_mode(d))
+    """Success per (mode shown, cluster) over distinct requests (:func:`distinct_draws`), beside the
+    planted chance."""
+    df = with_clusters(episodes, plant).assign(shown=lambda d: shown_mode(d)).dropna(subset=["shown"])
+    df = distinct_draws(df)
     rows = []
-    for (mode, cluster), g in df.dropna(subset=["shown"]).groupby(["shown", "cluster"]):
+    for (mode, cluster), g in df.groupby(["shown", "cluster"]):
         rows.append({"mode": mode, "cluster": cluster,
                      **_row(int(g["won"].astype(bool).sum()), len(g), plant.chance(str(mode), str(cluster)))})
     return pd.DataFrame(rows, columns=["mode", "cluster", "n", *TRUTH_COLUMNS])
