@@ -157,5 +157,7 @@ rule history_report:
 
 # known-answer runs (workflow/rules/known_answer.smk): the planted table, truth beside estimate
 if HISTORY.enabled and HISTORY.planted_enabled:
-    KNOWN_ANSWER_TABLES.append({"study": "history", "stem": "results/history/tables/planted_views"})
+    KNOWN_ANSWER_TABLES.append(
+        {"study": "history", "stem": "results/history/tables/planted_views"}
+    )
     KNOWN_ANSWER_INPUTS.append("results/history/tables/index.md")
