@@ -107,8 +107,11 @@ if ANTIPERSIST.known_answer() is not None:
             code=ANTIPERSIST.code("known_answer"),
         output:
             summary="results/antipersist/known_answer/summary.json",
-            tables=expand("results/antipersist/known_answer/tables/{name}.{ext}",
-                          name=("ka_modes", "ka_selector", "ka_flaws", "ka_rounds"), ext=("md", "csv", "html")),
+            tables=expand(
+                "results/antipersist/known_answer/tables/{name}.{ext}",
+                name=("ka_modes", "ka_selector", "ka_flaws", "ka_rounds"),
+                ext=("md", "csv", "html"),
+            ),
         log:
             "logs/antipersist/known_answer.log",
         conda:
@@ -117,12 +120,17 @@ if ANTIPERSIST.known_answer() is not None:
             api=1,
         params:
             cell=ANTIPERSIST.known_answer(),
-            out_dir="results/antipersist/known_answer",
-            prompts_dir=ANTIPERSIST.a["memory_prompts_dir"],
-            actor_prompts_dir=ANTIPERSIST.a["actor_prompts_dir"],
+            out_dir=lambda w, output: os.path.dirname(output.summary),
+            prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+            actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
         script:
             "../scripts/antipersist_known_answer.py"
 
-    KNOWN_ANSWER_TABLES.extend({"study": "antipersist", "stem": f"results/antipersist/known_answer/tables/{n}"}
-                               for n in ("ka_modes", "ka_selector", "ka_flaws", "ka_rounds"))
+    KNOWN_ANSWER_TABLES.extend(
+        {
+            "study": "antipersist",
+            "stem": f"results/antipersist/known_answer/tables/{n}",
+        }
+        for n in ("ka_modes", "ka_selector", "ka_flaws", "ka_rounds")
+    )
     KNOWN_ANSWER_INPUTS.append("results/antipersist/known_answer/summary.json")

@@ -258,8 +258,11 @@ if PLAYBOOK.known_answer() is not None:
             code=PLAYBOOK.code("known_answer"),
         output:
             summary="results/playbook/known_answer/summary.json",
-            tables=expand("results/playbook/known_answer/tables/{name}.{ext}",
-                          name=("ka_blocks", "ka_candidates", "ka_methods", "ka_curation"), ext=("md", "csv", "html")),
+            tables=expand(
+                "results/playbook/known_answer/tables/{name}.{ext}",
+                name=("ka_blocks", "ka_candidates", "ka_methods", "ka_curation"),
+                ext=("md", "csv", "html"),
+            ),
         log:
             "logs/playbook/known_answer.log",
         conda:
@@ -268,12 +271,14 @@ if PLAYBOOK.known_answer() is not None:
             api=1,
         params:
             cell=PLAYBOOK.known_answer(),
-            out_dir="results/playbook/known_answer",
-            actor_prompts_dir=PLAYBOOK.p["actor_prompts_dir"],
-            memory_prompts_dir=PLAYBOOK.p["memory_prompts_dir"],
+            out_dir=lambda w, output: os.path.dirname(output.summary),
+            actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+            memory_prompts_dir=lambda w, input: os.path.dirname(input.memory_prompts[0]),
         script:
             "../scripts/playbook_known_answer.py"
 
-    KNOWN_ANSWER_TABLES.extend({"study": "playbook", "stem": f"results/playbook/known_answer/tables/{n}"}
-                               for n in ("ka_methods", "ka_blocks", "ka_candidates", "ka_curation"))
+    KNOWN_ANSWER_TABLES.extend(
+        {"study": "playbook", "stem": f"results/playbook/known_answer/tables/{n}"}
+        for n in ("ka_methods", "ka_blocks", "ka_candidates", "ka_curation")
+    )
     KNOWN_ANSWER_INPUTS.append("results/playbook/known_answer/summary.json")
