@@ -122,7 +122,7 @@ class AntipersistWorkflow(Study):
                 raise ConfigError(f"{src}.{key}: folder '{a[key]}' does not exist; restore it from git or fix the key")
         self.check_pools()
         if a["known_answer"]["enabled"]:
-            self.check_known_answer(a["known_answer"])
+            self.known_answer_endpoints(a["known_answer"])
 
     def check_pools(self, tasks_dir: str = "results/tasks") -> None:
         """Each pool's splits exist in its environment's task table and hold the tasks asked
@@ -194,7 +194,8 @@ class AntipersistWorkflow(Study):
         ``None`` when ``antipersist.known_answer.enabled`` is false (or the study is off)."""
         from memtrials.studies.antipersist.known_setting import known_config
 
-        if not (self.enabled and self.a["known_answer"]["enabled"]):
+        if not (self.enabled and self.a["known_answer"]["enabled"]) or \
+                not all(self.a["known_answer"][k] in self.models_registry for k in ("model", "embedder")):
             return None
         ka = self.a["known_answer"]
         return {"antipersist": known_config(self.config)["antipersist"],

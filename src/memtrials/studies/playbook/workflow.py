@@ -120,7 +120,7 @@ class PlaybookWorkflow(Study):
         self.check_tasks()
         self.check_baselines()
         if p["known_answer"]["enabled"]:
-            self.check_known_answer(p["known_answer"])
+            self.known_answer_endpoints(p["known_answer"])
 
     def check_tasks(self, tasks_dir: str = "results/tasks") -> None:
         """Each role's split exists in its environment's task table and holds the tasks the
@@ -335,7 +335,8 @@ class PlaybookWorkflow(Study):
         its endpoints; ``None`` when ``playbook.known_answer.enabled`` is false (or the study is off)."""
         from memtrials.studies.playbook.known_setting import known_config
 
-        if not (self.enabled and self.p["known_answer"]["enabled"]):
+        if not (self.enabled and self.p["known_answer"]["enabled"]) or \
+                not all(self.p["known_answer"][k] in self.models_registry for k in ("model", "embedder")):
             return None
         cfg = known_config(self.config)
         ka = self.p["known_answer"]
