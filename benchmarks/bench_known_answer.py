@@ -25,6 +25,8 @@ REGISTRY: dict[str, str] = {
     "luck": "memtrials.studies.luck.known:bench",
     "calibrator": "memtrials.studies.history.calibrator.known:bench",
     "history": "memtrials.studies.history.known_answer:known_answer",
+    "playbook": "memtrials.studies.playbook.known_answer:benchmark",
+    "antipersist": "memtrials.studies.antipersist.known_answer:benchmark",
 }
 
 

@@ -30,7 +30,7 @@ def workflow(**changes):
 @pytest.mark.parametrize("changes, message", [
     # caught by the schema (config/schemas/config.schema.json), naming the key
     ({"designs": ["trajectory", "memgpt"]}, r"key antipersist\.designs\.1: 'memgpt' is not one of \['trajectory'"),
-    ({"envs": ["textcraft"]}, r"key antipersist\.envs\.0: 'textcraft' is not one of \['alfworld', 'scienceworld', 'webshop'\]"),
+    ({"envs": ["textcraft"]}, r"key antipersist\.envs\.0: 'textcraft' is not one of \['alfworld', 'scienceworld', 'webshop', 'planted'\]"),
     ({"rounds": 0}, r"key antipersist\.rounds: 0 is less than the minimum of 1"),
     ({"pools__alfworld": {"train_split": "train"}}, r"key antipersist\.pools\.alfworld: 'train_tasks' is a required"),
     ({"pools__scienceworld__eval_tasks": 0}, r"key antipersist\.pools\.scienceworld\.eval_tasks: 0 is less than"),

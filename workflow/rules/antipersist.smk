@@ -109,3 +109,44 @@ rule antipersist_report:
         figures_dir=lambda w, output: output.figures,
     script:
         "../scripts/antipersist_report.py"
+
+
+# Issue 38: the known-answer run (the study's streams on the planted world with a planted agent, in
+# one job; docs/antipersist.md "Known-answer run"), listed in the Known-answer runs section.
+if ANTIPERSIST.known_answer() is not None:
+
+    rule antipersist_known_answer:
+        input:
+            tasks="results/tasks/planted.parquet",
+            prompts=ANTIPERSIST.prompt_files(),
+            actor_prompts=ANTIPERSIST.actor_prompt_files(),
+            code=ANTIPERSIST.code("known_answer"),
+        output:
+            summary="results/antipersist/known_answer/summary.json",
+            tables=expand(
+                "results/antipersist/known_answer/tables/{name}.{ext}",
+                name=("ka_modes", "ka_selector", "ka_flaws", "ka_rounds"),
+                ext=("md", "csv", "html"),
+            ),
+        log:
+            "logs/antipersist/known_answer.log",
+        conda:
+            CONDA_ENV
+        resources:
+            api=1,
+        params:
+            cell=ANTIPERSIST.known_answer(),
+            out_dir=lambda w, output: os.path.dirname(output.summary),
+            prompts_dir=lambda w, input: os.path.dirname(input.prompts[0]),
+            actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+        script:
+            "../scripts/antipersist_known_answer.py"
+
+    KNOWN_ANSWER_TABLES.extend(
+        {
+            "study": "antipersist",
+            "stem": f"results/antipersist/known_answer/tables/{n}",
+        }
+        for n in ("ka_modes", "ka_selector", "ka_flaws", "ka_rounds")
+    )
+    KNOWN_ANSWER_INPUTS.append("results/antipersist/known_answer/summary.json")

@@ -262,3 +262,41 @@ rule playbook_diagnostics:
         rule=PLAYBOOK.p["measurement"]["curate_rule"],
     script:
         "../scripts/playbook_diagnostics.py"
+
+
+# Issue 38: the known-answer run (the study's jobs on the planted world with a planted agent, in
+# one job; docs/playbook.md "Known-answer run"), listed in the Known-answer runs section.
+if PLAYBOOK.known_answer() is not None:
+
+    rule playbook_known_answer:
+        input:
+            tasks="results/tasks/planted.parquet",
+            actor_prompts=PLAYBOOK.actor_prompt_files(),
+            memory_prompts=PLAYBOOK.prompt_files(),
+            code=PLAYBOOK.code("known_answer"),
+        output:
+            summary="results/playbook/known_answer/summary.json",
+            tables=expand(
+                "results/playbook/known_answer/tables/{name}.{ext}",
+                name=("ka_blocks", "ka_candidates", "ka_methods", "ka_curation"),
+                ext=("md", "csv", "html"),
+            ),
+        log:
+            "logs/playbook/known_answer.log",
+        conda:
+            CONDA_ENV
+        resources:
+            api=1,
+        params:
+            cell=PLAYBOOK.known_answer(),
+            out_dir=lambda w, output: os.path.dirname(output.summary),
+            actor_prompts_dir=lambda w, input: os.path.dirname(input.actor_prompts[0]),
+            memory_prompts_dir=lambda w, input: os.path.dirname(input.memory_prompts[0]),
+        script:
+            "../scripts/playbook_known_answer.py"
+
+    KNOWN_ANSWER_TABLES.extend(
+        {"study": "playbook", "stem": f"results/playbook/known_answer/tables/{n}"}
+        for n in ("ka_methods", "ka_blocks", "ka_candidates", "ka_curation")
+    )
+    KNOWN_ANSWER_INPUTS.append("results/playbook/known_answer/summary.json")

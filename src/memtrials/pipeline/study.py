@@ -181,6 +181,32 @@ class Study(ABC):
         config (none when disabled): the scorecard's cost reads them."""
         return []
 
+    def known_answer_endpoints(self, ka: Mapping[str, Any]) -> bool:
+        """``<study>.known_answer`` (issue 38): whether its ``model`` (a planted chat endpoint, whose declared
+        params are the truth) and ``embedder`` (an embedding endpoint) are in the registry.  A registry
+        without them (a user's own, a test's) leaves the known-answer run out, with a warning naming the
+        fix; an endpoint of the wrong kind is a ConfigError naming the key."""
+        import logging
+
+        from memtrials.config import ConfigError
+
+        src = f"config key {self.name}.known_answer"
+        missing = [ka[k] for k in ("model", "embedder") if ka[k] not in self.models_registry]
+        if missing:
+            logging.getLogger(__name__).warning(
+                "%s: endpoint(s) %s not in the registry %s: the known-answer run is left out (copy the planted-* "
+                "entries of config/models.yaml there, or set %s.known_answer.enabled: false)", src, missing,
+                self.config.get("models_file"), self.name)
+            return False
+        for key, task in (("model", "chat"), ("embedder", "embed")):
+            if self.models_registry[ka[key]].task != task:
+                raise ConfigError(f"{src}.{key}: endpoint {ka[key]!r} is a {self.models_registry[ka[key]].task} "
+                                  f"endpoint; name a {task} one")
+        if self.models_registry[ka["model"]].planted is None:
+            raise ConfigError(f"{src}.model: endpoint {ka['model']!r} is not a planted endpoint (provider planted), "
+                              "whose declared params give the truth; name one (config/models.yaml: planted-*)")
+        return True
+
     @abstractmethod
     def final_targets(self) -> list[str]:
         """What the target rule ``all`` asks of this study (none when it is disabled)."""

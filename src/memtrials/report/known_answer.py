@@ -74,3 +74,23 @@ def gather(entries: Iterable[Mapping[str, str]], out_md: str | os.PathLike[str],
     atomic_write_text(out_md, "\n".join(md))
     atomic_write_text(out_html, "\n".join(htm) + "\n")
     return summary
+
+
+def write_planted(frames: Mapping[str, pd.DataFrame], captions: Mapping[str, str], out_dir: str | os.PathLike[str],
+                  **summary: Any) -> dict[str, Any]:
+    """Write a known-answer run's tables (``<out_dir>/tables/<name>``, every format, with ``captions``)
+    and ``<out_dir>/summary.json``: ``summary`` plus the intervals over every table with a
+    :data:`~memtrials.report.truth.COVERED` column (``covered``, ``intervals``, ``coverage``); returns it."""
+    from memtrials.io import atomic_write_json
+    from memtrials.report.tables import write_table
+
+    out = Path(out_dir)
+    k = n = 0
+    for name, df in frames.items():
+        write_table(df, out / "tables" / name, caption=captions[name])
+        if COVERED in df.columns and len(df):
+            c = df[COVERED].dropna().astype(bool)
+            k, n = k + int(c.sum()), n + len(c)
+    record = {**summary, "covered": k, "intervals": n, "coverage": k / n if n else None}
+    atomic_write_json(out / "summary.json", record)
+    return record

@@ -115,3 +115,29 @@ def reader(p_right: float = 0.7) -> Policy:
         return reply(body, pick(body, float(p_right), opts, right_option(current_code(prompt_text(body)), opts)))
 
     return policy
+
+
+def episode_uniform(body: Mapping[str, Any], *label: Any) -> float:
+    """A number in [0, 1) that is the same at every step of one episode: drawn from the request's
+    seed, everything the prompt shows up to its task line (system prompt, served memory, the
+    task) and the episode's first cue (its start observation, the first one after the task line).
+    A policy that decides a whole episode with it (right at every step, or wrong at every step)
+    makes the episode succeed with exactly its chance of the right action."""
+    from memtrials.envs.planted.world import CUES
+
+    text = prompt_text(body)
+    at = text.rfind("Your task is to:")
+    end = text.find("\n", at) if at >= 0 else -1
+    head, tail = (text, "") if at < 0 else (text if end < 0 else text[:end], "" if end < 0 else text[end:])
+    first = CUES.search(tail)
+    key = json.dumps({"seed": body.get("seed"), "head": head, "start": first.group(0) if first else "",
+                      "label": [str(x) for x in label]}, sort_keys=True, ensure_ascii=False)
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2**64
+
+
+def act(body: Mapping[str, Any], right: bool) -> str:
+    """The planted world's step in the form the request asks: the right action (read from the
+    prompt's last cue) if ``right``, else a wrong one drawn uniformly (by :func:`uniform`)."""
+    opts = options(body)
+    good = right_option(current_code(prompt_text(body)), opts)
+    return reply(body, pick(body, 1.0 if right else 0.0, opts, good, label="episode"))

@@ -46,7 +46,7 @@ BASELINES = ("react", "reflexion", "expel", "autorefine")
 DESIGNS = MEMORY_DESIGNS + ABLATIONS + BASELINES
 LINEAGE_DESIGNS = ("abstraction", "joint")
 """The designs that store abstractions with their lineage (the error-reproduction evidence)."""
-ENVS = ("alfworld", "scienceworld", "webshop")
+ENVS = ("alfworld", "scienceworld", "webshop", "planted")  # planted: the known-answer run
 ACTOR_KEYS = ("mode", "max_actions", "max_output_tokens", "max_listed_actions", "listing")
 LABELS = {
     "react": "ReAct", "reflexion": "Reflexion", "expel": "ExpeL", "autorefine": "AutoRefine",

@@ -1,11 +1,13 @@
 """Entry points of the anti-persistence study's rules, one per rule, keyword arguments only
-(called by the thin scripts ``workflow/scripts/antipersist_*.py``)."""
+(called by the thin scripts ``workflow/scripts/antipersist_*.py``); ``known_answer`` is rule
+``antipersist_known_answer`` (:func:`.known_answer.known_answer_run`)."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
 from memtrials.studies.antipersist.evaluate import evaluate
+from memtrials.studies.antipersist.known_answer import known_answer_run as known_answer
 from memtrials.studies.antipersist.report import write_report
 from memtrials.studies.antipersist.train import train_stream
 

@@ -62,9 +62,12 @@ def labels(train: pd.DataFrame) -> dict[str, bool]:
     return {rid: sum(v) / len(v) < base for rid, v in uses.items()}
 
 
-def stream_counts(state: Mapping[str, Any], train: pd.DataFrame) -> dict[str, int]:
-    """The counts of :data:`COUNTS` for one stream (its final state and its training episodes)."""
-    flagged = labels(train)
+def stream_counts(state: Mapping[str, Any], train: pd.DataFrame,
+                  flagged: Mapping[str, bool] | None = None) -> dict[str, int]:
+    """The counts of :data:`COUNTS` for one stream (its final state and its training episodes);
+    ``flagged`` replaces the labels by downstream success (:func:`labels`) with given ones (a
+    known-answer run's planted flaws)."""
+    flagged = labels(train) if flagged is None else flagged
     out = dict.fromkeys(COUNTS, 0)
     for entry in rule_store(state)["lineage"]:
         exposed = any(flagged.get(p, False) for p in entry["parents"])

@@ -28,8 +28,9 @@ class AntipersistWorkflow(Study):
 
     name = "antipersist"
     package = "memtrials.studies.antipersist"
-    parts = ("train", "eval", "report")
-    code_modules = {"train": ("train",), "eval": ("evaluate",), "report": ("report",)}
+    parts = ("train", "eval", "report", "known_answer")
+    code_modules = {"train": ("train",), "eval": ("evaluate",), "report": ("report",),
+                    "known_answer": ("known_answer", "known_setting", "train", "evaluate")}
     headline_quantities = ("Anti-Persistence minus Trajectory memory: held-out success, paired by task",)
 
     def resolve(self) -> None:
@@ -121,6 +122,8 @@ class AntipersistWorkflow(Study):
             if not Path(str(a[key])).is_dir():
                 raise ConfigError(f"{src}.{key}: folder '{a[key]}' does not exist; restore it from git or fix the key")
         self.check_pools()
+        if a["known_answer"]["enabled"]:
+            self.known_answer_endpoints(a["known_answer"])
 
     def check_pools(self, tasks_dir: str = "results/tasks") -> None:
         """Each pool's splits exist in its environment's task table and hold the tasks asked
@@ -201,6 +204,18 @@ class AntipersistWorkflow(Study):
         if name is not None:
             cell["memory"] = memory_entry(self.config, name)
         return cell
+
+    def known_answer(self) -> dict[str, Any] | None:
+        """The known-answer run's slice (:mod:`.known_answer`): the derived section and its endpoints;
+        ``None`` when ``antipersist.known_answer.enabled`` is false (or the study is off)."""
+        from memtrials.studies.antipersist.known_setting import known_config
+
+        if not (self.enabled and self.a["known_answer"]["enabled"]) or \
+                not all(self.a["known_answer"][k] in self.models_registry for k in ("model", "embedder")):
+            return None
+        ka = self.a["known_answer"]
+        return {"antipersist": known_config(self.config)["antipersist"],
+                "endpoints": {n: self.endpoint(n) for n in (ka["model"], ka["embedder"])}}
 
     def memory_code(self, design: str) -> list[str]:
         """The module file of a user memory's design (the train and eval rules' ``code`` input too)."""

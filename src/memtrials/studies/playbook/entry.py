@@ -13,6 +13,8 @@ keyword a rule passes) is the one the reader and the tools see:
   (:func:`.baseline_eval.pooled_run`);
 - ``diagnostics``: rule ``playbook_diagnostics``, tags vs effects, harmful blocks, subsampling,
   split-half (:func:`.diagnostics.write_diagnostics`);
+- ``known_answer``: rule ``playbook_known_answer``, the study's jobs on the planted world, truth beside
+  estimate (:func:`.known_answer.known_answer_run`);
 - ``report``: rule ``playbook_report``, tables, figures and per-setting records (:func:`.report.write_report`).
 """
 
@@ -24,7 +26,8 @@ from memtrials.studies.playbook.choice import choice_run as choice
 from memtrials.studies.playbook.diagnostics import write_diagnostics as diagnostics
 from memtrials.studies.playbook.evaluate import eval_run as evaluation
 from memtrials.studies.playbook.growth import growth_run as growth
+from memtrials.studies.playbook.known_answer import known_answer_run as known_answer
 from memtrials.studies.playbook.practice import practice_run as practice
 from memtrials.studies.playbook.report import write_report as report
 
-__all__ = ["baseline", "choice", "diagnostics", "evaluation", "growth", "pooled", "practice", "report"]
+__all__ = ["baseline", "choice", "diagnostics", "evaluation", "growth", "known_answer", "pooled", "practice", "report"]

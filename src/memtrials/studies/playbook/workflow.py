@@ -19,8 +19,8 @@ from memtrials.studies.playbook.scoreplan import ScorecardPlan
 from memtrials.envs.tasks import ENV_NAMES
 from memtrials.studies.playbook.design import ACTOR_KEYS, GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
-PARTS = ("growth", "practice", "choice", "eval", "report", "baseline", "pooled", "diagnostics")
-ENVS = ("alfworld", "appworld", "webshop")
+PARTS = ("growth", "practice", "choice", "eval", "report", "baseline", "pooled", "diagnostics", "known_answer")
+ENVS = ("alfworld", "appworld", "webshop", "planted")  # planted: the known-answer run (or any setting)
 ROOT = "results/playbook"
 
 
@@ -32,7 +32,8 @@ class PlaybookWorkflow(ScorecardPlan, Study):
     parts = PARTS
     code_modules = {"growth": ("growth",), "practice": ("practice",), "choice": ("choice",), "eval": ("evaluate",),
                     "report": ("report",), "baseline": ("baseline_eval",), "pooled": ("baseline_eval",),
-                    "diagnostics": ("diagnostics",)}
+                    "diagnostics": ("diagnostics",),
+                    "known_answer": ("known_answer", "known_setting", "growth", "practice", "choice", "evaluate")}
 
     def resolve(self) -> None:
         config = self.config
@@ -119,6 +120,8 @@ class PlaybookWorkflow(ScorecardPlan, Study):
             raise ConfigError(f"{src}.measurement.p: an inclusion probability in (0, 1), got {meas['p']!r}")
         self.check_tasks()
         self.check_baselines()
+        if p["known_answer"]["enabled"]:
+            self.known_answer_endpoints(p["known_answer"])
 
     def check_tasks(self, tasks_dir: str = "results/tasks") -> None:
         """Each role's split exists in its environment's task table and holds the tasks the
@@ -327,6 +330,18 @@ class PlaybookWorkflow(ScorecardPlan, Study):
             if part == "baseline":
                 cell["evaluation"] = dict(p["evaluation"])
         return cell
+
+    def known_answer(self) -> dict[str, Any] | None:
+        """The known-answer run's slice (:mod:`.known_answer`): the derived setting's playbook section and
+        its endpoints; ``None`` when ``playbook.known_answer.enabled`` is false (or the study is off)."""
+        from memtrials.studies.playbook.known_setting import known_config
+
+        if not (self.enabled and self.p["known_answer"]["enabled"]) or \
+                not all(self.p["known_answer"][k] in self.models_registry for k in ("model", "embedder")):
+            return None
+        cfg = known_config(self.config)
+        ka = self.p["known_answer"]
+        return {"playbook": cfg["playbook"], "endpoints": {n: self.endpoint(n) for n in (ka["model"], ka["embedder"])}}
 
     def headline_runs(self) -> int:
         """K of RBC and Best-Full in Table 1: ``choice.runs`` (null: every grown run)."""
