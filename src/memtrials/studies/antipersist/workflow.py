@@ -157,6 +157,44 @@ class AntipersistWorkflow(Study):
         """``[key, value, design]`` of every sweep point (the report's rows; :func:`.design.sweep_points`)."""
         return [[k, v, d] for k, v, d in sweep_points(self.a["sweeps"], self.a["selector"])]
 
+    def workload(self) -> list[Any]:
+        """Per (model, env, design, seed): a training job (``rounds`` x ``round_size`` episodes)
+        and an evaluation job (the held-out pool, once per evaluated snapshot), each episode up
+        to ``actor.max_actions`` actor calls; a design's memory calls (synthesis, retrieval,
+        indexing: they differ by design) are counted per episode from the measured table
+        (:data:`memtrials.pipeline.workload.ANY`) under the part ``<train|eval>/<design>``."""
+        from memtrials.envs.catalog import split_size
+        from memtrials.pipeline.workload import ANY, Work
+
+        if not self.enabled:
+            return []
+        a, out = self.a, []
+        steps, flight = int(a["actor"]["max_actions"]), int(a["in_flight"])
+        for m, env, design, _seed in self.jobs():
+            pool = a["pools"][env]
+            n_eval = pool["eval_tasks"]
+            if n_eval is None:
+                known = split_size(env, str(pool["eval_split"]), self.config["envs"])
+                n_eval = known[0] if known else 0
+            n_train = int(a["rounds"]) * int(a["round_size"])
+            n_eval = int(n_eval) * (int(a["rounds"]) if a["eval_every_round"] else 1)
+            syn = a["synthesizer"] or m
+            for part, n in ((f"train/{self.measured_design(design)}", n_train),
+                            (f"eval/{self.measured_design(design)}", n_eval)):
+                out.append(Work(part, m, "actor", units=n, steps=steps, jobs=1, episodes=n, in_flight=flight))
+                out.append(Work(part, syn, ANY, units=n, embedder=str(self.embedder)))
+        return out
+
+    @staticmethod
+    def measured_design(design: str) -> str:
+        """The design whose measured figures stand for ``design`` (a sweep point: the bandit's)."""
+        return "antipersist" if design.startswith(("antipersist-gamma-", "antipersist-lambda-")) else design
+
+    def profile_key(self, cell_id: str, purpose: str) -> tuple[str, str]:
+        """``antipersist/<model>/<env>/<design>/seed<i>/<train|eval>[/r<round>]`` -> ``<train|eval>/<design>``."""
+        parts = cell_id.split("/")
+        return f"{parts[5]}/{self.measured_design(parts[3])}", purpose
+
     def final_targets(self) -> list[str]:
         if not (self.enabled and self.jobs()):
             return []

@@ -1,0 +1,111 @@
+"""What a run will ask of its endpoints, counted from the design before any call (:class:`Work`).
+
+Each study's :meth:`memtrials.pipeline.study.Study.workload` lists its rows: per part and
+endpoint, the jobs and episodes its design makes, and per purpose of a model call (the
+``purpose`` of the call's record: ``actor``, ``review``, ``judge``, ...) the *units* the
+design fixes and the step cap over which they repeat.  What the design alone cannot tell
+(how many of the capped steps an episode really takes, how many calls a memory update
+makes, how long each prompt is and how it grows step by step) comes from a measured
+table of per-call figures (:class:`Profile`, :mod:`memtrials.pipeline.estimate`).
+This module names no study.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+ANY = "*"
+"""The purpose of a :class:`Work` row that stands for every measured purpose of its part not named otherwise."""
+
+
+@dataclass(frozen=True)
+class Work:
+    """One row of a study's workload.
+
+    ``part``: the study's part (the second path segment of its cells' ids, e.g. ``rollouts``);
+    ``endpoint``: the registry name that answers; ``purpose``: the records' ``purpose`` of the
+    calls counted here (``""``: a row of jobs and episodes only); ``units``: how many times
+    the design makes the call (per-step purposes: episodes); ``steps``: the step cap each unit
+    repeats over (1: once); ``jobs`` / ``episodes``: the rule jobs and episodes the row adds.
+    Calls at the cap are ``units x steps``; the measured ``calls_per_unit`` scales them.
+
+    Purpose :data:`ANY`: every purpose the measured table holds under the part that no other
+    row of the part names (a memory's update and retrieval calls, which differ by memory),
+    ``units`` times each; chat purposes go to ``endpoint``, embedding ones to ``embedder``.
+    ``profile``: ``<study>/<part>`` whose measured figures the row reads, where another
+    study's cells make the calls (default: this study and ``part``)."""
+
+    part: str
+    endpoint: str
+    purpose: str = ""
+    units: int = 0
+    steps: int = 1
+    jobs: int = 0
+    episodes: int = 0
+    in_flight: int = 1
+    embedder: str = ""
+    profile: str = ""
+
+    def capped_calls(self) -> int:
+        return int(self.units) * max(1, int(self.steps))
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Measured per-call figures of one ``<study>/<part>/<purpose>``.
+
+    ``calls_per_unit``: recorded calls over the design's calls at the cap (below 1 where
+    episodes end before their cap; above where a memory update makes several calls);
+    ``prompt_base`` + ``prompt_per_step`` x (step - 1): prompt tokens of a call at a step of its
+    episode (a least-squares line over the measured calls, steps found by prefix chains);
+    ``completion``: mean completion tokens; ``prefix_share``: share of the prompt tokens that
+    repeat an earlier call's prefix in the same cell (what a provider's prefix cache could
+    serve); ``latency_s``: mean seconds per call on the measured endpoint; ``calls``: how many
+    calls were measured."""
+
+    calls_per_unit: float
+    prompt_base: float
+    prompt_per_step: float
+    completion: float
+    prefix_share: float
+    latency_s: float
+    calls: int
+    steps_share: float = 1.0
+    task: str = "chat"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+
+    @classmethod
+    def from_mapping(cls, key: str, data: Mapping[str, Any], source: str) -> "Profile":
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        missing = sorted(k for k in known - set(data) if k not in ("steps_share", "task"))
+        if unknown or missing:
+            raise ValueError(f"{source}: profile {key}: unknown keys {unknown}, missing keys {missing}; "
+                             f"expected {', '.join(sorted(known))} (rewrite it with python -m memtrials estimate "
+                             "--derive)")
+        return cls(**{k: (int(v) if k == "calls" else v if k == "task" else float(v)) for k, v in data.items()})
+
+
+@dataclass
+class Tally:
+    """Sums of one (study, endpoint) or one endpoint: what :func:`memtrials.pipeline.estimate.estimate` prints."""
+
+    jobs: int = 0
+    episodes: int = 0
+    calls: float = 0.0
+    input_tokens: float = 0.0
+    output_tokens: float = 0.0
+    cacheable_tokens: float = 0.0
+    call_seconds: float = 0.0
+    parallel: int = 1
+    unmeasured: set[str] = field(default_factory=set)
+
+    def add(self, other: "Tally") -> None:
+        for k in ("jobs", "episodes", "calls", "input_tokens", "output_tokens", "cacheable_tokens", "call_seconds"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.parallel = max(self.parallel, other.parallel)
+        self.unmeasured |= other.unmeasured

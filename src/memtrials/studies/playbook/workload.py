@@ -1,0 +1,59 @@
+"""What the playbook study's design asks of its endpoints before any call (``python -m memtrials
+estimate``): per setting (growth, model, benchmark, variant) its growth runs, practice rounds,
+candidate choice, candidate evaluations and baselines, as
+:class:`memtrials.pipeline.workload.Work` rows.
+
+Actor calls are counted at the step cap (``playbook.actor.max_actions``, per benchmark
+``playbook.actor_env``); the memory's calls (Reflector, Curator, Dynamic Cheatsheet's
+rewrite, deduplication and block embeddings, the baselines' selection, judge and
+similarity calls) differ by system and method, so they are counted per episode from the
+measured table (:data:`memtrials.pipeline.workload.ANY`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from memtrials.pipeline.workload import ANY, Work
+
+if TYPE_CHECKING:
+    from memtrials.studies.playbook.workflow import PlaybookWorkflow
+
+
+def workload(study: PlaybookWorkflow) -> list[Work]:
+    """The rows of every setting of ``study`` (none when disabled)."""
+    if not study.enabled:
+        return []
+    p = study.p
+    out: list[Work] = []
+    flight = int(p["in_flight"])
+    embedder = str(study.roles.get("embedder", ""))
+    evals = int(p["evaluation"]["tasks"]) * int(p["evaluation"]["seeds"])
+    for g, m, env, v in study.settings():
+        steps = int({**p["actor"], **(p["actor_env"].get(env) or {})}["max_actions"])
+        runs = study.runs_of(g)
+        passes = int(p["growth"]["max_passes"] if g == "std" else p["growth"]["long_passes"])
+        memory = study.role("reflector", m)
+
+        def add(part: str, jobs: int, episodes: int, endpoint: str = memory) -> None:
+            out.append(Work(part, m, "actor", units=episodes, steps=steps, jobs=jobs, episodes=episodes,
+                            in_flight=flight))
+            out.append(Work(part, endpoint, ANY, units=episodes, embedder=embedder))
+
+        add("growth", runs, runs * int(p["growth"]["train_tasks"]) * passes)
+        add("practice", runs, runs * int(p["measurement"]["episodes"]))
+        candidates = study.candidates(g)
+        add("choice", 1, len(candidates) * int(p["choice"]["episodes"]))
+        add("eval", len(candidates), len(candidates) * evals)
+        if g == "std":
+            methods = study.baseline_methods(env, v)
+            add("baseline", len(methods), len(methods) * evals)
+            if "pooled" in methods:
+                add("pooled", 1, int(p["baselines"]["pooled_episodes"]))
+    return out
+
+
+def profile_key(cell_id: str, purpose: str) -> tuple[str, str]:
+    """``playbook/<growth>/<model>/<env>/<variant>/<part>/...`` -> ``<part>``."""
+    parts: list[Any] = cell_id.split("/")
+    return (parts[5] if len(parts) > 5 else parts[-1]), purpose
