@@ -47,7 +47,7 @@ def _models(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def check_studies(config: dict, files: list[str]) -> dict[str, Any]:
+def check_studies(config: dict, files: list[str], names: list[str] | None = None) -> dict[str, Any]:
     """Build every registered study (:data:`memtrials.studies.STUDIES`) from ``config``, as
     the rule files do when Snakemake parses the workflow, so that their checks before any job
     (sizes, splits, environment options, roles: each study's ``check``) run here too; a
@@ -59,6 +59,8 @@ def check_studies(config: dict, files: list[str]) -> dict[str, Any]:
 
     built = {}
     for study in study_classes():
+        if names and study.name not in names:
+            continue
         try:
             built[study.name] = study(config, models, lambda name: models[name].cell_params())
         except (ConfigError, ValueError) as exc:
@@ -99,7 +101,12 @@ def _estimate(args: argparse.Namespace) -> int:
     files = [args.config, *args.configfile]
     config = load_config(args.config, args.configfile)
     check_prompts(config, " + ".join(files))
-    studies = check_studies(config, files)
+    from memtrials.studies import study_names
+
+    unknown = sorted(set(args.studies or []) - set(study_names()))
+    if unknown:
+        raise ConfigError(f"estimate --studies: unknown {', '.join(unknown)}; registered: {', '.join(study_names())}")
+    studies = check_studies(config, files, args.studies)
     models = load_models(config["models_file"])
     if args.records:
         profiles = est.derive_profiles(est.read_journals(args.records), studies, models)
@@ -175,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     est.add_argument("--records", default=None,
                      help="derive the figures from a finished run's call journals instead (results/records), "
                           "run with this same config")
+    est.add_argument("--studies", nargs="*", default=None,
+                     help="only these studies (built and checked alone; default: every registered one)")
     est.add_argument("--derive", default=None, help="with --records: write the derived figures to this file")
     cache = sub.add_parser("cache", help="maintain the response cache")
     _config_command(cache.add_subparsers(dest="action", required=True), "compact",

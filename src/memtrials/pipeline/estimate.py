@@ -106,11 +106,15 @@ def expand(name: str, rows: Sequence[Work], profiles: Mapping[str, Profile]) -> 
             out.append((prefix + w.purpose, w.endpoint, w))
             continue
         out.append((prefix, w.endpoint, replace(w, purpose="")))  # its jobs and episodes
+        found = 0
         for key, p in sorted(profiles.items()):
             purpose = key[len(prefix):]
             if key.startswith(prefix) and "/" not in purpose and (w.part, purpose) not in named:
                 ep = w.embedder if p.task == "embed" and w.embedder else w.endpoint
                 out.append((key, ep, replace(w, purpose=purpose, jobs=0, episodes=0)))
+                found += 1
+        if not found:  # nothing measured: flagged (no call counted), not silently nothing
+            out.append((prefix + ANY, w.endpoint, replace(w, jobs=0, episodes=0)))
     return out
 
 
@@ -191,6 +195,8 @@ def tally(work: Work, profile: Profile | None, seconds_per_call: float | None, k
         return t
     if profile is None:
         t.unmeasured.add(key)
+        if work.purpose == ANY:
+            return t
         profile = Profile(calls_per_unit=1.0, prompt_base=0.0, prompt_per_step=0.0, completion=0.0,
                           prefix_share=0.0, latency_s=0.0, calls=0)
     calls = work.capped_calls() * profile.calls_per_unit

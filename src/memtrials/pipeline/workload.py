@@ -90,6 +90,28 @@ class Profile:
         return cls(**{k: (int(v) if k == "calls" else v if k == "task" else float(v)) for k, v in data.items()})
 
 
+OFFICIAL_SPLIT_SIZES: dict[str, dict[str, int]] = {
+    "alfworld": {"train": 3553, "eval_in_distribution": 140, "eval_out_of_distribution": 134},
+    "appworld": {"train": 90, "dev": 57, "test_normal": 168, "test_challenge": 417},
+}
+"""Tasks per split of the official data sets (ALFWorld 2.1.1's json_2.1.1 games; AppWorld's
+released splits), for an estimate made before their task tables are built."""
+
+
+def tasks_of(env: str, split: str | None, n: int | None, envs_cfg: Mapping[str, Any]) -> int:
+    """``n`` tasks, or (``None``: the whole split) the split's size: the configured or built
+    data's (:func:`memtrials.envs.catalog.split_size`), else the official data's published
+    size, else 0 (unknown before its task table is built)."""
+    if n is not None:
+        return int(n)
+    from memtrials.envs.catalog import split_size
+
+    known = split_size(env, split, envs_cfg)
+    if known is not None:
+        return int(known[0])
+    return int(OFFICIAL_SPLIT_SIZES.get(env, {}).get(str(split), 0))
+
+
 @dataclass
 class Tally:
     """Sums of one (study, endpoint) or one endpoint: what :func:`memtrials.pipeline.estimate.estimate` prints."""

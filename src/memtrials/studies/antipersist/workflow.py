@@ -163,8 +163,7 @@ class AntipersistWorkflow(Study):
         to ``actor.max_actions`` actor calls; a design's memory calls (synthesis, retrieval,
         indexing: they differ by design) are counted per episode from the measured table
         (:data:`memtrials.pipeline.workload.ANY`) under the part ``<train|eval>/<design>``."""
-        from memtrials.envs.catalog import split_size
-        from memtrials.pipeline.workload import ANY, Work
+        from memtrials.pipeline.workload import ANY, Work, tasks_of
 
         if not self.enabled:
             return []
@@ -172,10 +171,7 @@ class AntipersistWorkflow(Study):
         steps, flight = int(a["actor"]["max_actions"]), int(a["in_flight"])
         for m, env, design, _seed in self.jobs():
             pool = a["pools"][env]
-            n_eval = pool["eval_tasks"]
-            if n_eval is None:
-                known = split_size(env, str(pool["eval_split"]), self.config["envs"])
-                n_eval = known[0] if known else 0
+            n_eval = tasks_of(env, str(pool["eval_split"]), pool["eval_tasks"], self.config["envs"])
             n_train = int(a["rounds"]) * int(a["round_size"])
             n_eval = int(n_eval) * (int(a["rounds"]) if a["eval_every_round"] else 1)
             syn = a["synthesizer"] or m

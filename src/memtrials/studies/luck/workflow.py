@@ -88,7 +88,8 @@ class LuckWorkflow(Study):
     def workload(self) -> list[Any]:
         """Per panel endpoint: one writers job (12 lessons a world: 3 instructions x 2
         decisions x 2 outcomes) and one readers job (32 requests a world: 2 decisions x 2
-        previous outcomes x 8 memory arms), :mod:`memtrials.studies.luck.design`."""
+        previous outcomes x 8 memory arms), :mod:`memtrials.studies.luck.design`; a job's
+        calls are independent, so it keeps the endpoint's concurrency busy."""
         from memtrials.pipeline.workload import Work
         from memtrials.studies.luck.design import ARMS, DECISIONS, INSTRUCTIONS, OUTCOMES
 
@@ -99,8 +100,8 @@ class LuckWorkflow(Study):
         lessons = len(INSTRUCTIONS) * len(DECISIONS) * len(OUTCOMES)
         requests = len(DECISIONS) * len(OUTCOMES) * len(ARMS)
         return [row for m in self.panel for row in (
-            Work("writers", m, "writer", units=worlds * lessons, jobs=1),
-            Work("readers", m, "reader", units=worlds * requests, jobs=1))]
+            Work("writers", m, "writer", units=worlds * lessons, jobs=1, in_flight=self.api(m)),
+            Work("readers", m, "reader", units=worlds * requests, jobs=1, in_flight=self.api(m)))]
 
     def profile_key(self, cell_id: str, purpose: str) -> tuple[str, str]:
         """``luck/<model>/writers`` and purpose ``luck/writer/RB`` -> ``("writers", "writer")``."""

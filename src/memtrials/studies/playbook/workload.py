@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memtrials.pipeline.workload import ANY, Work
+from memtrials.pipeline.workload import ANY, Work, tasks_of
 
 if TYPE_CHECKING:
     from memtrials.studies.playbook.workflow import PlaybookWorkflow
@@ -28,8 +28,9 @@ def workload(study: PlaybookWorkflow) -> list[Work]:
     out: list[Work] = []
     flight = int(p["in_flight"])
     embedder = str(study.roles.get("embedder", ""))
-    evals = int(p["evaluation"]["tasks"]) * int(p["evaluation"]["seeds"])
     for g, m, env, v in study.settings():
+        evals = tasks_of(env, study.splits(env)["eval"], p["evaluation"]["tasks"], study.config["envs"]) \
+            * int(p["evaluation"]["seeds"])
         steps = int({**p["actor"], **(p["actor_env"].get(env) or {})}["max_actions"])
         runs = study.runs_of(g)
         passes = int(p["growth"]["max_passes"] if g == "std" else p["growth"]["long_passes"])

@@ -1,0 +1,131 @@
+"""``python -m memtrials estimate``: the price model, prefix chains, the measured table, the
+sums, and (slow) the estimate of a loopback run against the calls and tokens it recorded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from memtrials.__main__ import main
+from memtrials.config.models import Price
+from memtrials.pipeline import estimate as est
+from memtrials.pipeline.workload import ANY, Profile, Tally, Work
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_price_prices_cached_input_only_where_the_registry_gives_a_price():
+    assert Price(1.0, 4.0).cost(1_000_000, 500_000, cached_tokens=800_000) == pytest.approx(3.0)
+    cached = Price(1.0, 4.0, cached_input_per_mtok=0.1)
+    assert cached.cost(1_000_000, 500_000, cached_tokens=800_000) == pytest.approx(0.2 + 0.08 + 2.0)
+    assert cached.cost(100, 0, cached_tokens=1_000) == pytest.approx(100 * 0.1 / 1e6)  # at most the prompt
+
+
+def test_common_prefix_and_prompt_text():
+    assert est.common_prefix("abcdef", "abcxyz") == 3 and est.common_prefix("", "a") == 0
+    assert est.common_prefix("same", "same") == 4
+    msgs = json.dumps([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
+    assert est.prompt_text(msgs) == "<system>S<user>U"
+
+
+def _record(cell, i, text, prompt, completion=3, purpose="actor", endpoint="m"):
+    return {"cell_id": cell, "call_id": f"{cell}-{i:03d}", "started_at": f"2026-01-01T00:00:{i:02d}",
+            "purpose": purpose, "endpoint": endpoint, "messages": json.dumps([{"role": "user", "content": text}]),
+            "prompt_tokens": prompt, "completion_tokens": completion, "latency_s": 0.5}
+
+
+def _episodes(cell, n_episodes, steps, base=100, growth=20):
+    """``n_episodes`` episodes in turn, each prompt extending the last one (``growth`` tokens a step)."""
+    out, i = [], 0
+    for e in range(n_episodes):
+        text = f"task {e} " + "x" * 40
+        for s in range(steps):
+            out.append(_record(cell, i, text, base + growth * s))
+            text += f" step {s} obs " + "y" * 30
+            i += 1
+    return out
+
+
+def test_chains_find_each_episode_and_its_steps():
+    rows = _episodes("toy/play/m", 2, 3)
+    steps = [s for s, _ in est.chains(rows)]
+    assert steps == [1, 2, 3, 1, 2, 3]
+    shares = [round(sh, 2) for _, sh in est.chains(rows)]
+    assert shares[1] > 0.5 and shares[2] > shares[1]  # later steps repeat more of the previous prompt
+
+
+class ToyStudy:
+    """The two methods :func:`derive_profiles` and :func:`estimate` read of a study."""
+
+    name, enabled = "toy", True
+
+    def __init__(self, episodes, steps):
+        self.episodes, self.steps = episodes, steps
+
+    def workload(self):
+        return [Work("play", "m", "actor", units=self.episodes, steps=self.steps, jobs=1, episodes=self.episodes),
+                Work("play", "m", ANY, units=self.episodes)]
+
+    def profile_key(self, cell_id, purpose):
+        return cell_id.split("/")[1], purpose
+
+
+class Ep:
+    provider, max_concurrency, rpm, tpm, task = "openai", 4, None, None, "chat"
+    price = Price(1.0, 2.0, cached_input_per_mtok=0.5)
+
+
+def test_derived_profiles_predict_a_larger_design():
+    rows = _episodes("toy/play/m", 4, 3) + [_record("toy/play/m", 90 + k, f"update {k}", 50, 10, purpose="update")
+                                            for k in range(2)]
+    prof = est.derive_profiles(rows, {"toy": ToyStudy(4, 3)})
+    actor, update = prof["toy/play/actor"], prof["toy/play/update"]
+    assert actor.calls_per_unit == pytest.approx(1.0) and actor.prompt_base == pytest.approx(100)
+    assert actor.prompt_per_step == pytest.approx(20) and update.calls_per_unit == pytest.approx(0.5)
+    # a design of 10 episodes of 5 steps: the line extrapolates to steps 4 and 5
+    truth = _episodes("toy/play/m", 10, 5)
+    got = est.estimate({"toy": ToyStudy(10, 5)}, {"m": Ep()}, prof, hosted_latency_s=1.0)[("toy", "m")]
+    assert got.calls == pytest.approx(50 + 5) and got.jobs == 1 and got.episodes == 10
+    assert got.input_tokens == pytest.approx(sum(r["prompt_tokens"] for r in truth) + 5 * 50)
+    usd, usd_cached = est.dollars(got, Ep())
+    assert usd_cached < usd and got.cacheable_tokens > 0
+
+
+def test_wall_time_takes_the_slowest_of_concurrency_and_rate_limits():
+    t = Tally(calls=600, input_tokens=600_000, output_tokens=0, call_seconds=600.0, parallel=100)
+    ep = Ep()
+    assert est.wall_seconds(t, ep) == pytest.approx(150.0)  # 600 s of calls, 4 at a time
+    ep.rpm = 60
+    assert est.wall_seconds(t, ep) == pytest.approx(600.0)
+    ep.tpm = 10_000
+    assert est.wall_seconds(t, ep) == pytest.approx(3600.0)
+    ep.rpm = ep.tpm = None
+
+
+def test_profile_table_refuses_unknown_keys(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"profiles": {"a/b/c": {"calls_per_unit": 1}}}))
+    with pytest.raises(ValueError, match="missing keys"):
+        est.load_profiles(path)
+
+
+def test_estimate_of_the_default_config_covers_every_purpose(capsys):
+    """The shipped table measures every purpose the default config's studies count."""
+    assert main(["estimate"]) == 0
+    out = capsys.readouterr().out
+    for study in ("luck", "history", "calibrator", "playbook", "antipersist"):
+        assert f"\n{study} " in out
+    assert "no measured figures" not in out, out[-2000:]
+
+
+@pytest.mark.parametrize("preset", ["luck", "history", "calibrator", "playbook", "antipersist"])
+def test_estimate_of_each_paper_preset_runs(preset, capsys):
+    files = [f"config/presets/{preset}-paper.yaml", "config/presets/example-hosted.yaml"]
+    assert main(["estimate", "--configfile", *files]) == 0
+    out = capsys.readouterr().out
+    assert "gpt-4.1-mini" in out and f"\n{preset} " in out
