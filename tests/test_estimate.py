@@ -129,3 +129,102 @@ def test_estimate_of_each_paper_preset_runs(preset, capsys):
     assert main(["estimate", "--configfile", *files]) == 0
     out = capsys.readouterr().out
     assert "gpt-4.1-mini" in out and f"\n{preset} " in out
+
+
+def _policy(body):
+    from tests.history.helpers import is_judge, is_review, wrap
+    from memtrials.testing.policies import fill_schema, schema_of
+
+    if is_judge(body):
+        return '{"supports_repetition": false}'
+    if is_review(body):
+        return '{"decision":"CALIBRATE","experience":"Looking around again shows the same room."}'
+    schema = schema_of(body)
+    if schema is not None and "answer" not in (schema.get("properties") or {}):
+        return json.dumps(fill_schema(schema))  # a luck writer's lesson, a reader's answer
+    return wrap(body, "look around")
+
+
+def _overlay(tasks: int, steps: int, conditions: list[str], per_domain: int) -> dict:
+    return {
+        "models_file": "models.yaml", "panel": ["loop"],
+        "roles": {"judge": "loop", "calibrator": "loop", "generator": "loop", "reflector": "loop", "curator": "loop"},
+        "luck": {"worlds": {"domains": 1, "per_domain": per_domain, "margin": 0.10}},
+        "history": {
+            "enabled": True, "envs": ["scienceworld"], "splits": {"scienceworld": "test"}, "seed": 1,
+            "env_options": {"scienceworld": {"simplification": ""}}, "task_types": {"scienceworld": None},
+            "tasks_per_cell": tasks, "in_flight": 1, "conditions": conditions, "chat_conditions": [],
+            "actor": {"mode": "choice", "max_actions": steps, "max_output_tokens": 32, "max_listed_actions": 10},
+            "continuation": {"enabled": True, "sources_per_cell": 1, "conditions": ["raw", "experience"],
+                             "chat_conditions": []},
+            "probe": {"enabled": True}},
+        "calibrator": {"enabled": False}, "antipersist": {"enabled": False}, "playbook": {"enabled": False},
+    }
+
+
+def _actual(records) -> dict[str, tuple[int, int]]:
+    out: dict[str, list[int]] = {}
+    for r in records:
+        acc = out.setdefault(str(r["cell_id"]).split("/")[0], [0, 0])
+        acc[0] += 1
+        acc[1] += int(r.get("prompt_tokens") or 0) + int(r.get("completion_tokens") or 0)
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+@pytest.mark.slow
+def test_estimate_predicts_a_loopback_run(tmp_path, monkeypatch, capsys):
+    """Figures derived from a small run (A: 1 task, 3 actions, 2 conditions, 4 worlds) predict a
+    larger one (B: 2 tasks, 4 actions, 3 conditions, 8 worlds): calls within 10 %, tokens
+    (prompt + completion) within 25 %, per study (the history study's cells: rollouts,
+    continuation, probe; the luck study's writers and readers)."""
+    import pandas as pd
+
+    from memtrials.__main__ import check_studies
+    from memtrials.config import load_config, load_models
+    from memtrials.testing import LoopbackServer, loopback_endpoint
+    from tests.conftest import copy_workflow, failure_text
+
+    wf = copy_workflow(tmp_path / "wf")
+    tasks = pd.DataFrame({"task_id": ["find-non-living-thing:0", "lifespan-longest-lived:0", "find-plant:0"],
+                          "env": "scienceworld", "split": "test",
+                          "type": ["find-non-living-thing", "lifespan-longest-lived", "find-plant"],
+                          "source": "official", "detail": "{}"})
+    (wf / "results" / "tasks").mkdir(parents=True)
+    tasks.to_parquet(wf / "results" / "tasks" / "scienceworld.parquet")
+    cells = "results/history/{}/loop/scienceworld{}.parquet"
+    fixed = [cells.format("probe", ""), *(cells.format("continuation", f"/{c}") for c in ("raw", "experience")),
+             "results/luck/loop/answers.parquet"]
+    with LoopbackServer(policy=_policy) as srv:
+        minilm = yaml.safe_load((REPO / "config/models.yaml").read_text())["endpoints"]["minilm"]
+        (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": {"loop": loopback_endpoint(srv),
+                                                                      "minilm": minilm}}))
+        runs = {"a": _overlay(1, 3, ["raw", "experience"], 4), "b": _overlay(2, 4, ["raw", "experience", "causal"], 8)}
+        for name, overlay in runs.items():
+            (wf / f"{name}.yaml").write_text(yaml.safe_dump(overlay))
+            targets = fixed + [cells.format("rollouts", f"/{c}") for c in overlay["history"]["conditions"]]
+            out = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", f"{name}.yaml",
+                                  "--", *targets], cwd=wf, capture_output=True, text=True, timeout=900)
+            assert out.returncode == 0, failure_text(out)
+            monkeypatch.chdir(wf)
+            config = load_config("config/config.yaml", [f"{name}.yaml"])
+            studies = check_studies(config, ["config/config.yaml", f"{name}.yaml"], ["luck", "history"])
+            records = est.read_journals(wf / "results" / "records")
+            if name == "a":
+                profiles = est.derive_profiles(records, studies, load_models("models.yaml"))
+                (wf / "results" / "records").rename(wf / "records-a")
+                for p in (wf / "results" / "luck" / "freeze").glob("*"):  # B's worlds: registered anew
+                    p.unlink()
+                continue
+            rows = est.estimate(studies, load_models("models.yaml"), profiles, hosted_latency_s=1.0)
+    actual = _actual(records)
+    errors = {}
+    for study in ("luck", "history"):
+        calls = sum(t.calls for (s, _), t in rows.items() if s == study)
+        tokens = sum(t.input_tokens + t.output_tokens for (s, _), t in rows.items() if s == study)
+        errors[study] = (calls / actual[study][0] - 1, tokens / actual[study][1] - 1)
+    with capsys.disabled():
+        print("\nestimate vs recorded (relative error of calls, tokens):",
+              {k: (f"{c:+.1%}", f"{t:+.1%}") for k, (c, t) in errors.items()})
+    for study, (calls, tokens) in errors.items():
+        assert abs(calls) <= 0.10, (study, errors, actual)
+        assert abs(tokens) <= 0.25, (study, errors, actual)
