@@ -177,20 +177,14 @@ def test_estimate_predicts_a_loopback_run(tmp_path, monkeypatch, capsys):
     larger one (B: 2 tasks, 4 actions, 3 conditions, 8 worlds): calls within 10 %, tokens
     (prompt + completion) within 25 %, per study (the history study's cells: rollouts,
     continuation, probe; the luck study's writers and readers)."""
-    import pandas as pd
-
     from memtrials.__main__ import check_studies
     from memtrials.config import load_config, load_models
     from memtrials.testing import LoopbackServer, loopback_endpoint
     from tests.conftest import copy_workflow, failure_text
+    from tests.history.helpers import write_scienceworld_tasks
 
     wf = copy_workflow(tmp_path / "wf")
-    tasks = pd.DataFrame({"task_id": ["find-non-living-thing:0", "lifespan-longest-lived:0", "find-plant:0"],
-                          "env": "scienceworld", "split": "test",
-                          "type": ["find-non-living-thing", "lifespan-longest-lived", "find-plant"],
-                          "source": "official", "detail": "{}"})
-    (wf / "results" / "tasks").mkdir(parents=True)
-    tasks.to_parquet(wf / "results" / "tasks" / "scienceworld.parquet")
+    write_scienceworld_tasks(wf)
     cells = "results/history/{}/loop/scienceworld{}.parquet"
     fixed = [cells.format("probe", ""), *(cells.format("continuation", f"/{c}") for c in ("raw", "experience")),
              "results/luck/loop/answers.parquet"]
