@@ -114,6 +114,42 @@ def test_profile_table_refuses_unknown_keys(tmp_path):
         est.load_profiles(path)
 
 
+def test_study_workloads_count_their_designs():
+    """Each study's rows are its design's counts (the default config)."""
+    from memtrials.__main__ import check_studies
+    from memtrials.config import load_config
+
+    config = load_config("config/config.yaml", [])
+    studies = check_studies(config, ["config/config.yaml"])
+    luck = {w.purpose: w.units for w in studies["luck"].workload()}
+    worlds = config["luck"]["worlds"]["domains"] * config["luck"]["worlds"]["per_domain"]
+    assert luck == {"writer": 12 * worlds, "reader": 32 * worlds}
+    h = config["history"]
+    rollouts = [w for w in studies["history"].workload() if w.part == "rollouts" and w.purpose == "actor"]
+    n_conditions = len(h["conditions"]) + len(h["chat_conditions"])
+    assert len(rollouts) == len(h["envs"]) * n_conditions and {w.steps for w in rollouts} == {h["actor"]["max_actions"]}
+    a = config["antipersist"]
+    train = [w for w in studies["antipersist"].workload() if w.part.startswith("train/") and w.purpose == "actor"]
+    assert sum(w.episodes for w in train) == len(a["envs"]) * len(a["designs"]) * a["rounds"] * a["round_size"]
+    for name, study in studies.items():
+        rows = study.workload()
+        assert rows and all(w.endpoint in config_models(config) for w in rows), name
+
+
+def config_models(config):
+    from memtrials.config import load_models
+
+    return load_models(config["models_file"])
+
+
+def test_tasks_of_a_whole_split():
+    from memtrials.pipeline.workload import tasks_of
+
+    envs = {"alfworld": {"source": "official"}, "appworld": {"source": "official"}, "seed": 0}
+    assert tasks_of("alfworld", "eval_out_of_distribution", None, envs) == 134
+    assert tasks_of("appworld", "test_normal", None, envs) == 168 and tasks_of("appworld", "dev", 5, envs) == 5
+
+
 def test_estimate_of_the_default_config_covers_every_purpose(capsys):
     """The shipped table measures every purpose the default config's studies count."""
     assert main(["estimate"]) == 0
@@ -145,10 +181,11 @@ def _policy(body):
     return wrap(body, "look around")
 
 
-def _overlay(tasks: int, steps: int, conditions: list[str], per_domain: int) -> dict:
+def _overlay(tasks: int, steps: int, conditions: list[str], per_domain: int, rounds: int) -> dict:
     return {
         "models_file": "models.yaml", "panel": ["loop"],
-        "roles": {"judge": "loop", "calibrator": "loop", "generator": "loop", "reflector": "loop", "curator": "loop"},
+        "roles": {"judge": "loop", "calibrator": "loop", "generator": "loop", "reflector": "loop", "curator": "loop",
+                  "embedder": "emb"},
         "luck": {"worlds": {"domains": 1, "per_domain": per_domain, "margin": 0.10}},
         "history": {
             "enabled": True, "envs": ["scienceworld"], "splits": {"scienceworld": "test"}, "seed": 1,
@@ -158,7 +195,14 @@ def _overlay(tasks: int, steps: int, conditions: list[str], per_domain: int) -> 
             "continuation": {"enabled": True, "sources_per_cell": 1, "conditions": ["raw", "experience"],
                              "chat_conditions": []},
             "probe": {"enabled": True}},
-        "calibrator": {"enabled": False}, "antipersist": {"enabled": False}, "playbook": {"enabled": False},
+        "antipersist": {
+            "enabled": True, "envs": ["scienceworld"], "designs": ["react", "reflexion", "trajectory"],
+            "rounds": rounds, "round_size": 2, "in_flight": 1,
+            "pools": {"scienceworld": {"train_split": "train", "train_tasks": 3, "eval_split": "test",
+                                       "eval_tasks": tasks}},
+            "actor": {"mode": "choice", "max_actions": steps, "max_output_tokens": 32, "max_listed_actions": 5,
+                      "listing": "sample"}},
+        "calibrator": {"enabled": False}, "playbook": {"enabled": False},
     }
 
 
@@ -173,35 +217,39 @@ def _actual(records) -> dict[str, tuple[int, int]]:
 
 @pytest.mark.slow
 def test_estimate_predicts_a_loopback_run(tmp_path, monkeypatch, capsys):
-    """Figures derived from a small run (A: 1 task, 3 actions, 2 conditions, 4 worlds) predict a
-    larger one (B: 2 tasks, 4 actions, 3 conditions, 8 worlds): calls within 10 %, tokens
-    (prompt + completion) within 25 %, per study (the history study's cells: rollouts,
-    continuation, probe; the luck study's writers and readers)."""
+    """Figures derived from a small run (A: 1 task, 3 actions, 2 history conditions, 4 worlds, 1
+    training round) predict a larger one (B: 2 tasks, 4 actions, 3 conditions, 8 worlds, 2
+    rounds): calls within 10 %, tokens (prompt + completion) within 25 %, per study (history:
+    rollouts, continuation, probe; luck: writers and readers; anti-persistence: ReAct,
+    Reflexion and Trajectory memory, training and evaluation)."""
     from memtrials.__main__ import check_studies
     from memtrials.config import load_config, load_models
-    from memtrials.testing import LoopbackServer, loopback_endpoint
+    from memtrials.testing import LoopbackServer, loopback_embed_endpoint, loopback_endpoint
+    from tests.antipersist.helpers import task_table
     from tests.conftest import copy_workflow, failure_text
-    from tests.history.helpers import write_scienceworld_tasks
 
     wf = copy_workflow(tmp_path / "wf")
-    write_scienceworld_tasks(wf)
+    task_table(wf / "results" / "tasks" / "scienceworld.parquet")
     cells = "results/history/{}/loop/scienceworld{}.parquet"
     fixed = [cells.format("probe", ""), *(cells.format("continuation", f"/{c}") for c in ("raw", "experience")),
              "results/luck/loop/answers.parquet"]
+    studies_run = ["luck", "history", "antipersist"]
     with LoopbackServer(policy=_policy) as srv:
-        minilm = yaml.safe_load((REPO / "config/models.yaml").read_text())["endpoints"]["minilm"]
         (wf / "models.yaml").write_text(yaml.safe_dump({"endpoints": {"loop": loopback_endpoint(srv),
-                                                                      "minilm": minilm}}))
-        runs = {"a": _overlay(1, 3, ["raw", "experience"], 4), "b": _overlay(2, 4, ["raw", "experience", "causal"], 8)}
+                                                                      "emb": loopback_embed_endpoint(srv)}}))
+        runs = {"a": _overlay(1, 3, ["raw", "experience"], 4, 1),
+                "b": _overlay(2, 4, ["raw", "experience", "causal"], 8, 2)}
         for name, overlay in runs.items():
             (wf / f"{name}.yaml").write_text(yaml.safe_dump(overlay))
-            targets = fixed + [cells.format("rollouts", f"/{c}") for c in overlay["history"]["conditions"]]
+            monkeypatch.chdir(wf)
+            config = load_config("config/config.yaml", [f"{name}.yaml"])
+            studies = check_studies(config, ["config/config.yaml", f"{name}.yaml"], studies_run)
+            base = "results/antipersist/loop/scienceworld/{}/seed1/{}.parquet"
+            targets = fixed + [cells.format("rollouts", f"/{c}") for c in overlay["history"]["conditions"]] \
+                + [base.format(d, part) for d in overlay["antipersist"]["designs"] for part in ("train", "eval")]
             out = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", f"{name}.yaml",
                                   "--", *targets], cwd=wf, capture_output=True, text=True, timeout=900)
             assert out.returncode == 0, failure_text(out)
-            monkeypatch.chdir(wf)
-            config = load_config("config/config.yaml", [f"{name}.yaml"])
-            studies = check_studies(config, ["config/config.yaml", f"{name}.yaml"], ["luck", "history"])
             records = est.read_journals(wf / "results" / "records")
             if name == "a":
                 profiles = est.derive_profiles(records, studies, load_models("models.yaml"))
@@ -212,13 +260,13 @@ def test_estimate_predicts_a_loopback_run(tmp_path, monkeypatch, capsys):
             rows = est.estimate(studies, load_models("models.yaml"), profiles, hosted_latency_s=1.0)
     actual = _actual(records)
     errors = {}
-    for study in ("luck", "history"):
+    for study in studies_run:
         calls = sum(t.calls for (s, _), t in rows.items() if s == study)
         tokens = sum(t.input_tokens + t.output_tokens for (s, _), t in rows.items() if s == study)
         errors[study] = (calls / actual[study][0] - 1, tokens / actual[study][1] - 1)
     with capsys.disabled():
         print("\nestimate vs recorded (relative error of calls, tokens):",
-              {k: (f"{c:+.1%}", f"{t:+.1%}") for k, (c, t) in errors.items()})
+              {k: (f"{c:+.1%}", f"{t:+.1%}") for k, (c, t) in errors.items()}, "recorded:", actual)
     for study, (calls, tokens) in errors.items():
         assert abs(calls) <= 0.10, (study, errors, actual)
         assert abs(tokens) <= 0.25, (study, errors, actual)

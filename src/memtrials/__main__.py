@@ -110,8 +110,11 @@ def _estimate(args: argparse.Namespace) -> int:
     models = load_models(config["models_file"])
     if args.records:
         profiles = est.derive_profiles(est.read_journals(args.records), studies, models)
-        measured = {"records": str(args.records), "config": files,
-                    "endpoints": sorted({k for s in studies.values() for w in s.workload() for k in [w.endpoint]})}
+        import datetime
+
+        measured = {"records": str(args.records), "config": files, "studies": sorted(studies),
+                    "date": datetime.date.today().isoformat(),
+                    "endpoints": sorted({w.endpoint for s in studies.values() for w in s.workload()})}
         if args.derive:
             est.write_profiles(args.derive, profiles, measured)
             print(f"wrote {args.derive}: {len(profiles)} profiles from {args.records}")

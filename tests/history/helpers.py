@@ -74,16 +74,3 @@ def repeat_policy(action: str, review: str = '{"decision":"CALIBRATE","experienc
                   judge: str = '{"supports_repetition": false}') -> Callable[[Mapping[str, Any]], str]:
     """Always the same action (a repetition the probe must select)."""
     return actor_policy(lambda body: wrap(body, action), review, judge)
-
-
-def write_scienceworld_tasks(wf) -> None:
-    """A task table of three ScienceWorld test tasks in workflow folder ``wf`` (its
-    ``results/tasks/scienceworld.parquet``), for end-to-end runs on the loopback endpoint."""
-    import pandas as pd
-
-    tasks = pd.DataFrame({"task_id": ["find-non-living-thing:0", "lifespan-longest-lived:0", "find-plant:0"],
-                          "env": "scienceworld", "split": "test",
-                          "type": ["find-non-living-thing", "lifespan-longest-lived", "find-plant"],
-                          "source": "official", "detail": "{}"})
-    (wf / "results" / "tasks").mkdir(parents=True)
-    tasks.to_parquet(wf / "results" / "tasks" / "scienceworld.parquet")

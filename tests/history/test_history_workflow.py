@@ -20,7 +20,7 @@ import yaml
 from memtrials.testing import Faults, LoopbackServer, loopback_endpoint
 from tests.conftest import copy_workflow, failure_text
 
-from .helpers import is_judge, is_review, wrap, write_scienceworld_tasks
+from .helpers import is_judge, is_review, wrap
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -75,7 +75,12 @@ def kill_then_rerun(wf: Path, srv: LoopbackServer, target: str, wait_s: float = 
 @pytest.mark.slow
 def test_history_workflow_end_to_end(tmp_path):
     wf = copy_workflow(tmp_path / "wf")
-    write_scienceworld_tasks(wf)
+    tasks = pd.DataFrame({"task_id": ["find-non-living-thing:0", "lifespan-longest-lived:0", "find-plant:0"],
+                          "env": "scienceworld", "split": "test",
+                          "type": ["find-non-living-thing", "lifespan-longest-lived", "find-plant"],
+                          "source": "official", "detail": "{}"})
+    (wf / "results" / "tasks").mkdir(parents=True)
+    tasks.to_parquet(wf / "results" / "tasks" / "scienceworld.parquet")
     with LoopbackServer(policy=policy, faults=Faults(latency_s=0.1)) as srv:
         minilm = yaml.safe_load((REPO / "config/models.yaml").read_text())["endpoints"]["minilm"]
         registry = {"loop": loopback_endpoint(srv), "minilm": minilm}
