@@ -155,7 +155,7 @@ def derive_profiles(records: Iterable[Mapping[str, Any]], studies: Mapping[str, 
             completion=sum(float(r.get("completion_tokens") or 0) for _, r, _ in pts) / n,
             prefix_share=sum(sh * float(r.get("prompt_tokens") or 0) for _, r, sh in pts) / total,
             latency_s=sum(float(r.get("latency_s") or 0) for _, r, _ in pts) / n, calls=n,
-            steps_share=(sum(steps) / n) if n else 1.0,
+            mean_step=(sum(steps) / n) if n else 1.0,
             task="embed" if any(tasks.get(str(r.get("endpoint"))) == "embed" for _, r, _ in pts) else "chat")
     return out
 

@@ -63,7 +63,8 @@ class Profile:
     ``completion``: mean completion tokens; ``prefix_share``: share of the prompt tokens that
     repeat an earlier call's prefix in the same cell (what a provider's prefix cache could
     serve); ``latency_s``: mean seconds per call on the measured endpoint; ``calls``: how many
-    calls were measured."""
+    calls were measured; ``mean_step``: their mean step (for reading the table); ``task``:
+    ``embed`` where an embedding endpoint answered them."""
 
     calls_per_unit: float
     prompt_base: float
@@ -72,7 +73,7 @@ class Profile:
     prefix_share: float
     latency_s: float
     calls: int
-    steps_share: float = 1.0
+    mean_step: float = 1.0
     task: str = "chat"
 
     def as_dict(self) -> dict[str, Any]:
@@ -82,7 +83,7 @@ class Profile:
     def from_mapping(cls, key: str, data: Mapping[str, Any], source: str) -> "Profile":
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
-        missing = sorted(k for k in known - set(data) if k not in ("steps_share", "task"))
+        missing = sorted(k for k in known - set(data) if k not in ("mean_step", "task"))
         if unknown or missing:
             raise ValueError(f"{source}: profile {key}: unknown keys {unknown}, missing keys {missing}; "
                              f"expected {', '.join(sorted(known))} (rewrite it with python -m memtrials estimate "
