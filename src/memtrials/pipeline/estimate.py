@@ -119,13 +119,16 @@ def expand(name: str, rows: Sequence[Work], profiles: Mapping[str, Profile]) -> 
 
 
 def derive_profiles(records: Iterable[Mapping[str, Any]], studies: Mapping[str, Any],
-                    models: Mapping[str, Any] | None = None) -> dict[str, Profile]:
+                    models: Mapping[str, Any] | None = None, cells: set[str] | None = None) -> dict[str, Profile]:
     """Per-call figures per ``<study>/<part>/<purpose>`` from the call records of a run made
     with the config that built ``studies`` (name -> :class:`memtrials.pipeline.study.Study`):
-    the design's calls at the cap are read from the same studies' :meth:`workload`."""
+    the design's calls at the cap are read from the same studies' :meth:`workload`.  With
+    ``cells`` (the ids of the cells that finished), only their records and the workload rows
+    of those cells (and rows that name no cell) count."""
     by_cell: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for r in records:
-        by_cell[str(r.get("cell_id"))].append(r)
+        if cells is None or str(r.get("cell_id")) in cells:
+            by_cell[str(r.get("cell_id"))].append(r)
     points: dict[str, list[tuple[int, Mapping[str, Any], float]]] = defaultdict(list)
     for cell, rows in by_cell.items():
         study = studies.get(cell.split("/", 1)[0])
@@ -138,7 +141,8 @@ def derive_profiles(records: Iterable[Mapping[str, Any]], studies: Mapping[str, 
     capped: dict[str, int] = defaultdict(int)
     measured = {k: Profile(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0) for k in points}
     for name, study in studies.items():
-        for key, _, w in expand(name, study.workload() if study.enabled else [], measured):
+        rows = [w for w in (study.workload() if study.enabled else []) if cells is None or not w.cell or w.cell in cells]
+        for key, _, w in expand(name, rows, measured):
             if w.purpose:
                 capped[key] += w.capped_calls()
     tasks = {n: getattr(e, "task", "chat") for n, e in (models or {}).items()}

@@ -35,7 +35,9 @@ class Work:
     row of the part names (a memory's update and retrieval calls, which differ by memory),
     ``units`` times each; chat purposes go to ``endpoint``, embedding ones to ``embedder``.
     ``profile``: ``<study>/<part>`` whose measured figures the row reads, where another
-    study's cells make the calls (default: this study and ``part``)."""
+    study's cells make the calls (default: this study and ``part``); ``cell``: the id of the
+    cell whose records the row counts (optional: lets a table be measured from the finished
+    cells of an unfinished run)."""
 
     part: str
     endpoint: str
@@ -47,6 +49,7 @@ class Work:
     in_flight: int = 1
     embedder: str = ""
     profile: str = ""
+    cell: str = ""
 
     def capped_calls(self) -> int:
         return int(self.units) * max(1, int(self.steps))

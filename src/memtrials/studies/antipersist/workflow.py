@@ -169,16 +169,16 @@ class AntipersistWorkflow(Study):
             return []
         a, out = self.a, []
         steps, flight = int(a["actor"]["max_actions"]), int(a["in_flight"])
-        for m, env, design, _seed in self.jobs():
+        for m, env, design, seed in self.jobs():
             pool = a["pools"][env]
             n_eval = tasks_of(env, str(pool["eval_split"]), pool["eval_tasks"], self.config["envs"])
             n_train = int(a["rounds"]) * int(a["round_size"])
             n_eval = int(n_eval) * (int(a["rounds"]) if a["eval_every_round"] else 1)
             syn = a["synthesizer"] or m
-            for part, n in ((f"train/{self.measured_design(design)}", n_train),
-                            (f"eval/{self.measured_design(design)}", n_eval)):
-                out.append(Work(part, m, "actor", units=n, steps=steps, jobs=1, episodes=n, in_flight=flight))
-                out.append(Work(part, syn, ANY, units=n, embedder=str(self.embedder)))
+            for phase, n in (("train", n_train), ("eval", n_eval)):
+                part, cell = f"{phase}/{self.measured_design(design)}", f"antipersist/{m}/{env}/{design}/seed{seed}/{phase}"
+                out.append(Work(part, m, "actor", units=n, steps=steps, jobs=1, episodes=n, in_flight=flight, cell=cell))
+                out.append(Work(part, syn, ANY, units=n, embedder=str(self.embedder), cell=cell))
         return out
 
     @staticmethod

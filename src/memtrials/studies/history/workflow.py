@@ -160,29 +160,30 @@ class HistoryWorkflow(Study):
         chat_tasks = int(self.h["chat_tasks_per_cell"] or tasks)
         out: list[Work] = []
         for m in self.models:
-            for _env in self.envs:
+            for env in self.envs:
                 for c in self.conditions:
                     view, fmt = c.partition("-")[0], ("chat" if c.endswith("-chat") else "block")
-                    n = chat_tasks if fmt == "chat" else tasks
-                    out.append(Work("rollouts", m, "actor", units=n, steps=steps, jobs=1, episodes=n, in_flight=flight))
+                    n, cell = (chat_tasks if fmt == "chat" else tasks), f"history/rollouts/{m}/{env}/{c}"
+                    out.append(Work("rollouts", m, "actor", units=n, steps=steps, jobs=1, episodes=n, in_flight=flight,
+                                    cell=cell))
                     if view == "experience":
-                        out.append(Work("rollouts", m, "review", units=n, steps=steps))
+                        out.append(Work("rollouts", m, "review", units=n, steps=steps, cell=cell))
                 if self.cont_enabled:
                     n = int(self.cont["sources_per_cell"])
                     for c in self.cont_conditions:
-                        view = c.partition("-")[0]
+                        view, cell = c.partition("-")[0], f"history/continuation/{m}/{env}/{c}"
                         out.append(Work("continuation", m, "actor", units=n, steps=steps, jobs=1, episodes=n,
-                                        in_flight=flight))
+                                        in_flight=flight, cell=cell))
                         if view in ("experience", "calibrator"):
                             reviewer = self.roles["calibrator"] if view == "calibrator" else m
-                            out.append(Work("continuation", reviewer, "review", units=n, steps=steps))
+                            out.append(Work("continuation", reviewer, "review", units=n, steps=steps, cell=cell))
                 if self.probe_enabled:
-                    conds = list(self.probe["conditions"])
-                    out.append(Work("probe", m, "", jobs=1))
-                    out.append(Work("probe", self.roles["judge"], "judge", units=tasks, steps=steps))
-                    out.append(Work("probe", m, "actor", units=tasks * len(conds), steps=steps))
+                    conds, cell = list(self.probe["conditions"]), f"history/probe/{m}/{env}"
+                    out.append(Work("probe", m, "", jobs=1, cell=cell))
+                    out.append(Work("probe", self.roles["judge"], "judge", units=tasks, steps=steps, cell=cell))
+                    out.append(Work("probe", m, "actor", units=tasks * len(conds), steps=steps, cell=cell))
                     if "experience" in conds:
-                        out.append(Work("probe", m, "review", units=tasks, steps=steps))
+                        out.append(Work("probe", m, "review", units=tasks, steps=steps, cell=cell))
         return out
 
     def profile_key(self, cell_id: str, purpose: str) -> tuple[str, str]:

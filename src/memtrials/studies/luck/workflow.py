@@ -100,8 +100,9 @@ class LuckWorkflow(Study):
         lessons = len(INSTRUCTIONS) * len(DECISIONS) * len(OUTCOMES)
         requests = len(DECISIONS) * len(OUTCOMES) * len(ARMS)
         return [row for m in self.panel for row in (
-            Work("writers", m, "writer", units=worlds * lessons, jobs=1, in_flight=self.api(m)),
-            Work("readers", m, "reader", units=worlds * requests, jobs=1, in_flight=self.api(m)))]
+            Work("writers", m, "writer", units=worlds * lessons, jobs=1, in_flight=self.api(m), cell=f"luck/{m}/writers"),
+            Work("readers", m, "reader", units=worlds * requests, jobs=1, in_flight=self.api(m),
+                 cell=f"luck/{m}/readers"))]
 
     def profile_key(self, cell_id: str, purpose: str) -> tuple[str, str]:
         """``luck/<model>/writers`` and purpose ``luck/writer/RB`` -> ``("writers", "writer")``."""

@@ -35,22 +35,26 @@ def workload(study: PlaybookWorkflow) -> list[Work]:
         runs = study.runs_of(g)
         passes = int(p["growth"]["max_passes"] if g == "std" else p["growth"]["long_passes"])
         memory = study.role("reflector", m)
+        base = f"playbook/{g}/{m}/{env}/{v}"
 
-        def add(part: str, jobs: int, episodes: int, endpoint: str = memory) -> None:
-            out.append(Work(part, m, "actor", units=episodes, steps=steps, jobs=jobs, episodes=episodes,
-                            in_flight=flight))
-            out.append(Work(part, endpoint, ANY, units=episodes, embedder=embedder))
+        def add(part: str, episodes: int, cell: str, endpoint: str = memory) -> None:
+            out.append(Work(part, m, "actor", units=episodes, steps=steps, jobs=1, episodes=episodes,
+                            in_flight=flight, cell=cell))
+            out.append(Work(part, endpoint, ANY, units=episodes, embedder=embedder, cell=cell))
 
-        add("growth", runs, runs * int(p["growth"]["train_tasks"]) * passes)
-        add("practice", runs, runs * int(p["measurement"]["episodes"]))
+        for k in range(1, runs + 1):
+            add("growth", int(p["growth"]["train_tasks"]) * passes, f"{base}/growth/run{k}")
+            add("practice", int(p["measurement"]["episodes"]), f"{base}/practice/run{k}")
         candidates = study.candidates(g)
-        add("choice", 1, len(candidates) * int(p["choice"]["episodes"]))
-        add("eval", len(candidates), len(candidates) * evals)
+        add("choice", len(candidates) * int(p["choice"]["episodes"]), f"{base}/choice")
+        for c in candidates:
+            add("eval", evals, f"{base}/eval/{c}")
         if g == "std":
             methods = study.baseline_methods(env, v)
-            add("baseline", len(methods), len(methods) * evals)
+            for method in methods:
+                add("baseline", evals, f"{base}/baseline/{method}")
             if "pooled" in methods:
-                add("pooled", 1, int(p["baselines"]["pooled_episodes"]))
+                add("pooled", int(p["baselines"]["pooled_episodes"]), f"{base}/pooled")
     return out
 
 
