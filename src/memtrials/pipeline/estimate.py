@@ -205,8 +205,10 @@ def tally(work: Work, profile: Profile | None, seconds_per_call: float | None, k
                           prefix_share=0.0, latency_s=0.0, calls=0)
     calls = work.capped_calls() * profile.calls_per_unit
     steps = max(1, int(work.steps))
-    # the mean step of a call: the measured mean, scaled to this row's cap when it repeats over steps
-    mean_step = 1.0 if steps == 1 else 1.0 + (steps - 1) / 2.0 * min(1.0, max(profile.calls_per_unit, 0.0))
+    # the step a mean call is at: a row that repeats over steps, half its cap (scaled by the share of
+    # the cap episodes took); a row made once per unit, the measured calls' own mean (its prompt: their mean)
+    mean_step = profile.mean_step if steps == 1 else \
+        1.0 + (steps - 1) / 2.0 * min(1.0, max(profile.calls_per_unit, 0.0))
     prompt = max(0.0, profile.prompt_base + profile.prompt_per_step * (mean_step - 1.0))
     t.calls = calls
     t.input_tokens = calls * prompt
