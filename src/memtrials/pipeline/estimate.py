@@ -181,20 +181,20 @@ def load_profiles(path: str | Path) -> tuple[dict[str, Profile], dict[str, Any]]
 def write_profiles(path: str | Path, profiles: Mapping[str, Profile], measured: Mapping[str, Any]) -> None:
     import yaml
 
-    from memtrials.io import write_text
+    from memtrials.io import atomic_write_text
 
     text = ("# Measured per-call figures for `python -m memtrials estimate` (memtrials.pipeline.estimate):\n"
             "# written by `python -m memtrials estimate --derive`; docs/estimate.md says what each field is.\n"
             + yaml.safe_dump({"measured": dict(measured), "profiles": {k: p.as_dict() for k, p in profiles.items()}},
                              sort_keys=False, width=120))
-    write_text(path, text)
+    atomic_write_text(path, text)
 
 
 def tally(work: Work, profile: Profile | None, seconds_per_call: float | None, key: str) -> Tally:
     """What one workload row adds: its calls (capped calls x ``calls_per_unit``), tokens (the
     profile's prompt line at the mean step the row's episodes reach), cacheable tokens, call
     seconds (``seconds_per_call``, or the profile's measured latency when None)."""
-    t = Tally(jobs=work.jobs, episodes=work.episodes, parallel=max(1, work.jobs * work.in_flight))
+    t = Tally(jobs=work.jobs, episodes=work.episodes, parallel=work.jobs * work.in_flight)
     if not work.purpose:
         return t
     if profile is None:
@@ -227,7 +227,9 @@ def estimate(studies: Mapping[str, Any], models: Mapping[str, Any], profiles: Ma
             continue
         for key, endpoint, w in expand(name, study.workload(), profiles):
             ep = models[endpoint]
-            seconds = None if ep.provider == "embedded" else hosted_latency_s
+            # an embedding request carries up to batch_size texts (a record, and a call here, per text)
+            per = max(1, int(ep.batch_size)) if ep.task == "embed" else 1
+            seconds = None if ep.provider == "embedded" else hosted_latency_s / per
             out.setdefault((name, endpoint), Tally()).add(tally(w, profiles.get(key), seconds, key))
     return out
 

@@ -127,11 +127,11 @@ class Tally:
     output_tokens: float = 0.0
     cacheable_tokens: float = 0.0
     call_seconds: float = 0.0
-    parallel: int = 1
+    parallel: int = 0
     unmeasured: set[str] = field(default_factory=set)
 
     def add(self, other: "Tally") -> None:
-        for k in ("jobs", "episodes", "calls", "input_tokens", "output_tokens", "cacheable_tokens", "call_seconds"):
+        for k in ("jobs", "episodes", "calls", "input_tokens", "output_tokens", "cacheable_tokens", "call_seconds",
+                  "parallel"):  # parallel: the episodes the jobs could keep in flight at once
             setattr(self, k, getattr(self, k) + getattr(other, k))
-        self.parallel = max(self.parallel, other.parallel)
         self.unmeasured |= other.unmeasured
