@@ -9,6 +9,9 @@
     models list               list the registry
     spend                     paid calls, tokens and USD per endpoint (from the cache ledger; prompt tokens
                               a provider served from its prefix cache at price.cached_input_per_mtok)
+    estimate [--configfile F ...] [--records DIR [--derive FILE]]
+                              jobs, episodes, calls, tokens, prefix-cacheable share, USD and wall
+                              time per study and endpoint of a run, before any call
     cache compact             merge the finished shards of a ``cache.backend: shards`` cache (beside cache.path) into one
 """
 
@@ -46,7 +49,7 @@ def _models(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def check_studies(config: dict, files: list[str]) -> None:
+def check_studies(config: dict, files: list[str], names: list[str] | None = None) -> dict[str, Any]:
     """Build every registered study (:data:`memtrials.studies.STUDIES`) from ``config``, as
     the rule files do when Snakemake parses the workflow, so that their checks before any job
     (sizes, splits, environment options, roles: each study's ``check``) run here too; a
@@ -56,11 +59,15 @@ def check_studies(config: dict, files: list[str]) -> None:
     sources = Sources((f, load_overlay(f)) for f in files)
     models = check_config(config, sources)
 
+    built = {}
     for study in study_classes():
+        if names and study.name not in names:
+            continue
         try:
-            study(config, models, lambda name: models[name].cell_params())
+            built[study.name] = study(config, models, lambda name: models[name].cell_params())
         except (ConfigError, ValueError) as exc:
             raise ConfigError(sources.explain(exc)) from None
+    return built
 
 
 def _config(args: argparse.Namespace) -> int:
@@ -101,6 +108,46 @@ def _reported(cache: Any) -> None:
         print("reported by the endpoints (body usage.cost, else the router's x-litellm-response-cost):")
         for endpoint, calls, usd in rows:
             print(f"{endpoint:<24} {calls:>8} {'':>12} {'':>12} {usd:>10.4f}")
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    from memtrials.pipeline import estimate as est
+
+    files = [args.config, *args.configfile]
+    config = load_config(args.config, args.configfile)
+    check_prompts(config, " + ".join(files))
+    from memtrials.studies import study_names
+
+    unknown = sorted(set(args.studies or []) - set(study_names()))
+    if unknown:
+        raise ConfigError(f"estimate --studies: unknown {', '.join(unknown)}; registered: {', '.join(study_names())}")
+    studies = check_studies(config, files, args.studies)
+    models = load_models(config["models_file"])
+    if args.records:
+        profiles = est.derive_profiles(est.read_journals(args.records), studies, models)
+        import datetime
+
+        measured = {"records": str(args.records), "config": files, "studies": sorted(studies),
+                    "date": datetime.date.today().isoformat(),
+                    "endpoints": sorted({w.endpoint for s in studies.values() for w in s.workload()})}
+        if args.derive:
+            est.write_profiles(args.derive, profiles, measured)
+            print(f"wrote {args.derive}: {len(profiles)} profiles from {args.records}")
+        where = f"measured from the records in {args.records}"
+    else:
+        path = args.profiles or config["estimate"]["profiles"]
+        try:
+            profiles, measured = est.load_profiles(path)
+        except (FileNotFoundError, ValueError) as exc:
+            raise ConfigError(f"config key estimate.profiles: {exc}") from None
+        where = f"measured figures from {path}" + (f" ({measured.get('note')})" if measured.get("note") else "")
+    hosted = float(config["estimate"]["hosted_latency_s"])
+    rows = est.estimate(studies, models, profiles, hosted)
+    print(f"estimate of {' + '.join(files)}: counts from each study's design, per-call tokens {where}; "
+          f"calls at the design's step caps x the measured share; wall time at each endpoint's max_concurrency "
+          f"(rpm/tpm where set), {hosted:g} s a call on a served endpoint, the measured latency on an embedded one")
+    print(est.render(rows, models))
+    return 0
 
 
 def _cache(args: argparse.Namespace) -> int:
@@ -147,6 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     _config_command(cfg.add_subparsers(dest="action", required=True), "check",
                     "what the workflow checks before any job (the studies' checks included)", _config)
     _config_command(sub, "spend", "what was paid so far, per endpoint", _spend)
+    _config_command(sub, "estimate", "calls, tokens, USD and wall time of a run, before any call", _estimate)
+    est = sub.choices["estimate"]
+    est.add_argument("--profiles", default=None, help="measured per-call figures (default: estimate.profiles)")
+    est.add_argument("--records", default=None,
+                     help="derive the figures from a finished run's call journals instead (results/records), "
+                          "run with this same config")
+    est.add_argument("--studies", nargs="*", default=None,
+                     help="only these studies (built and checked alone; default: every registered one)")
+    est.add_argument("--derive", default=None, help="with --records: write the derived figures to this file")
     cache = sub.add_parser("cache", help="maintain the response cache")
     _config_command(cache.add_subparsers(dest="action", required=True), "compact",
                     "merge a shards cache's finished shards into one file", _cache)

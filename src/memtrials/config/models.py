@@ -21,6 +21,10 @@ from memtrials.config.schema import load_schema, validate
 
 @dataclass(frozen=True)
 class Price:
+    """USD per million tokens: input, output, and (where the provider prices it apart) input
+    its prefix cache served.  :meth:`cost` is the one price model: ``spend`` (recorded
+    calls) and ``estimate`` (a run before any call) both price through it."""
+
     input_per_mtok: float
     output_per_mtok: float
     cached_input_per_mtok: float | None = None
@@ -28,8 +32,10 @@ class Price:
     prompt_tokens_details.cached_tokens``); None: the registry gives none, cached tokens cost
     ``input_per_mtok`` like the rest."""
 
-    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
-        cached = min(max(0, cached_tokens), prompt_tokens) if self.cached_input_per_mtok is not None else 0
+    def cost(self, prompt_tokens: float, completion_tokens: float, cached_tokens: float = 0) -> float:
+        """USD of a call (or a sum of calls): ``cached_tokens`` of the ``prompt_tokens`` at the
+        cached-input price where the registry gives one (else at the input price)."""
+        cached = min(max(cached_tokens or 0, 0), prompt_tokens) if self.cached_input_per_mtok is not None else 0
         return ((prompt_tokens - cached) * self.input_per_mtok + cached * (self.cached_input_per_mtok or 0.0)
                 + completion_tokens * self.output_per_mtok) / 1e6
 

@@ -207,6 +207,18 @@ class Study(ABC):
                               "whose declared params give the truth; name one (config/models.yaml: planted-*)")
         return True
 
+    def workload(self) -> list[Any]:
+        """What the study's design asks of its endpoints (:class:`memtrials.pipeline.workload.Work`
+        rows: per part and endpoint its jobs, episodes and the calls at the step caps), counted
+        before any call for ``python -m memtrials estimate``; none when disabled."""
+        return []
+
+    def profile_key(self, cell_id: str, purpose: str) -> tuple[str, str]:
+        """(part, purpose) of a call record of one of the study's cells, as its :meth:`workload`
+        names them (default: the cell id's second segment and the record's purpose)."""
+        parts = cell_id.split("/")
+        return (parts[1] if len(parts) > 1 else ""), purpose
+
     @abstractmethod
     def final_targets(self) -> list[str]:
         """What the target rule ``all`` asks of this study (none when it is disabled)."""

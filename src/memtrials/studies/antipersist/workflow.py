@@ -176,6 +176,40 @@ class AntipersistWorkflow(Study):
         """``[key, value, design]`` of every sweep point (the report's rows; :func:`.design.sweep_points`)."""
         return [[k, v, d] for k, v, d in sweep_points(self.a["sweeps"], self.a["selector"])]
 
+    def workload(self) -> list[Any]:
+        """Per (model, env, design, seed): a training job (``rounds`` x ``round_size`` episodes)
+        and an evaluation job (the held-out pool, once per evaluated snapshot), each episode up
+        to ``actor.max_actions`` actor calls; a design's memory calls (synthesis, retrieval,
+        indexing: they differ by design) are counted per episode from the measured table
+        (:data:`memtrials.pipeline.workload.ANY`) under the part ``<train|eval>/<design>``."""
+        from memtrials.pipeline.workload import ANY, Work, tasks_of
+
+        if not self.enabled:
+            return []
+        a, out = self.a, []
+        steps, flight = int(a["actor"]["max_actions"]), int(a["in_flight"])
+        for m, env, design, seed in self.jobs():
+            pool = a["pools"][env]
+            n_eval = tasks_of(env, str(pool["eval_split"]), pool["eval_tasks"], self.config["envs"])
+            n_train = int(a["rounds"]) * int(a["round_size"])
+            n_eval = int(n_eval) * (int(a["rounds"]) if a["eval_every_round"] else 1)
+            syn = a["synthesizer"] or m
+            for phase, n in (("train", n_train), ("eval", n_eval)):
+                part, cell = f"{phase}/{self.measured_design(design)}", f"antipersist/{m}/{env}/{design}/seed{seed}/{phase}"
+                out.append(Work(part, m, "actor", units=n, steps=steps, jobs=1, episodes=n, in_flight=flight, cell=cell))
+                out.append(Work(part, syn, ANY, units=n, embedder=str(self.embedder), cell=cell))
+        return out
+
+    @staticmethod
+    def measured_design(design: str) -> str:
+        """The design whose measured figures stand for ``design`` (a sweep point: the bandit's)."""
+        return "antipersist" if design.startswith(("antipersist-gamma-", "antipersist-lambda-")) else design
+
+    def profile_key(self, cell_id: str, purpose: str) -> tuple[str, str]:
+        """``antipersist/<model>/<env>/<design>/seed<i>/<train|eval>[/r<round>]`` -> ``<train|eval>/<design>``."""
+        parts = cell_id.split("/")
+        return f"{parts[5]}/{self.measured_design(parts[3])}", purpose
+
     def final_targets(self) -> list[str]:
         if not (self.enabled and self.jobs()):
             return []

@@ -179,6 +179,56 @@ class HistoryWorkflow(Study):
         cells = [p for key, ps in self.report_inputs().items() if key != "planted_tasks" for p in ps]  # cells only
         return [p.removesuffix(".parquet") + ".calls.parquet" for p in cells]
 
+    def workload(self) -> list[Any]:
+        """Per model and environment: one rollout job per condition (``tasks_per_cell``
+        episodes, ``chat_tasks_per_cell`` in chat format, each up to ``actor.max_actions``
+        actor calls; Experience reviews each step), one continuation job per condition
+        (``sources_per_cell`` resumed episodes; Experience and Calibrator review, the latter
+        on ``roles.calibrator``) and one probe job (repeat pairs of the Raw episodes: a judge
+        screen each, then one actor reply per probe condition, Experience's after a review)."""
+        from memtrials.pipeline.workload import Work
+
+        if not (self.enabled and self.models and self.envs):
+            return []
+        steps, flight = int(self.h["actor"]["max_actions"]), int(self.h["in_flight"])
+        tasks = int(self.h["tasks_per_cell"])
+        chat_tasks = int(self.h["chat_tasks_per_cell"] or tasks)
+        out: list[Work] = []
+        for m in self.models:
+            for env in self.envs:
+                for c in self.conditions:
+                    view, fmt = c.partition("-")[0], ("chat" if c.endswith("-chat") else "block")
+                    n, cell = (chat_tasks if fmt == "chat" else tasks), f"history/rollouts/{m}/{env}/{c}"
+                    out.append(Work("rollouts", m, "actor", units=n, steps=steps, jobs=1, episodes=n, in_flight=flight,
+                                    cell=cell))
+                    if view == "experience":
+                        out.append(Work("rollouts", m, "review", units=n, steps=steps, cell=cell))
+                if self.cont_enabled:
+                    n = int(self.cont["sources_per_cell"])
+                    for c in self.cont_conditions:
+                        view, cell = c.partition("-")[0], f"history/continuation/{m}/{env}/{c}"
+                        out.append(Work("continuation", m, "actor", units=n, steps=steps, jobs=1, episodes=n,
+                                        in_flight=flight, cell=cell))
+                        if view in ("experience", "calibrator"):
+                            reviewer = self.roles["calibrator"] if view == "calibrator" else m
+                            out.append(Work("continuation", reviewer, "review", units=n, steps=steps, cell=cell))
+                if self.probe_enabled:
+                    conds, cell = list(self.probe["conditions"]), f"history/probe/{m}/{env}"
+                    out.append(Work("probe", m, "", jobs=1, cell=cell))
+                    out.append(Work("probe", self.roles["judge"], "judge", units=tasks, steps=steps, cell=cell))
+                    out.append(Work("probe", m, "actor", units=tasks * len(conds), steps=steps, cell=cell))
+                    if "experience" in conds:
+                        out.append(Work("probe", m, "review", units=tasks, steps=steps, cell=cell))
+        return out
+
+    def profile_key(self, cell_id: str, purpose: str) -> tuple[str, str]:
+        """The calibrator study's cells played by the rollout code (conditions ``calibrator*``)
+        measure apart: ``calibrator-rollouts`` (what its workload reads)."""
+        parts = cell_id.split("/")
+        if parts[1] == "rollouts" and len(parts) > 4 and parts[4].startswith("calibrator"):
+            return "calibrator-rollouts", purpose
+        return parts[1], purpose
+
     def report_inputs(self) -> dict[str, list[str]]:
         out = {"rollouts": [f"results/history/rollouts/{m}/{e}/{c}.parquet"
                             for m in self.models for e in self.envs for c in self.conditions]}

@@ -29,7 +29,7 @@ REQUEST_FILES = ("memtrials/llm/client.py", "memtrials/llm/structured.py", "memt
 # interface its workflow helper subclasses), config parsing (its values are frozen in the
 # slice), the client's session/recording/limits (A's model layer beyond request building)
 NOT_PROTOCOL = ("memtrials.cells", "memtrials.pipeline.rule_entry", "memtrials.pipeline.study", "memtrials.config",
-                "memtrials.llm")
+                "memtrials.llm", "memtrials.pipeline.workload")  # workload: what `estimate` counts, no protocol
 
 
 # modules of the study that read its registered outputs after the fact, not protocol: the

@@ -112,6 +112,30 @@ class LuckWorkflow(Study):
 
         return code_files(part)
 
+    # -- the workload (python -m memtrials estimate) -----------------------------------------
+    def workload(self) -> list[Any]:
+        """Per panel endpoint: one writers job (12 lessons a world: 3 instructions x 2
+        decisions x 2 outcomes) and one readers job (32 requests a world: 2 decisions x 2
+        previous outcomes x 8 memory arms), :mod:`memtrials.studies.luck.design`; a job's
+        calls are independent, so it keeps the endpoint's concurrency busy."""
+        from memtrials.pipeline.workload import Work
+        from memtrials.studies.luck.design import ARMS, DECISIONS, INSTRUCTIONS, OUTCOMES
+
+        if not self.enabled:
+            return []
+        w = self.worlds()
+        worlds = w["domains"] * w["per_domain"]
+        lessons = len(INSTRUCTIONS) * len(DECISIONS) * len(OUTCOMES)
+        requests = len(DECISIONS) * len(OUTCOMES) * len(ARMS)
+        return [row for m in self.panel for row in (
+            Work("writers", m, "writer", units=worlds * lessons, jobs=1, in_flight=self.api(m), cell=f"luck/{m}/writers"),
+            Work("readers", m, "reader", units=worlds * requests, jobs=1, in_flight=self.api(m),
+                 cell=f"luck/{m}/readers"))]
+
+    def profile_key(self, cell_id: str, purpose: str) -> tuple[str, str]:
+        """``luck/<model>/writers`` and purpose ``luck/writer/RB`` -> ``("writers", "writer")``."""
+        return cell_id.rsplit("/", 1)[-1], purpose.split("/")[1] if purpose.count("/") >= 1 else purpose
+
     # -- outputs ---------------------------------------------------------------------------
     @staticmethod
     def tables() -> list[str]:

@@ -382,6 +382,16 @@ class PlaybookWorkflow(ScorecardPlan, Study):
     def in_flight(self) -> int:
         return int(self.p["in_flight"])
 
+    def workload(self) -> list[Any]:
+        from memtrials.studies.playbook.workload import workload
+
+        return workload(self)
+
+    def profile_key(self, cell_id: str, purpose: str) -> tuple[str, str]:
+        from memtrials.studies.playbook.workload import profile_key
+
+        return profile_key(cell_id, purpose)
+
     def memory_code(self, variant: str) -> list[str]:
         """The module file of a user memory's variant (the growth rule's ``code`` input too)."""
         return source_files(self.config, variant)

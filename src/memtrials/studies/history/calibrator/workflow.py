@@ -172,6 +172,11 @@ class CalibratorWorkflow(Study):
     def in_flight(self) -> int:
         return int(self.h["in_flight"])
 
+    def workload(self) -> list[Any]:
+        from memtrials.studies.history.calibrator.workload import workload
+
+        return workload(self)
+
     def role(self, name: str) -> dict[str, Any]:
         who = self.roles[name]
         return {"name": who, **self.endpoint(who)}
