@@ -48,3 +48,18 @@ class ScorecardPlan:
                   if g == "std" and "pooled" in self.baseline_methods(e, v) for x in ("", ".merge")]
         return sorted({*self.report_inputs()["calls"], *base, *pooled,
                        *(p.removesuffix(".calls.parquet") + ".select.calls.parquet" for p in base)})
+
+
+class EstimatePlan:
+    """The cost estimate's methods of the playbook study (``python -m memtrials estimate``;
+    :mod:`.workload` counts the design)."""
+
+    def workload(self) -> list[Any]:
+        from memtrials.studies.playbook.workload import workload
+
+        return workload(self)
+
+    def profile_key(self, cell_id: str, purpose: str) -> tuple[str, str]:
+        from memtrials.studies.playbook.workload import profile_key
+
+        return profile_key(cell_id, purpose)

@@ -15,7 +15,7 @@ from memtrials.envs.catalog import check_env_options, check_split, check_task_co
 from memtrials.envs.catalog import source as data_source
 from memtrials.memory.registry import PLAYBOOK, check_memory, memory_entry, memory_name, source_files
 from memtrials.pipeline.study import Study, alternatives
-from memtrials.studies.playbook.scoreplan import ScorecardPlan
+from memtrials.studies.playbook.scoreplan import EstimatePlan, ScorecardPlan
 from memtrials.envs.tasks import ENV_NAMES
 from memtrials.studies.playbook.design import ACTOR_KEYS, GROWTHS, ROLES, TOKENIZERS, VARIANTS, variants_for
 
@@ -24,7 +24,7 @@ ENVS = ("alfworld", "appworld", "webshop", "planted")  # planted: the known-answ
 ROOT = "results/playbook"
 
 
-class PlaybookWorkflow(ScorecardPlan, Study):
+class PlaybookWorkflow(ScorecardPlan, EstimatePlan, Study):
     """The playbook section of one config (``self.p``), resolved."""
 
     name = "playbook"
@@ -381,16 +381,6 @@ class PlaybookWorkflow(ScorecardPlan, Study):
 
     def in_flight(self) -> int:
         return int(self.p["in_flight"])
-
-    def workload(self) -> list[Any]:
-        from memtrials.studies.playbook.workload import workload
-
-        return workload(self)
-
-    def profile_key(self, cell_id: str, purpose: str) -> tuple[str, str]:
-        from memtrials.studies.playbook.workload import profile_key
-
-        return profile_key(cell_id, purpose)
 
     def memory_code(self, variant: str) -> list[str]:
         """The module file of a user memory's variant (the growth rule's ``code`` input too)."""
