@@ -24,7 +24,7 @@ def test_default_resolves_to_one_job_per_stage_and_model():
     assert w.compare_files() == ["results/calibrator/compare/smollm2.parquet"]
     assert w.train_variants == ["full"] and w.variants == ["full", "screen_only"] and w.joint_sft_files() == []
     assert w.final_targets() == ["results/calibrator/tables/index.md"] + [
-        f"results/calibrator/tables/known_answer.{ext}" for ext in ("md", "csv", "tex", "html")]
+        f"results/calibrator/known/tables/known_answer.{ext}" for ext in ("md", "csv", "tex", "html")]
     assert w.known_cell()["cell"]["endpoint"] == "planted-calibrator"
     assert w.source_cell("smollm2", "alfworld")["split"] == "train"
     # training tasks are drawn from the evaluation's task types (history.task_types)

@@ -453,5 +453,5 @@ rule calibrator_known_answer:
 
 
 if CAL.known_paths():
-    KNOWN_ANSWER_TABLES.extend({"study": "calibrator", "stem": stem} for stem in ['results/calibrator/tables/known_answer'])
+    KNOWN_ANSWER_TABLES.extend({"study": "calibrator", "stem": stem} for stem in ['results/calibrator/known/tables/known_answer'])
     KNOWN_ANSWER_INPUTS.extend(rules.calibrator_known_answer.output.tables)

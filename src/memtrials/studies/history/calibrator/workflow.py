@@ -130,7 +130,7 @@ class CalibratorWorkflow(Study):
     def known_paths(self) -> list[str]:
         if not (self.enabled and self.c["known_answer"]["enabled"]):
             return []
-        return [f"results/calibrator/tables/known_answer.{ext}" for ext in ("md", "csv", "tex", "html")]
+        return [f"results/calibrator/known/tables/known_answer.{ext}" for ext in ("md", "csv", "tex", "html")]
 
     def training_envs(self) -> list[str]:
         """Environments with rollouts on the calibrator's training splits: the label chain's
