@@ -126,8 +126,9 @@ def derive_profiles(records: Iterable[Mapping[str, Any]], studies: Mapping[str, 
     ``cells`` (the ids of the cells that finished), only their records and the workload rows
     of those cells (and rows that name no cell) count."""
     by_cell: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in records:
-        if cells is None or str(r.get("cell_id")) in cells:
+    planted = {n for n, e in (models or {}).items() if getattr(e, "planted", None) is not None}
+    for r in records:  # a known-answer run's planted agent is no measurement of a real endpoint
+        if (cells is None or str(r.get("cell_id")) in cells) and str(r.get("endpoint")) not in planted:
             by_cell[str(r.get("cell_id"))].append(r)
     points: dict[str, list[tuple[int, Mapping[str, Any], float]]] = defaultdict(list)
     for cell, rows in by_cell.items():
