@@ -225,8 +225,9 @@ def test_registry_and_roles_are_checked(loopback, tmp_path):
 
 def test_commented_embedding_examples_of_the_registry_are_valid():
     text = (REPO / "config" / "models.yaml").read_text()
-    block = text[text.index("  # text-embedding-3-small:"):]
-    entries = yaml.safe_load("\n".join(line.replace("  # ", "  ", 1) for line in block.splitlines()
+    block = text[text.index("  # text-embedding-3-small:"):].splitlines()
+    stop = next((i for i, line in enumerate(block) if not line.startswith("  #")), len(block))  # to the blank line
+    entries = yaml.safe_load("\n".join(line.replace("  # ", "  ", 1) for line in block[:stop]  # the examples only
                                        if line.startswith("  # ") and not line.startswith("  # A vLLM")
                                        and not line.startswith("  # An ")))
     eps = parse_models({"endpoints": entries})

@@ -45,7 +45,7 @@ PRESETS = sorted(p.stem for p in (REPO / "config/presets").glob("*.yaml") if not
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", PRESETS)
-def test_lint_on_a_paper_preset_is_clean(preset, tmp_path):
+def test_lint_on_a_paper_preset_is_clean(preset, tmp_path, official_env_vars):  # official-data.yaml names them
     args = ["--configfile", str(REPO / f"config/presets/{preset}.yaml")]
     for i, extra in enumerate(OVERLAYS.get(preset, [])):
         path = tmp_path / f"extra{i}.yaml"

@@ -27,10 +27,10 @@ def test_default_config_and_paper_preset_are_valid():
     hw = workflow(cfg)
     assert set(hw.envs) == {"alfworld", "scienceworld"}  # the default leaves AppWorld out, for time
     assert len(hw.conditions) == 8 and not any(c.endswith("-chat") for c in hw.conditions)  # chat: the preset
+    from memtrials.config.load import merge
+
     preset = yaml.safe_load(open(REPO / "config/presets/history-paper.yaml"))
-    merged = copy.deepcopy(cfg)
-    for k, v in preset.items():
-        merged[k] = v
+    merged = merge(copy.deepcopy(cfg), preset)  # key by key, as Snakemake merges overlays
     check_config(merged, "config/presets/history-paper.yaml")
     assert merged["history"]["tasks_per_cell"] == 500 and len(merged["history"]["models"]) == 5
 

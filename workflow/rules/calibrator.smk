@@ -437,7 +437,9 @@ rule calibrator_known_answer:
         prompts=CAL.prompt_files(),
         code=CAL.code("known"),
     output:
-        tables=get_report_items(CAL.known_paths(), "calibrator", "The learned calibrator"),
+        tables=get_report_items(
+            CAL.known_paths(), "calibrator", "The learned calibrator"
+        ),
         known="results/calibrator/known/known_answer.parquet",
         labels="results/calibrator/known/labels.parquet",
     log:
@@ -453,5 +455,8 @@ rule calibrator_known_answer:
 
 
 if CAL.known_paths():
-    KNOWN_ANSWER_TABLES.extend({"study": "calibrator", "stem": stem} for stem in ['results/calibrator/known/tables/known_answer'])
+    KNOWN_ANSWER_TABLES.extend(
+        {"study": "calibrator", "stem": stem}
+        for stem in ["results/calibrator/known/tables/known_answer"]
+    )
     KNOWN_ANSWER_INPUTS.extend(rules.calibrator_known_answer.output.tables)

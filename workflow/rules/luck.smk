@@ -180,5 +180,11 @@ rule luck_known_answer:
 
 
 if LW.known_paths():
-    KNOWN_ANSWER_TABLES.extend({"study": "luck", "stem": stem} for stem in ['results/luck/tables/known_answer', 'results/luck/tables/known_answer_cells'])
+    KNOWN_ANSWER_TABLES.extend(
+        {"study": "luck", "stem": stem}
+        for stem in [
+            "results/luck/tables/known_answer",
+            "results/luck/tables/known_answer_cells",
+        ]
+    )
     KNOWN_ANSWER_INPUTS.extend(rules.luck_known_answer.output.tables)
