@@ -73,6 +73,8 @@ class LuckWorkflow(Study):
         """What decides the known-answer run's outputs (its rule's params): the
         ``luck.known_answer`` block, the planted entry's params (the truth) and identity."""
         ka = self.luck["known_answer"]
+        if not (ka["enabled"] and ka["endpoint"] in self.models_registry):  # off, or left out (check's warning)
+            return {}
         ep = self.models_registry[ka["endpoint"]]
         return {"cell": dict(ka), "params": dict(ep.planted.params), "endpoint": self.endpoint(ka["endpoint"]),
                 "rules": self.analysis_rules()}
@@ -184,7 +186,8 @@ class LuckWorkflow(Study):
 
     def known_paths(self) -> list[str]:
         """The known-answer run's tables (none when ``luck.known_answer.enabled`` is false)."""
-        if not (self.enabled and self.luck["known_answer"]["enabled"]):
+        ka = self.luck["known_answer"]
+        if not (self.enabled and ka["enabled"] and ka["endpoint"] in self.models_registry):
             return []
         return [f"{RESULTS}/tables/{t}.{ext}" for t in ("known_answer", "known_answer_cells") for ext in TABLE_FORMATS]
 

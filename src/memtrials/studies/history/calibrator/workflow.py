@@ -130,14 +130,15 @@ class CalibratorWorkflow(Study):
         """The known-answer rule's params: its block, the planted params (the truth), the
         endpoint's identity, history's actor settings and the review cap."""
         ka = dict(self.c["known_answer"])
-        if not ka["enabled"]:
+        if not (ka["enabled"] and ka["endpoint"] in self.models_registry):  # off, or left out (check's warning)
             return {}
         ep = self.models_registry[ka["endpoint"]]
         return {"cell": {**ka, "max_tokens": self.c["review_max_tokens"]}, "params": dict(ep.planted.params),
                 "endpoint": self.endpoint(ka["endpoint"]), "actor": dict(self.h["actor"])}
 
     def known_paths(self) -> list[str]:
-        if not (self.enabled and self.c["known_answer"]["enabled"]):
+        ka = self.c["known_answer"]
+        if not (self.enabled and ka["enabled"] and ka["endpoint"] in self.models_registry):
             return []
         return [f"results/calibrator/known/tables/known_answer.{ext}" for ext in ("md", "csv", "tex", "html")]
 
