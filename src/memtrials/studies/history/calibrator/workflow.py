@@ -99,32 +99,11 @@ class CalibratorWorkflow(Study):
         self.check_known()
 
     def check_known(self) -> None:
-        """``calibrator.known_answer``: a planted entry whose params the planted calibrator takes."""
-        ka, src = self.c["known_answer"], self.config["models_file"]
-        if not ka["enabled"]:
-            return
-        ep = self.models_registry.get(ka["endpoint"])
-        if ep is None:  # a user's or a test's registry: the run is left out, as the other studies' are
-            import logging
+        """``calibrator.known_answer``: a planted entry whose params the planted calibrator takes
+        (:func:`.planted.check_block`; a registry without it leaves the run out, with a warning)."""
+        from memtrials.studies.history.calibrator.planted import check_block
 
-            logging.getLogger(__name__).warning(
-                "calibrator.known_answer.endpoint '%s' is not in %s: the known-answer run is left out (copy the "
-                "planted-* entries of config/models.yaml there, or set calibrator.known_answer.enabled: false)",
-                ka["endpoint"], src)
-            self.c = {**self.c, "known_answer": {**ka, "enabled": False}}
-            return
-        if getattr(ep, "planted", None) is None:
-            raise ConfigError(f"config key calibrator.known_answer.endpoint: '{ka['endpoint']}' is not a planted "
-                              f"entry (provider: planted) of {src}; name one, or set calibrator.known_answer.enabled: "
-                              "false")
-        from memtrials.studies.history.calibrator.planted import PlantedCalibrator
-
-        try:
-            PlantedCalibrator.from_params(dict(ep.planted.params), f"{src}: {ka['endpoint']}.planted.params")
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        check_task_count("planted", "train", int(ka["tasks"]), self.config["envs"], "calibrator.known_answer.tasks",
-                         "set calibrator.known_answer.tasks to at most that, or raise envs.planted.sizes.train")
+        check_block(self.c["known_answer"], self.models_registry, self.config["models_file"], self.config["envs"])
 
     def known_cell(self) -> dict[str, Any]:
         """The known-answer rule's params: its block, the planted params (the truth), the
