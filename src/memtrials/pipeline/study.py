@@ -181,6 +181,31 @@ class Study(ABC):
         config (none when disabled): the scorecard's cost reads them."""
         return []
 
+    def planted_entry(self, key: str, name: str, build: Callable[[dict[str, Any], str], Any]) -> Any | None:
+        """The planted registry entry ``name`` that config key ``key`` (``<study>.known_answer...``)
+        names, its params checked by ``build(params, where)`` (a ValueError becomes a ConfigError);
+        None, with a warning naming the fix, where the registry lacks it (a user's own, a test's:
+        the known-answer run is left out); an entry that is not planted is a ConfigError."""
+        import logging
+
+        from memtrials.config import ConfigError
+
+        src, section = self.config["models_file"], key.split(".")[0]
+        ep = self.models_registry.get(name)
+        if ep is None:
+            logging.getLogger(__name__).warning(
+                "%s '%s' is not in %s: the known-answer run is left out (copy the planted-* entries of "
+                "config/models.yaml there, or set %s.known_answer.enabled: false)", key, name, src, section)
+            return None
+        if getattr(ep, "planted", None) is None:
+            raise ConfigError(f"config key {key}: '{name}' is not a planted entry (provider: planted) of {src}; "
+                              f"name one, or set {section}.known_answer.enabled: false")
+        try:
+            build(dict(ep.planted.params), f"{src}: {name}.planted.params")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return ep
+
     def known_answer_endpoints(self, ka: Mapping[str, Any]) -> bool:
         """``<study>.known_answer`` (issue 38): whether its ``model`` (a planted chat endpoint, whose declared
         params are the truth) and ``embedder`` (an embedding endpoint) are in the registry.  A registry

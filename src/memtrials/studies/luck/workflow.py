@@ -43,24 +43,10 @@ class LuckWorkflow(Study):
                 raise ConfigError(f"config key luck.panel (or panel): endpoint '{m}' is not in {src}; "
                                   "add an entry there or remove the name")
         ka = self.luck["known_answer"]
-        if ka["enabled"] and ka["endpoint"] not in self.models_registry:  # a user's or a test's registry
-            import logging
-
-            logging.getLogger(__name__).warning(
-                "luck.known_answer.endpoint '%s' is not in %s: the known-answer run is left out (copy the planted-* "
-                "entries of config/models.yaml there, or set luck.known_answer.enabled: false)", ka["endpoint"], src)
-            self.luck = {**self.luck, "known_answer": {**ka, "enabled": False}}
-        elif ka["enabled"]:
-            ep = self.models_registry[ka["endpoint"]]
-            if getattr(ep, "planted", None) is None:
-                raise ConfigError(f"config key luck.known_answer.endpoint: '{ka['endpoint']}' is not a planted entry "
-                                  f"(provider: planted) of {src}; name one, or set luck.known_answer.enabled: false")
+        if ka["enabled"]:  # left out where the registry lacks it (known_paths, known_cell ask the registry)
             from memtrials.studies.luck.planted import PlantedLuck
 
-            try:
-                PlantedLuck.from_params(dict(ep.planted.params), f"{src}: {ka['endpoint']}.planted.params")
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
+            self.planted_entry("luck.known_answer.endpoint", ka["endpoint"], PlantedLuck.from_params)
 
     # -- what the rules read ---------------------------------------------------------------
     def worlds(self) -> dict[str, Any]:

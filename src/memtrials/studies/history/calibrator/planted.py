@@ -178,32 +178,3 @@ def truth(p: PlantedCalibrator, recipients: int) -> dict[str, float]:
     out["target CALIBRATE (full)"] = full
     out["target CALIBRATE (screen_only)"] = screen_only
     return out
-
-
-def check_block(ka: Mapping[str, Any], registry: Mapping[str, Any], src: str, envs: Mapping[str, Any]) -> None:
-    """Check ``calibrator.known_answer`` (``ka``) against the registry ``registry`` read from
-    ``src``: a planted entry whose params the planted calibrator takes, and tasks the planted
-    world's train split holds.  A registry without the entry (a user's or a test's) leaves the
-    run out with a warning, as the other studies' known-answer runs are."""
-    import logging
-
-    from memtrials.config import ConfigError
-    from memtrials.envs.catalog import check_task_count
-
-    if not ka["enabled"]:
-        return
-    ep = registry.get(ka["endpoint"])
-    if ep is None:
-        logging.getLogger(__name__).warning(
-            "calibrator.known_answer.endpoint '%s' is not in %s: the known-answer run is left out (copy the planted-* "
-            "entries of config/models.yaml there, or set calibrator.known_answer.enabled: false)", ka["endpoint"], src)
-        return
-    if getattr(ep, "planted", None) is None:
-        raise ConfigError(f"config key calibrator.known_answer.endpoint: '{ka['endpoint']}' is not a planted "
-                          f"entry (provider: planted) of {src}; name one, or set calibrator.known_answer.enabled: false")
-    try:
-        PlantedCalibrator.from_params(dict(ep.planted.params), f"{src}: {ka['endpoint']}.planted.params")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    check_task_count("planted", "train", int(ka["tasks"]), envs, "calibrator.known_answer.tasks",
-                     "set calibrator.known_answer.tasks to at most that, or raise envs.planted.sizes.train")

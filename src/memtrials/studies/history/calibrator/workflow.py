@@ -100,10 +100,15 @@ class CalibratorWorkflow(Study):
 
     def check_known(self) -> None:
         """``calibrator.known_answer``: a planted entry whose params the planted calibrator takes
-        (:func:`.planted.check_block`; a registry without it leaves the run out, with a warning)."""
-        from memtrials.studies.history.calibrator.planted import check_block
+        (:meth:`~memtrials.pipeline.study.Study.planted_entry`: a registry without it leaves the run out,
+        with a warning), and tasks the planted world's train split holds."""
+        from memtrials.studies.history.calibrator.planted import PlantedCalibrator
 
-        check_block(self.c["known_answer"], self.models_registry, self.config["models_file"], self.config["envs"])
+        ka = self.c["known_answer"]
+        if ka["enabled"] and self.planted_entry("calibrator.known_answer.endpoint", ka["endpoint"],
+                                                PlantedCalibrator.from_params) is not None:
+            check_task_count("planted", "train", int(ka["tasks"]), self.config["envs"], "calibrator.known_answer.tasks",
+                             "set calibrator.known_answer.tasks to at most that, or raise envs.planted.sizes.train")
 
     def known_cell(self) -> dict[str, Any]:
         """The known-answer rule's params: its block, the planted params (the truth), the
