@@ -24,8 +24,8 @@ def test_settings_variants_and_paths_from_the_default_config():
     assert wf.variants("alfworld") == ["ace-passfail", "dc"]
     assert wf.variants("appworld") == ["ace-passfail", "dc"]  # unit_tests feedback: the paper preset
     assert wf.variants("webshop") == ["ace-reward", "dc"]  # on WebShop ACE's Reflector sees the reward
-    # the default leaves AppWorld and DC out ("*:appworld", "*:webshop:dc", "*:alfworld:dc", for time): 2 settings
-    assert [s[2:] for s in wf.settings()] == [("alfworld", "ace-passfail"), ("webshop", "ace-reward")]
+    # the default leaves AppWorld, WebShop and DC out ("*:appworld", "*:webshop", "*:alfworld:dc", for time): 1 setting
+    assert [s[2:] for s in wf.settings()] == [("alfworld", "ace-passfail")]
     assert wf.splits("webshop") == {"train": "train", "practice": "practice", "eval": "test"}
     assert {s[0] for s in wf.settings()} == {"std"}
     assert wf.candidates() == ["curated-run1", "curated-run2", "whole-run1", "whole-run2", "none"]
