@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from memtrials.config import ConfigError, check_config
-from memtrials.envs.build import env_options
+from memtrials.envs.build import env_options, task_table_params
 from tests.conftest import REPO, base_config
 
 
@@ -68,3 +68,19 @@ def test_task_tables_depend_on_generated_data_only():
     assert env_data_inputs(envs_with(), "alfworld") == ["resources/alfworld/games.parquet"]
     assert env_data_inputs(envs_with(appworld={"source": "official"}), "appworld") == []
     assert env_data_inputs(envs_with(), "scienceworld") == []
+
+
+def test_an_official_task_table_names_the_folder_its_variable_points_at(tmp_path, monkeypatch):
+    """Pointing ALFWORLD_DATA / APPWORLD_ROOT elsewhere changes env_tasks' params, so Snakemake
+    rebuilds the table; a generated source's params are the slice alone, as before the key existed."""
+    envs = copy.deepcopy(base_config()["envs"])
+    assert task_table_params(envs, "alfworld") == {"seed": envs["seed"], "alfworld": envs["alfworld"]}
+    assert "official_data" not in task_table_params(envs, "webshop")
+    for env, variable in (("alfworld", "ALFWORLD_DATA"), ("appworld", "APPWORLD_ROOT")):
+        envs[env]["source"] = "official"
+        monkeypatch.delenv(variable, raising=False)
+        assert task_table_params(envs, env)["official_data"] is None
+        monkeypatch.setenv(variable, str(tmp_path / "a"))
+        first = task_table_params(envs, env)["official_data"]
+        monkeypatch.setenv(variable, str(tmp_path / "b"))
+        assert first == str((tmp_path / "a").resolve()) != task_table_params(envs, env)["official_data"]

@@ -2,7 +2,11 @@
 # scripted-agent check.  Logic lives in src/memtrials/envs/ (build.py is what these
 # rules run); the scripts only pass snakemake.* on.
 
-from memtrials.envs.build import env_data_inputs, webshop_data_files  # noqa: E402
+from memtrials.envs.build import (
+    env_data_inputs,
+    task_table_params,
+    webshop_data_files,
+)  # noqa: E402
 
 ENVS_CFG = config["envs"]
 
@@ -73,7 +77,7 @@ rule env_tasks:
     conda:
         CONDA_ENV
     params:
-        envs=lambda wc: {k: ENVS_CFG[k] for k in ("seed", wc.env)},
+        envs=lambda wc: task_table_params(ENVS_CFG, wc.env),
     script:
         "../scripts/env_tasks.py"
 

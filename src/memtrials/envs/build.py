@@ -48,6 +48,23 @@ def _official(envs_cfg: Mapping[str, Any], name: str) -> bool:
     return envs_cfg[name]["source"] == "official"
 
 
+OFFICIAL_VARIABLES = {"alfworld": "ALFWORLD_DATA", "appworld": "APPWORLD_ROOT"}
+"""The environment variable naming each official data folder."""
+
+
+def task_table_params(envs_cfg: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The ``envs:`` slice a task table of ``name`` is built from (``seed`` and its section) and, for
+    an official source, ``official_data``: the folder its variable points at (resolved; ``None``
+    when unset), so that pointing ``ALFWORLD_DATA`` / ``APPWORLD_ROOT`` elsewhere rebuilds the table
+    (Snakemake reruns a job whose params changed).  A generated source's slice has no such key, so
+    its params are what they were before the key existed."""
+    out: dict[str, Any] = {k: envs_cfg[k] for k in ("seed", name)}
+    if name in OFFICIAL_VARIABLES and _official(envs_cfg, name):
+        value = os.environ.get(OFFICIAL_VARIABLES[name])
+        out["official_data"] = str(Path(value).resolve()) if value else None
+    return out
+
+
 def env_data_inputs(envs_cfg: Mapping[str, Any], name: str) -> list[str]:
     """The generated data a task table of ``name`` depends on (none for official sources;
     WebShop's set-up record: its shipped data verified, its index built)."""
