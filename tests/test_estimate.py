@@ -356,3 +356,19 @@ def test_estimate_predicts_a_loopback_run(tmp_path, monkeypatch, capsys):
     for study, (calls, tokens) in errors.items():
         assert abs(calls) <= 0.10, (study, errors, actual)
         assert abs(tokens) <= 0.25, (study, errors, actual)
+
+
+def test_add_profiles_adds_only_what_the_table_lacks(tmp_path):
+    """``estimate --derive FILE --add RUN``: a measured purpose the table lacks is added with its
+    run noted; the table's own entries stay."""
+    path = tmp_path / "p.yaml"
+    kept = Profile(1.0, 10, 0, 1, 0, 0.1, 5)
+    est.write_profiles(path, {"toy/play/actor": kept}, {"run": "first"})
+    new = est.derive_profiles(_episodes("toy/play/m", 4, 3) + [_record("toy/play/m", 90, "u", 50, purpose="update")],
+                              {"toy": ToyStudy(4, 3)})
+    assert est.add_profiles(path, new, {"run": "second", "date": "2026-12-05"}) == ["toy/play/update"]
+    table, header = est.load_profiles(path)
+    assert table["toy/play/actor"] == kept and table["toy/play/update"].calls == 1
+    assert header["run"] == "first" and header["additions"] == [
+        {"run": "second", "date": "2026-12-05", "profiles": ["toy/play/update"]}]
+    assert est.add_profiles(path, new, {"run": "third"}) == []

@@ -206,6 +206,19 @@ def with_design(studies: Mapping[str, Any], profiles: Mapping[str, Profile]) -> 
     return out
 
 
+def add_profiles(path: str | Path, profiles: Mapping[str, Profile], measured: Mapping[str, Any]) -> list[str]:
+    """Add to the table at ``path`` the measured ``profiles`` it lacks (its own entries kept, a
+    design figure replaced), noting ``measured`` (run, config, date) and the keys under its
+    header's ``additions``; returns the added keys."""
+    old, header = load_profiles(path)
+    added = sorted(k for k, p in profiles.items() if p.source == "measured" and p.calls
+                   and (k not in old or old[k].source == "design"))
+    if added:
+        header.setdefault("additions", []).append({**dict(measured), "profiles": added})
+        write_profiles(path, {**old, **{k: profiles[k] for k in added}}, header)
+    return added
+
+
 def tally(work: Work, profile: Profile | None, seconds_per_call: float | None, key: str) -> Tally:
     """What one workload row adds: its calls (capped calls x ``calls_per_unit``), tokens (the
     profile's prompt line at the mean step the row's episodes reach), cacheable tokens, call
