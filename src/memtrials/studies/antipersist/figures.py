@@ -11,7 +11,7 @@ Their figures here are bounds from the design (the memories' modules say what ea
 - **retrieval** (embeddings): one query text (the task) per episode, and at most one stored
   text per training episode (ExpeL: a success's task; AutoRefine: a batch's new skills, at most
   one synthesis answer spread over the batch's ``batch_size`` episodes), each embedded once per
-  cell; an evaluation cell embeds the training stream's stored texts once over its episodes.
+  cell; an evaluation cell embeds the evaluated snapshot's stored texts once over its episodes.
   Tokens per task text: the measured task-text embeddings of the same phase (every retrieving
   memory embeds the task, ``antipersist/<phase>/<design>/retrieval``); a skill's: the measured
   AutoRefine synthesis answer.
@@ -59,11 +59,14 @@ def stored_per_episode(study: AntipersistWorkflow, phase: str) -> float:
     if phase == "train":
         return 1.0
     a, ratios = study.a, [0.0]
+    rounds, size = int(a["rounds"]), int(a["round_size"])
+    # the snapshot evaluated: the last round's, or every round's (their mean store: (rounds + 1) / 2 rounds')
+    stored = size * ((rounds + 1) / 2.0 if a["eval_every_round"] else rounds)
     for _m, env, _d, _s in study.jobs():
         pool = a["pools"][env]
         n_eval = tasks_of(env, str(pool["eval_split"]), pool["eval_tasks"], study.config["envs"])
         if n_eval:
-            ratios.append(int(a["rounds"]) * int(a["round_size"]) / float(n_eval))
+            ratios.append(stored / float(n_eval))
     return max(ratios)
 
 
