@@ -130,7 +130,10 @@ def _estimate(args: argparse.Namespace) -> int:
         measured = {"records": str(args.records), "config": files, "studies": sorted(studies),
                     "date": datetime.date.today().isoformat(),
                     "endpoints": sorted({w.endpoint for s in studies.values() for w in s.workload()})}
-        if args.derive:
+        if args.derive and args.add:
+            added = est.add_profiles(args.derive, profiles, {**measured, "run": args.add})
+            print(f"added to {args.derive}: {len(added)} profiles from {args.records} it lacked: {', '.join(added)}")
+        elif args.derive:
             est.write_profiles(args.derive, profiles, measured)
             print(f"wrote {args.derive}: {len(profiles)} profiles from {args.records}")
         where = f"measured from the records in {args.records}"
@@ -203,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     est.add_argument("--studies", nargs="*", default=None,
                      help="only these studies (built and checked alone; default: every registered one)")
     est.add_argument("--derive", default=None, help="with --records: write the derived figures to this file")
+    est.add_argument("--add", default=None, metavar="RUN",
+                     help="with --derive: add to that table only the purposes it lacks, its entries kept, and note "
+                          "RUN (which run, commit, machine) with the config and date under measured.additions")
     cache = sub.add_parser("cache", help="maintain the response cache")
     _config_command(cache.add_subparsers(dest="action", required=True), "compact",
                     "merge a shards cache's finished shards into one file", _cache)

@@ -89,6 +89,8 @@ class AutoRefineMemory:
     """See module docstring; ``synthesizer`` and ``embedder`` are endpoint names."""
 
     kind = "autorefine"
+    calls = {"autorefine_synthesis": ("chat", "update"), "autorefine_retrieval": ("embed", "serve")}
+    """The purposes of the memory's own calls (as :attr:`memtrials.memory.expel.ExpeLMemory.calls`)."""
 
     def __init__(self, *, synthesizer: str, embedder: str, prompts_dir: str | Path, round_size: int, k: int = 5,
                  prune_every: int = 2, prune_fraction: float = 0.2, max_per_side: int = 3,

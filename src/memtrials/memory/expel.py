@@ -148,6 +148,9 @@ class ExpeLMemory:
     """See module docstring; ``synthesizer`` and ``embedder`` are endpoint names."""
 
     kind = "expel"
+    calls = {"expel_insights": ("chat", "update"), "expel_retrieval": ("embed", "serve")}
+    """The purposes of the memory's own calls: (endpoint task, ``update``: learning from a batch,
+    training only; ``serve``: an episode's retrieval, training and evaluation)."""
 
     def __init__(self, *, synthesizer: str, embedder: str, prompts_dir: str | Path, k: int = 5,
                  max_rules: int = 20, success_chunk: int = 4, max_tokens: int | None = None,

@@ -9,7 +9,10 @@ cap, a prompt-token line over the step of the episode (steps found by prefix cha
 call whose prompt extends an earlier call's prompt is that call's next step), the mean
 completion tokens, and the share of prompt tokens that repeat an earlier prompt's prefix.
 :func:`derive_profiles` computes them; ``config/estimate/profiles.yaml`` ships those of
-the default run on the embedded model.  This module names no study.
+the default run on the embedded model.  A purpose no run measured takes its figures from
+its study's design where the study gives them (:func:`with_design`,
+:meth:`memtrials.pipeline.study.Study.design_figures`), marked as such in the printed
+table.  This module names no study.
 """
 
 from __future__ import annotations
@@ -191,6 +194,31 @@ def write_profiles(path: str | Path, profiles: Mapping[str, Profile], measured: 
     atomic_write_text(path, text)
 
 
+def with_design(studies: Mapping[str, Any], profiles: Mapping[str, Profile]) -> dict[str, Profile]:
+    """``profiles`` and, for each purpose they lack, the figures its enabled study derives from
+    its design (``source: design``); a measured figure always wins over a design one."""
+    out = dict(profiles)
+    for study in studies.values():
+        if study.enabled:
+            for key, p in study.design_figures(profiles).items():
+                if key not in out:
+                    out[key] = replace(p, source="design")
+    return out
+
+
+def add_profiles(path: str | Path, profiles: Mapping[str, Profile], measured: Mapping[str, Any]) -> list[str]:
+    """Add to the table at ``path`` the measured ``profiles`` it lacks (its own entries kept, a
+    design figure replaced), noting ``measured`` (run, config, date) and the keys under its
+    header's ``additions``; returns the added keys."""
+    old, header = load_profiles(path)
+    added = sorted(k for k, p in profiles.items() if p.source == "measured" and p.calls
+                   and (k not in old or old[k].source == "design"))
+    if added:
+        header.setdefault("additions", []).append({**dict(measured), "profiles": added})
+        write_profiles(path, {**old, **{k: profiles[k] for k in added}}, header)
+    return added
+
+
 def tally(work: Work, profile: Profile | None, seconds_per_call: float | None, key: str) -> Tally:
     """What one workload row adds: its calls (capped calls x ``calls_per_unit``), tokens (the
     profile's prompt line at the mean step the row's episodes reach), cacheable tokens, call
@@ -216,13 +244,18 @@ def tally(work: Work, profile: Profile | None, seconds_per_call: float | None, k
     t.output_tokens = calls * profile.completion
     t.cacheable_tokens = t.input_tokens * profile.prefix_share
     t.call_seconds = calls * (profile.latency_s if seconds_per_call is None else seconds_per_call)
+    if profile.source == "design":
+        t.designed.add(key)
+        t.design_tokens = t.input_tokens + t.output_tokens
     return t
 
 
 def estimate(studies: Mapping[str, Any], models: Mapping[str, Any], profiles: Mapping[str, Profile],
              hosted_latency_s: float) -> dict[tuple[str, str], Tally]:
-    """Per (study, endpoint): the sums of every row of every enabled study's workload."""
+    """Per (study, endpoint): the sums of every row of every enabled study's workload (figures:
+    ``profiles``, completed by the studies' design figures, :func:`with_design`)."""
     out: dict[tuple[str, str], Tally] = {}
+    profiles = with_design(studies, profiles)
     for name, study in studies.items():
         if not study.enabled:
             continue
@@ -259,7 +292,7 @@ def render(rows: Mapping[tuple[str, str], Tally], models: Mapping[str, Any]) -> 
     """The table ``python -m memtrials estimate`` prints: one line per study and endpoint, then
     per endpoint (its wall time: every study's calls sharing its concurrency)."""
     head = (f"{'study':<12} {'endpoint':<22} {'jobs':>6} {'episodes':>9} {'calls':>10} {'input tok':>13} "
-            f"{'output tok':>12} {'cacheable':>9} {'USD':>11} {'USD cached':>11} {'wall':>9}")
+            f"{'output tok':>12} {'cacheable':>9} {'USD':>11} {'USD cached':>11} {'wall':>9} {'design':>6}")
     lines = [head, "-" * len(head)]
     per_ep: dict[str, Tally] = {}
     for (study, ep), t in sorted(rows.items()):
@@ -268,6 +301,11 @@ def render(rows: Mapping[tuple[str, str], Tally], models: Mapping[str, Any]) -> 
     lines.append("-" * len(head))
     for ep, t in sorted(per_ep.items()):
         lines.append(_row("(all)", ep, t, models[ep]))
+    designed = sorted(set().union(*(t.designed for t in rows.values()))) if rows else []
+    if designed:
+        lines.append(f"figures from the design, not measured (column design: their share of the tokens; "
+                     f"docs/estimate.md, 'Figures from the design'), for {len(designed)} purpose(s): "
+                     + ", ".join(designed))
     missing = sorted(set().union(*(t.unmeasured for t in rows.values()))) if rows else []
     if missing:
         lines.append(f"no measured figures for {len(missing)} purpose(s), counted as calls with 0 tokens: "
@@ -280,7 +318,13 @@ def _row(study: str, ep: str, t: Tally, endpoint: Any) -> str:
     share = t.cacheable_tokens / t.input_tokens if t.input_tokens else 0.0
     return (f"{study:<12} {ep:<22} {t.jobs:>6} {t.episodes:>9} {t.calls:>10.0f} {t.input_tokens:>13,.0f} "
             f"{t.output_tokens:>12,.0f} {share:>8.0%} {usd:>11.2f} {usd_cached:>11.2f} "
-            f"{_duration(wall_seconds(t, endpoint)):>9}")
+            f"{_duration(wall_seconds(t, endpoint)):>9} {_share(t.design_tokens, t.input_tokens + t.output_tokens):>6}")
+
+
+def _share(part: float, whole: float) -> str:
+    if not whole:
+        return "-"
+    return "<1%" if 0 < part / whole < 0.005 else f"{part / whole:.0%}"
 
 
 def _duration(seconds: float) -> str:

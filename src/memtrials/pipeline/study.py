@@ -238,6 +238,13 @@ class Study(ABC):
         before any call for ``python -m memtrials estimate``; none when disabled."""
         return []
 
+    def design_figures(self, measured: Mapping[str, Any]) -> dict[str, Any]:
+        """Per-call figures (:class:`memtrials.pipeline.workload.Profile`, by ``<study>/<part>/<purpose>``)
+        of the purposes of :meth:`workload` that the ``measured`` table lacks, from the design: the
+        caps it fixes, its prompts and the measured figures of a like purpose; each says how in its
+        ``basis`` (default: none)."""
+        return {}
+
     def profile_key(self, cell_id: str, purpose: str) -> tuple[str, str]:
         """(part, purpose) of a call record of one of the study's cells, as its :meth:`workload`
         names them (default: the cell id's second segment and the record's purpose)."""

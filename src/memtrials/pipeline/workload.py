@@ -67,7 +67,10 @@ class Profile:
     repeat an earlier call's prefix in the same cell (what a provider's prefix cache could
     serve); ``latency_s``: mean seconds per call on the measured endpoint; ``calls``: how many
     calls were measured; ``mean_step``: their mean step (for reading the table); ``task``:
-    ``embed`` where an embedding endpoint answered them."""
+    ``embed`` where an embedding endpoint answered them.  ``source``: ``measured`` (derived
+    from a run's records) or ``design`` (a study's :meth:`~memtrials.pipeline.study.Study.design_figures`
+    for a purpose no run has measured: its call count, prompt and output from the design's
+    caps, templates and the measured figures of a like purpose), which ``basis`` describes."""
 
     calls_per_unit: float
     prompt_base: float
@@ -78,20 +81,26 @@ class Profile:
     calls: int
     mean_step: float = 1.0
     task: str = "chat"
+    source: str = "measured"
+    basis: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()
+                if not (k == "basis" and not v)}
 
     @classmethod
     def from_mapping(cls, key: str, data: Mapping[str, Any], source: str) -> "Profile":
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
-        missing = sorted(k for k in known - set(data) if k not in ("mean_step", "task"))
+        missing = sorted(k for k in known - set(data) if k not in ("mean_step", "task", "source", "basis"))
         if unknown or missing:
             raise ValueError(f"{source}: profile {key}: unknown keys {unknown}, missing keys {missing}; "
                              f"expected {', '.join(sorted(known))} (rewrite it with python -m memtrials estimate "
                              "--derive)")
-        return cls(**{k: (int(v) if k == "calls" else v if k == "task" else float(v)) for k, v in data.items()})
+        if data.get("source", "measured") not in ("measured", "design"):
+            raise ValueError(f"{source}: profile {key}: source {data['source']!r}; expected measured or design")
+        return cls(**{k: (int(v) if k == "calls" else str(v) if k in ("task", "source", "basis") else float(v))
+                      for k, v in data.items()})
 
 
 OFFICIAL_SPLIT_SIZES: dict[str, dict[str, int]] = {
@@ -118,7 +127,9 @@ def tasks_of(env: str, split: str | None, n: int | None, envs_cfg: Mapping[str, 
 
 @dataclass
 class Tally:
-    """Sums of one (study, endpoint) or one endpoint: what :func:`memtrials.pipeline.estimate.estimate` prints."""
+    """Sums of one (study, endpoint) or one endpoint: what :func:`memtrials.pipeline.estimate.estimate` prints
+    (``design_tokens``: the input and output tokens counted with figures from the design; ``designed``:
+    their purposes; ``unmeasured``: purposes without figures)."""
 
     jobs: int = 0
     episodes: int = 0
@@ -128,10 +139,13 @@ class Tally:
     cacheable_tokens: float = 0.0
     call_seconds: float = 0.0
     parallel: int = 0
+    design_tokens: float = 0.0
     unmeasured: set[str] = field(default_factory=set)
+    designed: set[str] = field(default_factory=set)
 
     def add(self, other: "Tally") -> None:
         for k in ("jobs", "episodes", "calls", "input_tokens", "output_tokens", "cacheable_tokens", "call_seconds",
-                  "parallel"):  # parallel: the episodes the jobs could keep in flight at once
+                  "parallel", "design_tokens"):  # parallel: the episodes the jobs could keep in flight at once
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.unmeasured |= other.unmeasured
+        self.designed |= other.designed

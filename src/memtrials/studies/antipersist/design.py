@@ -120,6 +120,8 @@ class NoMemory:
     """ReAct's memory: nothing stored, nothing served (the stream still runs through it)."""
 
     kind = "none"
+    calls: dict[str, tuple[str, str]] = {}
+    """No calls of its own (as :attr:`memtrials.memory.expel.ExpeLMemory.calls`)."""
 
     def frozen(self) -> FixedView:
         return FixedView(None)

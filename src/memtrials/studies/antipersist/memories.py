@@ -90,3 +90,19 @@ def make_memory(design: str, cell: Mapping[str, Any], prompts_dir: str, *, synth
                                      persist=design == "antipersist-persisted", selector=selector,
                                      rounds=[list(r) for r in rounds], max_tokens=tokens)
     raise ValueError(f"antipersist: unknown design {design!r}")
+
+
+def declared_calls(design: str, phase: str) -> dict[str, str] | None:
+    """Purpose -> endpoint task (``chat`` / ``embed``) of the calls ``design``'s memory makes in
+    ``phase`` (``train``: its learning and its retrieval; ``eval``: a frozen snapshot's retrieval
+    only), where the memory class declares them (``calls``: ReAct none, ExpeL, AutoRefine); None
+    where it does not (the estimate then counts the purposes the measured table holds)."""
+    if design == "react":
+        cls: Any = NoMemory
+    elif design == "expel":
+        from memtrials.memory.expel import ExpeLMemory as cls
+    elif design == "autorefine":
+        from memtrials.memory.autorefine import AutoRefineMemory as cls
+    else:
+        return None
+    return {p: task for p, (task, when) in cls.calls.items() if phase == "train" or when == "serve"}

@@ -181,8 +181,12 @@ class AntipersistWorkflow(Study):
         and an evaluation job (the held-out pool, once per evaluated snapshot), each episode up
         to ``actor.max_actions`` actor calls; a design's memory calls (synthesis, retrieval,
         indexing: they differ by design) are counted per episode from the measured table
-        (:data:`memtrials.pipeline.workload.ANY`) under the part ``<train|eval>/<design>``."""
+        (:data:`memtrials.pipeline.workload.ANY`) under the part ``<train|eval>/<design>``, or,
+        where the design's memory declares its calls (:func:`.memories.declared_calls`: ReAct none,
+        ExpeL, AutoRefine), one row per declared purpose (figures: :meth:`design_figures` where
+        the table lacks them)."""
         from memtrials.pipeline.workload import ANY, Work, tasks_of
+        from memtrials.studies.antipersist.memories import declared_calls
 
         if not self.enabled:
             return []
@@ -197,8 +201,17 @@ class AntipersistWorkflow(Study):
             for phase, n in (("train", n_train), ("eval", n_eval)):
                 part, cell = f"{phase}/{self.measured_design(design)}", f"antipersist/{m}/{env}/{design}/seed{seed}/{phase}"
                 out.append(Work(part, m, "actor", units=n, steps=steps, jobs=1, episodes=n, in_flight=flight, cell=cell))
-                out.append(Work(part, syn, ANY, units=n, embedder=str(self.embedder), cell=cell))
+                calls = declared_calls(design, phase)
+                if calls is None:
+                    out.append(Work(part, syn, ANY, units=n, embedder=str(self.embedder), cell=cell))
+                for purpose, task in sorted((calls or {}).items()):
+                    out.append(Work(part, str(self.embedder) if task == "embed" else syn, purpose, units=n, cell=cell))
         return out
+
+    def design_figures(self, measured: Mapping[str, Any]) -> dict[str, Any]:
+        from memtrials.studies.antipersist.figures import design_figures
+
+        return design_figures(self, measured)
 
     @staticmethod
     def measured_design(design: str) -> str:

@@ -5,7 +5,7 @@ file, for :class:`.workflow.PlaybookWorkflow` (the study interface's scorecard m
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 
 class ScorecardPlan:
@@ -63,3 +63,8 @@ class EstimatePlan:
         from memtrials.studies.playbook.workload import profile_key
 
         return profile_key(cell_id, purpose)
+
+    def design_figures(self, measured: Mapping[str, Any]) -> dict[str, Any]:
+        from memtrials.studies.playbook.workload import design_figures
+
+        return design_figures(self, measured)

@@ -171,6 +171,11 @@ class CalibratorWorkflow(Study):
 
         return workload(self)
 
+    def design_figures(self, measured: Mapping[str, Any]) -> dict[str, Any]:
+        from memtrials.studies.history.calibrator.workload import design_figures
+
+        return design_figures(self, measured)
+
     def role(self, name: str) -> dict[str, Any]:
         who = self.roles[name]
         return {"name": who, **self.endpoint(who)}
