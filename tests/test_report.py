@@ -2,10 +2,10 @@
 
 What it is built on: a tiny run of all five studies and the scorecard in a copy of the
 workflow, on the loopback endpoint (the scripted policies of tests/luck/test_luck_e2e.py,
-tests/history/test_history_workflow.py, tests/antipersist/helpers.py, tests/playbook/
-helpers.py): Lessons from Luck at the default size (4 worlds); the history study on one
-ScienceWorld task (Raw and Causal rollouts, Raw and Reference continuation, the probe); the
-calibrator's chain without its fine-tune (the Calibrator and joint-actor cells on the same
+tests/history/test_history_workflow.py, tests/antipersist/helpers.py; for the playbook, its
+known-answer run's planted policy on the tests' lesson bank, tests/playbook/planted_plant.py):
+Lessons from Luck at the default size (4 worlds); the history study on one ScienceWorld task
+(Raw and Causal rollouts, Raw and Reference continuation, the probe); the calibrator's chain without its fine-tune (the Calibrator and joint-actor cells on the same
 task, tests/calibrator/test_disjoint_workflow.py's design); the anti-persistence study's
 Trajectory and Anti-Persistence designs, one round of one task; the playbook study's whole
 chain on the planted world (envs/planted: a real environment, no data, microseconds a step):
@@ -16,7 +16,8 @@ endpoint, every study's line run.  Every figure kind of every study is drawn, th
 diagnostics too.  Then the report is opened as a person would, through the report's own
 app: each table and figure is selected and shown, the figure's image must be there and not
 blank (pixel spread of a screenshot), each table must render (rows, cells, a non-blank
-screenshot), every entry carries its caption, and the page logs no error.
+screenshot; a table without rows shows "(no rows)"), every entry carries its caption, and the
+page logs no error.
 """
 
 from __future__ import annotations
@@ -234,6 +235,9 @@ def test_report_holds_every_table_and_figure_grouped_by_study(built, view):
     diagnostics = {Path(p).stem for p in playbook["Diagnostics"]}
     assert DIAGNOSTICS["figures"] | DIAGNOSTICS["tables"] <= diagnostics, diagnostics
     assert {Path(p).stem for p in playbook["Diagnostics"] if p.endswith(".png")} == DIAGNOSTICS["figures"]
+    by_runs = pd.read_csv(built / "results/playbook/tables/table13_by_runs.csv")  # what Figure 6 draws
+    assert {(m, k) for m, k in zip(by_runs["method"], by_runs["runs"])} == {(m, k) for m in ("RBC", "Best-Full")
+                                                                            for k in (1, 2)}
     assert on_disk["Scorecard"]["Endpoints"] == {"results/scorecard/loop.html"}
 
 
