@@ -1,23 +1,23 @@
 """The HTML report (`snakemake --report results/report.html`) opened in headless Chromium.
 
-What it is built on: a tiny run of all five studies and the scorecard in a copy of the
-workflow, on the loopback endpoint (the scripted policies of tests/luck/test_luck_e2e.py,
+What it is built on: a tiny run of all five studies and the scorecard in a copy of the workflow,
+on the loopback endpoint (the scripted policies of tests/luck/test_luck_e2e.py,
 tests/history/test_history_workflow.py, tests/antipersist/helpers.py; for the playbook, its
 known-answer run's planted policy on the tests' lesson bank, tests/playbook/planted_plant.py):
 Lessons from Luck at the default size (4 worlds); the history study on one ScienceWorld task
-(Raw and Causal rollouts, Raw and Reference continuation, the probe); the calibrator's chain without its fine-tune (the Calibrator and joint-actor cells on the same
-task, tests/calibrator/test_disjoint_workflow.py's design); the anti-persistence study's
-Trajectory and Anti-Persistence designs, one round of one task; the playbook study's whole
-chain on the planted world (envs/planted: a real environment, no data, microseconds a step):
-one ACE setting, K = 2 growth runs (so Figure 6 has K = 1 and 2), their practice rounds, the
-choice, the evaluation of its five candidates, the default baselines (Random, Own, Top-k,
-DG-Mem, the subsampled rounds), the report and the diagnostics; and the scorecard of the
-endpoint, every study's line run.  Every figure kind of every study is drawn, the playbook's
-diagnostics too.  Then the report is opened as a person would, through the report's own
-app: each table and figure is selected and shown, the figure's image must be there and not
-blank (pixel spread of a screenshot), each table must render (rows, cells, a non-blank
-screenshot; a table without rows shows "(no rows)"), every entry carries its caption, and the
-page logs no error.
+(Raw and Causal rollouts, Raw and Reference continuation, the probe); the calibrator's chain
+without its fine-tune (the Calibrator and joint-actor cells on the same task,
+tests/calibrator/test_disjoint_workflow.py's design); the anti-persistence study's Trajectory
+and Anti-Persistence designs, one round of one task; the playbook study's whole chain on the
+planted world (envs/planted: a real environment, no data, microseconds a step): one ACE setting,
+K = 2 growth runs (so Figure 6 has K = 1 and 2), their practice rounds, the choice, the
+evaluation of its five candidates, the default baselines (Random, Own, Top-k, DG-Mem, the
+subsampled rounds), the report and the diagnostics; and the scorecard of the endpoint, every
+study's line run. Every figure kind of every study is drawn, the playbook's diagnostics too.
+Then the report is opened as a person would, through the report's own app: each table and figure
+is selected and shown, the figure's image must be there and not blank (pixel spread of a
+screenshot), each table must render (rows, cells, a non-blank screenshot; a table without rows
+shows "(no rows)"), every entry carries its caption, and the page logs no error.
 """
 
 from __future__ import annotations
