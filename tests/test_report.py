@@ -1,20 +1,23 @@
 """The HTML report (`snakemake --report results/report.html`) opened in headless Chromium.
 
-What it is built on: a tiny run of four studies and the scorecard in a copy of the workflow,
+What it is built on: a tiny run of all five studies and the scorecard in a copy of the workflow,
 on the loopback endpoint (the scripted policies of tests/luck/test_luck_e2e.py,
-tests/history/test_history_workflow.py, tests/antipersist/helpers.py): Lessons from Luck at
-the default size (4 worlds); the history study on one ScienceWorld task (Raw and Causal
-rollouts, Raw and Reference continuation, the probe); the calibrator's chain without its
-fine-tune (the Calibrator and joint-actor cells on the same task, tests/calibrator/
-test_disjoint_workflow.py's design); the anti-persistence study's Trajectory and
-Anti-Persistence designs, one round of one task; and the scorecard of the endpoint.  Every
-figure kind of these studies is drawn.  The playbook study needs ALFWorld or AppWorld games
-and a growth-practice-choice-evaluation chain: its wiring and captions are checked without a
-run (test_every_study_marks_its_tables_and_figures_for_the_report).  Then the report is opened
-as a person would, through the report's own app: each table and figure is selected and shown,
-the figure's image must be there and not blank (pixel spread of a screenshot), each table
-must render (rows, cells, a non-blank screenshot), every entry carries its caption, and the
-page logs no error.
+tests/history/test_history_workflow.py, tests/antipersist/helpers.py; for the playbook, its
+known-answer run's planted policy on the tests' lesson bank, tests/playbook/planted_plant.py):
+Lessons from Luck at the default size (4 worlds); the history study on one ScienceWorld task
+(Raw and Causal rollouts, Raw and Reference continuation, the probe); the calibrator's chain
+without its fine-tune (the Calibrator and joint-actor cells on the same task,
+tests/calibrator/test_disjoint_workflow.py's design); the anti-persistence study's Trajectory
+and Anti-Persistence designs, one round of one task; the playbook study's whole chain on the
+planted world (envs/planted: a real environment, no data, microseconds a step): one ACE setting,
+K = 2 growth runs (so Figure 6 has K = 1 and 2), their practice rounds, the choice, the
+evaluation of its five candidates, the default baselines (Random, Own, Top-k, DG-Mem, the
+subsampled rounds), the report and the diagnostics; and the scorecard of the endpoint, every
+study's line run. Every figure kind of every study is drawn, the playbook's diagnostics too.
+Then the report is opened as a person would, through the report's own app: each table and figure
+is selected and shown, the figure's image must be there and not blank (pixel spread of a
+screenshot), each table must render (rows, cells, a non-blank screenshot; a table without rows
+shows "(no rows)"), every entry carries its caption, and the page logs no error.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from memtrials.envs.planted.agent import act, prompt_text
+from memtrials.envs.planted.world import current_code
+from memtrials.studies.playbook.planted import make_policy as planted_playbook
 from memtrials.testing import LoopbackServer, loopback_embed_endpoint, loopback_endpoint
 from memtrials.testing.policies import grammar_choices, schema_of
 from tests.antipersist.helpers import policy as antipersist_policy
@@ -38,12 +44,12 @@ from tests.chromium import CHROMIUM_MISSING, Chromium, chromium_path, pixel_spre
 from tests.conftest import REPO, base_config, copy_workflow, run_snakemake, failure_text
 from tests.history.helpers import is_judge, is_review, wrap
 from tests.luck.test_luck_e2e import policy as luck_policy
+from tests.playbook.helpers import ACE_CURATOR, REFLECTOR
+from tests.playbook.planted_plant import plant
 
 STUDIES = {"luck": "Lessons from Luck", "history": "History interventions", "antipersist": "Anti-persistence",
-           "calibrator": "The learned calibrator"}
-"""The studies the tiny run builds (the playbook study: wiring and captions only)."""
-CATEGORIES = {**STUDIES, "playbook": "Playbook curation"}
-"""Every registered study's report category."""
+           "calibrator": "The learned calibrator", "playbook": "Playbook curation"}
+"""The studies the tiny run builds: every registered study, by its report category."""
 FIGURES = {
     "luck": {"figure1_p2_p3m"},
     "history": {"figure2_recovery", "figure3_prompt_lengths", "figure4_change_from_raw", "figure5_repetition",
@@ -53,6 +59,14 @@ FIGURES = {
     "playbook": {"figure2_runs", "figure6_runs"},
 }
 """Every figure each study draws (the playbook's diagnostics draw theirs under Diagnostics)."""
+DIAGNOSTICS = {"figures": {"figure5_tags_vs_effects"},
+               "tables": {"table_tags_vs_effects", "table_block_tags", "table17_subsampled", "table14_split_half"}}
+"""The playbook diagnostics' figures and the tables every run of theirs writes (Table 4's harmful
+blocks only where a run's whole playbook scores below No playbook)."""
+PLAYBOOK_TABLES = {"table1_methods", "table1_every_method", "table5_growth_runs", "table10_parts", "table12_13_costs",
+                   "candidates", "table17_subsampled_rounds", "table9_dgmem", "table13_by_runs", "table13_level"}
+"""The playbook tables this design writes (the default baselines; no long growth); the practice-versus-
+evaluation tables only where their correlation is defined."""
 HISTORY_FIGURES = FIGURES["history"]
 TYPES = ("find-non-living-thing", "lifespan-longest-lived", "lifespan-shortest-lived")
 TASKS = [(f"{t}:{v}", split) for v, split in ((0, "test"), (1, "train")) for t in TYPES]
@@ -60,8 +74,17 @@ TASKS = [(f"{t}:{v}", split) for v, split in ((0, "test"), (1, "train")) for t i
 pool), variation 1 trains (the calibrator's sources, anti-persistence's stream)."""
 
 
+PLAYBOOK = planted_playbook(plant(), act)
+"""The playbook study's Reflector, Curator and planted-world actor: the known-answer run's planted policy
+(memtrials.studies.playbook.planted) on the tests' lesson bank (tests/playbook/planted_plant.py): the
+Curator writes the bank's lessons, each with a hidden effect on the actor's chance of the right action."""
+
+
 def policy(body: dict[str, Any]) -> str:
     msgs = body.get("messages") or []
+    if (msgs and str(msgs[0].get("content", "")).startswith((REFLECTOR, ACE_CURATOR))) or \
+            current_code(prompt_text(body)) is not None:  # ACE's roles, or an actor in the planted world
+        return PLAYBOOK(body)
     if msgs and (str(msgs[0].get("content", "")).startswith("You are an expert in running operational tasks")
                  or "Memory items saved from earlier runs" in str(msgs[-1].get("content", ""))):
         return luck_policy(body)  # a luck writer or reader
@@ -83,7 +106,7 @@ def policy(body: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
-    """A workflow copy with four studies and the scorecard built small and ``results/report.html`` made."""
+    """A workflow copy with every study and the scorecard built small and ``results/report.html`` made."""
     wf = copy_workflow(tmp_path_factory.mktemp("report") / "wf")
     (wf / "results" / "tasks").mkdir(parents=True)
     pd.DataFrame({"task_id": [t for t, _ in TASKS], "env": "scienceworld", "split": [s for _, s in TASKS],
@@ -114,6 +137,15 @@ def built(tmp_path_factory) -> Path:
                                                        "eval_split": "test", "eval_tasks": 1}},
                             "actor": {"mode": "choice", "max_actions": 2, "max_output_tokens": 16,
                                       "max_listed_actions": 5}},
+            # the playbook on the planted world (its task table built by rule env_tasks): one ACE setting,
+            # K = 2 runs of two Curator calls (four lessons each), the default baselines on it
+            "playbook": {"envs": ["planted"], "systems": ["ace"], "exclude": [], "tokenizer": "pieces",
+                         "actor": {"max_actions": 6},
+                         "growth": {"runs": 2, "train_tasks": 4, "batch_size": 2},
+                         "measurement": {"blocks": 2, "practice_tasks": 4, "episodes": 16},
+                         "choice": {"episodes": 4}, "evaluation": {"tasks": 3, "seeds": 1},
+                         "baselines": {"envs": ["planted"], "subsampled_settings": ["planted:ace-passfail"]},
+                         "known_answer": {"enabled": False}},
             "scorecard": {"n_boot": 200},
         }
         # other studies of the copied workflow off (only those above are built here)
@@ -184,6 +216,9 @@ def _on_disk(wf: Path) -> dict[str, dict[str, set[str]]]:
     out = {title: {"Figures": {p.relative_to(wf).as_posix() for p in (wf / "results" / s / "figures").glob("*.png")},
                    "Tables": {p.relative_to(wf).as_posix() for p in (wf / "results" / s / "tables").glob("*.html")}}
            for s, title in STUDIES.items()}
+    diag = wf / "results/playbook/diagnostics"
+    out[STUDIES["playbook"]]["Diagnostics"] = {p.relative_to(wf).as_posix() for p in
+                                               [*(diag / "tables").glob("*.html"), *(diag / "figures").glob("*.png")]}
     out["Scorecard"] = {"Endpoints": {p.relative_to(wf).as_posix() for p in (wf / "results/scorecard").glob("*.html")}}
     return out
 
@@ -195,6 +230,14 @@ def test_report_holds_every_table_and_figure_grouped_by_study(built, view):
     assert all(files for subs in on_disk.values() for files in subs.values()), on_disk
     for study, title in STUDIES.items():  # every figure each study draws
         assert {Path(p).stem for p in on_disk[title]["Figures"]} == FIGURES[study], study
+    playbook = on_disk[STUDIES["playbook"]]
+    assert PLAYBOOK_TABLES <= {Path(p).stem for p in playbook["Tables"]}, playbook["Tables"]
+    diagnostics = {Path(p).stem for p in playbook["Diagnostics"]}
+    assert DIAGNOSTICS["figures"] | DIAGNOSTICS["tables"] <= diagnostics, diagnostics
+    assert {Path(p).stem for p in playbook["Diagnostics"] if p.endswith(".png")} == DIAGNOSTICS["figures"]
+    by_runs = pd.read_csv(built / "results/playbook/tables/table13_by_runs.csv")  # what Figure 6 draws
+    assert {(m, k) for m, k in zip(by_runs["method"], by_runs["runs"])} == {(m, k) for m in ("RBC", "Best-Full")
+                                                                            for k in (1, 2)}
     assert on_disk["Scorecard"]["Endpoints"] == {"results/scorecard/loop.html"}
 
 
@@ -204,9 +247,11 @@ def test_the_scorecard_shows_each_study_and_the_run_cost(built, view):
     assert page["rows"] == 1 + 8  # the first table: its header and the eight quantities
     md = (built / "results/scorecard/loop.md").read_text()
     for words in ("P2:", "P3m:", "Causal Transition minus Raw", "Calibrator minus Raw", "RBC minus Whole",
-                  "Anti-Persistence minus Trajectory"):
+                  "RBC minus No playbook", "Anti-Persistence minus Trajectory"):
         assert words in md, words
-    assert md.count("| not run |") == 2 and "playbook.enabled is false" in md  # the playbook study is off here
+    assert "| not run |" not in md  # every study's line was run, the playbook's too
+    rbc = [line for line in md.splitlines() if line.startswith("| playbook |") and "RBC minus" in line]
+    assert len(rbc) == 2 and all(re.search(r"\[[-+\d.]+, [-+\d.]+\]", line) for line in rbc), rbc
     cost = md.split("## Cost")[1]
     assert "records of this run's jobs" in cost and "cache ledger" in cost
 
@@ -216,8 +261,8 @@ def test_every_study_marks_its_tables_and_figures_for_the_report():
     category, with a caption for every figure it draws; the scorecard is marked too."""
     from memtrials.studies import study_names
 
-    assert set(CATEGORIES) == set(study_names())
-    for study, title in CATEGORIES.items():
+    assert set(STUDIES) == set(study_names())
+    for study, title in STUDIES.items():
         rules = (REPO / f"workflow/rules/{study}.smk").read_text()
         assert f'"{title}"' in rules, f"{study}: no report(...) under the category {title!r}"
         if study == "luck":
@@ -284,6 +329,18 @@ def test_pixel_spread_tells_a_blank_image_from_a_drawn_one(tmp_path):
         plt.close(fig)
     blank, line = (pixel_spread((tmp_path / f"{d}.png").read_bytes()) for d in (False, True))
     assert blank == (0.0, 0.0) and line[0] > 0.02 and line[1] > 0.005
+
+
+def test_a_table_without_rows_says_so_in_the_report():
+    """A table may be empty by design (Table 4's behaviour rates on a benchmark without a hook): its
+    HTML shows its columns and one row saying so, never a bare header or a blank entry."""
+    from memtrials.report.tables import EMPTY, table_html
+
+    for df in (pd.DataFrame(columns=["block", "rate_with"]), pd.DataFrame()):
+        page = table_html(df, caption="c")
+        assert page.count("<tr>") == 2 and f">{EMPTY}</td></tr>" in page, page
+        assert f'colspan="{max(1, len(df.columns))}"' in page
+    assert EMPTY not in table_html(pd.DataFrame({"a": [1.0]}))
 
 
 def test_every_figure_has_a_caption_file_and_is_listed_in_its_study_docs():

@@ -17,6 +17,8 @@ import pandas as pd
 from memtrials.io import atomic_write_text
 
 FORMATS = ("md", "csv", "tex", "html")
+EMPTY = "(no rows)"
+"""The one row an HTML table without rows shows (its caption says when a table may be empty)."""
 
 
 def fmt_signed(x: float, digits: int = 3) -> str:
@@ -98,6 +100,8 @@ def table_html(df: pd.DataFrame, caption: str | None = None,
     out.append("<thead><tr>" + "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns) + "</tr></thead>")
     out.append("<tbody>")
     out += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in _cells(df, float_format)]
+    if df.empty:  # say so in the page (the HTML report shows it), not a bare header or nothing
+        out.append(f"<tr><td colspan=\"{max(1, len(df.columns))}\">{EMPTY}</td></tr>")
     out += ["</tbody>", "</table>"]
     return "\n".join(out) + "\n"
 

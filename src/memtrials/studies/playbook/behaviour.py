@@ -52,14 +52,17 @@ def episode_behaviour(env: str, episodes: pd.DataFrame, steps: pd.DataFrame) -> 
                      index=episodes["design_episode"].astype(int).to_numpy(), dtype=bool)
 
 
+RATE_COLUMNS = ("block", "behaviour", "rate_with", "rate_without", "difference", "n_with", "n_without")
+"""The columns of :func:`block_rates` (a table without a hook keeps them, with no rows)."""
+
+
 def block_rates(env: str, design: pd.DataFrame, episodes: pd.DataFrame, steps: pd.DataFrame,
                 m: int) -> pd.DataFrame:
     """Per block: the behaviour's rate over the round's episodes that include it and that leave it
     out, and their difference (empty when the benchmark has no hook)."""
     shown = episode_behaviour(env, episodes, steps)
     if shown is None or not m:
-        return pd.DataFrame(columns=["block", "behaviour", "rate_with", "rate_without", "difference", "n_with",
-                                     "n_without"])
+        return pd.DataFrame(columns=list(RATE_COLUMNS))
     d = design.set_index("episode").reindex(shown.index)
     rows = []
     for j in range(m):
@@ -88,4 +91,6 @@ def round_rates(practice: Sequence[str], setting_of: Callable[[str], tuple], key
                             int(rec["blocks"]["m"]))
         if len(rates):
             out.append(rates.assign(**dict(zip(keys, key)), run=int(rec["run"])))
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+    if not out:  # no benchmark of the run has a hook: the table's columns, no rows
+        return pd.DataFrame(columns=[*RATE_COLUMNS, *keys, "run"])
+    return pd.concat(out, ignore_index=True)
