@@ -29,7 +29,10 @@ per ``--conditions`` entry (non-shuffled history conditions).  Per job:
 - episodes/s over the job's model-bound phase (first request sent to last reply, from the call
   records) against the ideal ``min(E, slots) / (actions an episode x latency)`` (in flight x
   latency), as a ratio (target >= 0.90), and against the ideal with the engines' time
-  ``max(n x latency / C, (n x latency + engine time) / E)`` for ``n`` steps;
+  ``max(n x latency / C, (n x latency + engine time) / E)`` for ``n`` steps; beside it the bound
+  that whole episodes put on the ratio (``bound``: ``ceil(N / E)`` waves of an episode's steps, so
+  0.78 at N = 50, E = C = 32: with E = C the last wave leaves slots idle; ``--inflight`` above
+  ``--slots`` lets other episodes' requests fill them);
 - job overhead: the share of the job's wall time (process start to exit, measured by this
   process) outside that phase (interpreter and imports, pool and client set-up, the first
   environment resets, writing Parquet);
@@ -224,10 +227,13 @@ def run_job(cfg: dict, work: Path, args: argparse.Namespace, actor: dict, env_op
     # the ideal with the engines' own time (bench_runner.py): a step costs latency + engine time,
     # E episodes at a time
     with_env = max(ideal, (len(steps) * args.latency + figures["env_s"]) / args.inflight)
+    # the best a runner of whole episodes can do: E episodes at a time of (here equal) length M, so
+    # ceil(N / E) waves of M steps each; at E = C and N = 50, E = 32 that is 0.78 of the ideal
+    waves = max(ideal, -(-n // args.inflight) * (len(steps) / n) * args.latency)
     parquet = sum((out / f).stat().st_size for f in ("episodes.parquet", "steps.parquet", "calls.parquet"))
     return {"condition": condition, "size": size, "episodes": n, "steps": len(steps), "wall_s": wall,
             "phase_s": phase, "ratio": ideal / phase, "eps_per_s": n / phase, "ideal_eps_per_s": n / ideal,
-            "ratio_env": with_env / phase, "env_ms": 1000 * figures["env_s"] / max(1, len(steps)),
+            "ratio_env": with_env / phase, "bound": ideal / waves, "env_ms": 1000 * figures["env_s"] / max(1, len(steps)),
             "overhead": (wall - phase) / wall, "rss_mb": figures["rss_kb"] / 1024,
             "cpu_s": figures["cpu_s"] + figures["children_cpu_s"],
             "parquet_per_ep": parquet / n, "cache_per_ep": (cache_bytes(cfg) - before) / n,
@@ -276,13 +282,13 @@ def _pct(x: float | None) -> str:
 
 def report(rows: list[dict], args: argparse.Namespace) -> None:
     print(f"{'cond':8} {'size':>4} {'eps':>4} {'steps':>5} {'wall s':>7} {'phase s':>7} {'eps/s':>6} "
-          f"{'ideal':>6} {'ratio':>5} {'w/eng':>5} {'eng ms':>6} {'overhd':>6} {'peak MB':>7} {'CPU s':>6} {'pq B/ep':>8} {'cache B/ep':>10} "
+          f"{'ideal':>6} {'ratio':>5} {'bound':>5} {'w/eng':>5} {'eng ms':>6} {'overhd':>6} {'peak MB':>7} {'CPU s':>6} {'pq B/ep':>8} {'cache B/ep':>10} "
           f"{'prefix':>6} {'served':>6} {'words':>6} {'lay(a)':>6} {'lay(b)':>6}")
     for r in rows:
         p = r["prefix"]
         print(f"{r['condition']:8} {r['size']:>3}x {r['episodes']:4d} {r['steps']:5d} {r['wall_s']:7.1f} "
               f"{r['phase_s']:7.1f} {r['eps_per_s']:6.3f} {r['ideal_eps_per_s']:6.3f} {r['ratio']:5.2f} "
-              f"{r['ratio_env']:5.2f} {r['env_ms']:6.1f} "
+              f"{r['bound']:5.2f} {r['ratio_env']:5.2f} {r['env_ms']:6.1f} "
               f"{r['overhead']:6.1%} {r['rss_mb']:7.0f} {r['cpu_s']:6.1f} {r['parquet_per_ep']:8.0f} "
               f"{r['cache_per_ep']:10.0f} {p['repeated']:6.1%} {p['served']:6.1%} {p['prompt_words']:6.0f} "
               f"{_pct(p['layout_a'])} {_pct(p['layout_b'])}")
