@@ -27,7 +27,7 @@ Sizes: ``--episodes`` per job at 1x (default 50, a tenth of the preset's 500 tas
 per ``--conditions`` entry (non-shuffled history conditions).  Per job:
 
 - episodes/s over the job's model-bound phase (first request sent to last reply, from the call
-  records) against the ideal ``min(E, slots) / (actions an episode x latency)`` (in flight x
+  records) against the ideal ``min(E, slots, N) / (actions an episode x latency)`` (in flight x
   latency), as a ratio (target >= 0.90), and against the ideal with the engines' time
   ``max(n x latency / C, (n x latency + engine time) / E)`` for ``n`` steps; beside it the bound
   that whole episodes put on the ratio (``bound``: ``ceil(N / E)`` waves of an episode's steps, so
@@ -222,7 +222,7 @@ def run_job(cfg: dict, work: Path, args: argparse.Namespace, actor: dict, env_op
     calls = pd.read_parquet(out / "calls.parquet")
     steps = pd.read_parquet(out / "steps.parquet")
     phase = stamp(calls["finished_at"].max()) - stamp(calls["started_at"].min())
-    c = min(args.inflight, args.slots)
+    c = min(args.inflight, args.slots, n)  # requests that can be in flight at once
     ideal = len(steps) * args.latency / c
     # the ideal with the engines' own time (bench_runner.py): a step costs latency + engine time,
     # E episodes at a time
