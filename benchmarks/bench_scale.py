@@ -132,10 +132,16 @@ def job(spec_path: str) -> None:
     from bench_runner import TimedEnv
 
     from memtrials.envs.pool import env_factory
+    from memtrials.envs.process.forkserver import configure as configure_forks
+    from memtrials.envs.scienceworld.env import configure as configure_scienceworld
     from memtrials.studies.history.design import actor_settings
     from memtrials.studies.history.rollouts import rollout_cell
 
     out = Path(spec["out"])
+    # as a pipeline job does (memtrials.pipeline.rule_entry.run_rule): ALFWorld / AppWorld children
+    # forked from a warm per-machine process, ScienceWorld's shared JVMs and joined listing
+    configure_forks(spec["config"])
+    configure_scienceworld(spec["config"])
     settings = actor_settings("loop", spec["condition"], spec["actor"])
     spent = [0.0]  # seconds inside the environments' own calls (bench_runner.TimedEnv)
     make = env_factory(spec["env"], spec["env_options"])
@@ -204,8 +210,9 @@ def run_job(cfg: dict, work: Path, args: argparse.Namespace, actor: dict, env_op
     n = args.episodes * size
     out = work / f"{condition}-x{size}"
     out.mkdir(parents=True)
-    # a response cache of the job's own (SQLite, as a one-machine run): its bytes are the job's
-    cfg = {**cfg, "cache": {"path": str(out / "cache" / "llm.sqlite"), "mode": "use", "backend": "sqlite"}}
+    # a response cache of the job's own (SQLite, as a one-machine run): its bytes are the job's; one
+    # folder for all, so the jobs share the machine's environment fork servers as a run's do
+    cfg = {**cfg, "cache": {"path": str(work / "cache" / f"{out.name}.sqlite"), "mode": "use", "backend": "sqlite"}}
     spec = {"config": cfg, "env": args.env, "condition": condition, "actor": actor, "env_options": env_options,
             "in_flight": args.inflight, "out": str(out), "profile": args.profile,
             "tasks": task_ids(args.env, n, args.env_root)}
@@ -379,6 +386,9 @@ def main() -> None:
                     if args.profile:
                         top = (work / f"{cond}-x{size}" / "profile.txt").read_text().splitlines()
                         print("\n".join("    " + ln for ln in top if ln.strip())[:4000], flush=True)
+            from memtrials.llm.local.shared import stop_all
+
+            stop_all(work / "cache" / "servers")  # the environment fork servers, as at a run's end
     finally:
         server.terminate()
         server.wait()
