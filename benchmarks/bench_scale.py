@@ -68,6 +68,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -150,6 +151,16 @@ def job(spec_path: str) -> None:
         seeds=list(range(len(spec["tasks"]))), settings=settings, actor_prompts_dir=str(REPO / "config/prompts/actor"),
         in_flight=spec["in_flight"], out_episodes=str(out / "episodes.parquet"), out_steps=str(out / "steps.parquet"),
         out_calls=str(out / "calls.parquet"), env_options=spec["env_options"], make_env=lambda: TimedEnv(make(), spent))
+    samples: list[tuple[float, int]] = []  # (time, resident KB) every 0.2 s: memory during the phase and after
+    stop = threading.Event()
+
+    def sample() -> None:
+        page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+        while not stop.wait(0.2):
+            with open("/proc/self/statm") as fh:
+                samples.append((time.time(), int(fh.read().split()[1]) * page_kb))
+
+    threading.Thread(target=sample, daemon=True).start()
     if spec.get("profile"):
         import cProfile
         import io
@@ -162,8 +173,9 @@ def job(spec_path: str) -> None:
         (out / "profile.txt").write_text(text.getvalue())
     else:
         asyncio.run(cell)
+    stop.set()
     ru, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    print("JOB " + json.dumps({"rss_kb": ru.ru_maxrss, "cpu_s": ru.ru_utime + ru.ru_stime, "env_s": spent[0],
+    print("JOB " + json.dumps({"rss_kb": ru.ru_maxrss, "samples": samples, "cpu_s": ru.ru_utime + ru.ru_stime, "env_s": spent[0],
                                "children_cpu_s": kids.ru_utime + kids.ru_stime}), flush=True)
 
 
@@ -229,6 +241,9 @@ def run_job(cfg: dict, work: Path, args: argparse.Namespace, actor: dict, env_op
     calls = pd.read_parquet(out / "calls.parquet")
     steps = pd.read_parquet(out / "steps.parquet")
     phase = stamp(calls["finished_at"].max()) - stamp(calls["started_at"].min())
+    last = stamp(calls["finished_at"].max())
+    in_phase = [kb for t, kb in figures["samples"] if t <= last] or [0]
+    after = [kb for t, kb in figures["samples"] if t > last] or [0]
     c = min(args.inflight, args.slots, n)  # requests that can be in flight at once
     ideal = len(steps) * args.latency / c
     # the ideal with the engines' own time (bench_runner.py): a step costs latency + engine time,
@@ -242,6 +257,7 @@ def run_job(cfg: dict, work: Path, args: argparse.Namespace, actor: dict, env_op
             "phase_s": phase, "ratio": ideal / phase, "eps_per_s": n / phase, "ideal_eps_per_s": n / ideal,
             "ratio_env": with_env / phase, "bound": ideal / waves, "env_ms": 1000 * figures["env_s"] / max(1, len(steps)),
             "overhead": (wall - phase) / wall, "rss_mb": figures["rss_kb"] / 1024,
+            "rss_phase_mb": max(in_phase) / 1024, "rss_after_mb": max(after) / 1024,
             "cpu_s": figures["cpu_s"] + figures["children_cpu_s"],
             "parquet_per_ep": parquet / n, "cache_per_ep": (cache_bytes(cfg) - before) / n,
             "prefix": prefix_reuse(calls, steps, condition)}
@@ -381,8 +397,9 @@ def main() -> None:
                 for cond in args.conditions:
                     rows.append(run_job(cfg, work, args, actor, env_options, cond, size))
                     r = rows[-1]
-                    print(f"  {cond} x{size}: {r['episodes']} episodes, {r['wall_s']:.1f} s wall, ratio {r['ratio']:.2f}",
-                          flush=True)
+                    print(f"  {cond} x{size}: {r['episodes']} episodes, {r['wall_s']:.1f} s wall, ratio {r['ratio']:.2f}; "
+                          f"resident MB at most {r['rss_phase_mb']:.0f} while playing, {r['rss_after_mb']:.0f} after "
+                          f"(writing the tables, closing)", flush=True)
                     if args.profile:
                         top = (work / f"{cond}-x{size}" / "profile.txt").read_text().splitlines()
                         print("\n".join("    " + ln for ln in top if ln.strip())[:4000], flush=True)
