@@ -73,6 +73,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from scale_prefix import pct, prefix_only, prefix_reuse
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
@@ -263,46 +265,6 @@ def run_job(cfg: dict, work: Path, args: argparse.Namespace, actor: dict, env_op
             "prefix": prefix_reuse(calls, steps, condition)}
 
 
-def repeated_share(order, texts: dict[str, str]) -> float:
-    """Share of the prompts' words (the loopback's tokens) that repeat the previous prompt's prefix:
-    the same episode's previous step, an episode's first prompt against the one sent before it."""
-    from memtrials.testing.prefix import common_prefix, whole_words
-
-    total = repeated = 0
-    prev_by_ep: dict[str, str] = {}
-    last_sent = ""
-    for row in order.itertuples():
-        text = texts[row.call_id]
-        prev = prev_by_ep.get(row.episode_id, last_sent)
-        total += len(text.split())
-        repeated += whole_words(text, common_prefix(prev, text))
-        prev_by_ep[row.episode_id] = last_sent = text
-    return repeated / max(1, total)
-
-
-def prefix_reuse(calls, steps, condition: str) -> dict:
-    """Prefix reuse of a cell's actor prompts (:func:`repeated_share`) as sent and in the two other
-    layouts of ``bench_prefix_share.py --layouts`` ((a) the current observation as the newest
-    history entry, (b) also the response instruction above the history), and the share of prompt
-    tokens the loopback's prefix cache reported as cached (the records' ``cached_tokens``)."""
-    from bench_prefix_share import prompt_text, rewrite
-
-    actor = calls[calls["purpose"].astype(str) == "actor"].set_index("call_id")
-    order = steps.sort_values(["episode_id", "step"])
-    texts = {cid: prompt_text(raw) for cid, raw in actor["messages"].items()}
-    out = {"repeated": repeated_share(order, texts)}
-    for name, first in (("layout_a", False), ("layout_b", True)):
-        moved = {cid: rewrite(t, condition, first) for cid, t in texts.items()}
-        out[name] = None if any(v is None for v in moved.values()) else repeated_share(order, moved)
-    out["served"] = float(actor["cached_tokens"].fillna(0).sum() / max(1, actor["prompt_tokens"].fillna(0).sum()))
-    out["prompt_words"] = sum(len(t.split()) for t in texts.values()) / max(1, len(texts))
-    return out
-
-
-def _pct(x: float | None) -> str:
-    return f"{x:6.1%}" if x is not None else f"{'-':>6}"
-
-
 def report(rows: list[dict], args: argparse.Namespace) -> None:
     print(f"{'cond':8} {'size':>4} {'eps':>4} {'steps':>5} {'wall s':>7} {'phase s':>7} {'eps/s':>6} "
           f"{'ideal':>6} {'ratio':>5} {'bound':>5} {'w/eng':>5} {'eng ms':>6} {'overhd':>6} {'peak MB':>7} {'CPU s':>6} {'pq B/ep':>8} {'cache B/ep':>10} "
@@ -314,7 +276,7 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
               f"{r['bound']:5.2f} {r['ratio_env']:5.2f} {r['env_ms']:6.1f} "
               f"{r['overhead']:6.1%} {r['rss_mb']:7.0f} {r['cpu_s']:6.1f} {r['parquet_per_ep']:8.0f} "
               f"{r['cache_per_ep']:10.0f} {p['repeated']:6.1%} {p['served']:6.1%} {p['prompt_words']:6.0f} "
-              f"{_pct(p['layout_a'])} {_pct(p['layout_b'])}")
+              f"{pct(p['layout_a'])} {pct(p['layout_b'])}")
     for cond in args.conditions:
         mine = {r["size"]: r for r in rows if r["condition"] == cond}
         base = mine[min(mine)]
@@ -331,17 +293,6 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
               f"{'met' if worst >= TARGET_RATIO else 'NOT met'}); prefix reuse "
               f"{min(r['prefix']['repeated'] for r in mine.values()):.1%} (target >= {TARGET_PREFIX:.0%}: "
               f"{'met' if min(r['prefix']['repeated'] for r in mine.values()) >= TARGET_PREFIX else 'NOT met'})")
-
-
-def prefix_only(folder: Path) -> None:
-    """``--prefix-only``: the prefix figures of every job kept under ``folder``."""
-    import pandas as pd
-
-    for out in sorted(p for p in folder.iterdir() if (p / "calls.parquet").is_file()):
-        condition = out.name.rsplit("-x", 1)[0]
-        p = prefix_reuse(pd.read_parquet(out / "calls.parquet"), pd.read_parquet(out / "steps.parquet"), condition)
-        print(f"{out.name:14} prefix {p['repeated']:6.1%} served {p['served']:6.1%} words/prompt {p['prompt_words']:6.0f} "
-              f"layout (a) {_pct(p['layout_a'])} (b) {_pct(p['layout_b'])}")
 
 
 def main() -> None:
