@@ -8,6 +8,7 @@ recorded latency of the model call (a cache replay carries the original value).
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
@@ -80,12 +81,34 @@ def dumps(value: Any) -> str | None:
     return None if value is None else canonical_json(value, indent=None, compact=False, newline=False)
 
 
-def table(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
-    """Rows as a table of ``schema``: a missing or extra column is an error."""
+def table(rows: Iterable[Mapping[str, Any]], schema: pa.Schema, first: int = 0) -> pa.Table:
+    """Rows as a table of ``schema``: a missing or extra column is an error (rows numbered from
+    ``first``)."""
     rows = list(rows)
     names = set(schema.names)
-    for i, r in enumerate(rows):
+    for i, r in enumerate(rows, start=first):
         extra, missing = set(r) - names, names - set(r)
         if extra or missing:
             raise ValueError(f"row {i}: extra columns {sorted(extra)}, missing columns {sorted(missing)}")
     return pa.table({n: [r[n] for r in rows] for n in schema.names}, schema=schema)
+
+
+CHUNK_ROWS = 1024
+"""Rows :func:`table_in_chunks` converts at a time: a multiple of the Parquet writer's batch of
+1,024 values, so a table of such chunks is written (one row group) byte for byte as the same
+rows in one chunk (tests/test_agent_spill.py)."""
+
+
+def table_in_chunks(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    """:func:`table` of ``rows`` a :data:`CHUNK_ROWS` at a time (the rows are consumed as they come:
+    only one chunk of them is held as Python objects), the chunks concatenated."""
+    it = iter(rows)
+    chunks = []
+    while True:
+        part = list(islice(it, CHUNK_ROWS))
+        if not part and chunks:
+            break
+        chunks.append(table(part, schema, first=len(chunks) * CHUNK_ROWS))
+        if len(part) < CHUNK_ROWS:
+            break
+    return chunks[0] if len(chunks) == 1 else pa.concat_tables(chunks)

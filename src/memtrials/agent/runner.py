@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 
 from memtrials.agent.actor import ActorSettings, Composer, Episode, run_episode
-from memtrials.agent.records import EPISODE_SCHEMA, STEP_SCHEMA, table
+from memtrials.agent.records import EPISODE_SCHEMA, STEP_SCHEMA, table, table_in_chunks
 from memtrials.agent.review import StepHook
 from memtrials.agent.views import Entry
 from memtrials.envs.pool import EnvPool
@@ -42,6 +42,7 @@ from memtrials.memory.snapshot import snapshot
 
 if TYPE_CHECKING:
     from memtrials.agent.prompts import ActorPrompts
+    from memtrials.agent.spill import StepSpill
     from memtrials.envs.base import Env
     from memtrials.llm import Client
 
@@ -86,8 +87,9 @@ class Runner:
         self.client, self.pool, self.prompts, self.in_flight = client, pool, prompts, in_flight
         self._sem: asyncio.Semaphore | None = None
 
-    async def play(self, spec: EpisodeSpec, view: MemoryView | None = None) -> Episode:
-        """One episode on an environment from the pool."""
+    async def play(self, spec: EpisodeSpec, view: MemoryView | None = None, spill: StepSpill | None = None) -> Episode:
+        """One episode on an environment from the pool (its steps moved to ``spill`` when it ends,
+        its history entries dropped: :meth:`concurrent`)."""
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.in_flight)
         async with self._sem:
@@ -108,14 +110,22 @@ class Runner:
                 if served is not None:
                     ep.summary.update(served.columns)
                 ep.summary.update(spec.columns)
+                if spill is not None:
+                    ep.steps, ep.entries = spill.put(ep.steps), []  # type: ignore[assignment]
                 return ep
             finally:
                 self.pool.release(env)
 
-    async def concurrent(self, specs: Sequence[EpisodeSpec], view: MemoryView | None = None) -> list[Episode]:
-        """Every spec against ``view`` (frozen), up to ``in_flight`` at once; results in spec order."""
+    async def concurrent(self, specs: Sequence[EpisodeSpec], view: MemoryView | None = None,
+                         spill: StepSpill | None = None) -> list[Episode]:
+        """Every spec against ``view`` (frozen), up to ``in_flight`` at once; results in spec order.
+
+        ``spill`` (:class:`memtrials.agent.spill.StepSpill`): each finished episode's step rows go
+        to disk and its history entries are dropped, so a cell that only writes its tables
+        (:func:`write_episodes`) holds no episode's steps in memory; not for a memory that learns
+        from the episodes."""
         await self.pool.fill()  # builds only what is missing: a no-op after the first batch
-        tasks = [asyncio.ensure_future(self.play(s, view)) for s in specs]
+        tasks = [asyncio.ensure_future(self.play(s, view, spill)) for s in specs]
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:
@@ -242,7 +252,7 @@ def write_episodes(episodes: Sequence[Episode], cell_cols: Mapping[str, Any], ta
         rows.append(row)
     order = sorted(range(len(rows)), key=lambda k: (rows[k]["task_index"], rows[k]["episode_id"]))
     ep_table = table([rows[k] for k in order], schema)
-    steps = [st for k in order for st in episodes[k].steps]
-    write_parquet(table(steps, step_schema), out_steps)
+    # built a chunk of rows at a time (episodes' spilled steps are read back one episode at a time)
+    write_parquet(table_in_chunks((st for k in order for st in episodes[k].steps), step_schema), out_steps)
     write_parquet(ep_table, out_episodes)
     return ep_table.to_pandas()

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import tempfile
 import threading
 import zlib
 from pathlib import Path
@@ -69,28 +71,18 @@ that reported what answered (``router``: canonical JSON of its headers, null on 
 byte as before the column existed."""
 
 
-PACKED = ("messages", "params", "response_text")
-"""The long text fields of a record, kept zlib-compressed while a cell runs (:class:`Recorder`)."""
-
 CHUNK = 1024
 """Records a row group of a records file holds: a cell of more calls is written a chunk at a
-time, so the records held and written never stand uncompressed in memory all at once."""
+time, so the records written never stand uncompressed in memory all at once."""
 
 
-def _pack(record: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(record)
-    for name in PACKED:
-        if isinstance(out.get(name), str):
-            out[name] = zlib.compress(out[name].encode("utf-8"), 1)
-    return out
+def _pack(record: Mapping[str, Any]) -> bytes:
+    """A record as the spill file keeps it: pickled (every value round-trips exactly), compressed."""
+    return zlib.compress(pickle.dumps(dict(record), protocol=pickle.HIGHEST_PROTOCOL), 1)
 
 
-def _unpack(record: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(record)
-    for name in PACKED:
-        if isinstance(out.get(name), bytes):
-            out[name] = zlib.decompress(out[name]).decode("utf-8")
-    return out
+def _unpack(blob: bytes) -> dict[str, Any]:
+    return pickle.loads(zlib.decompress(blob))
 
 
 def write_parquet_atomic(table: pa.Table, path: str | os.PathLike[str]) -> None:
@@ -100,9 +92,12 @@ def write_parquet_atomic(table: pa.Table, path: str | os.PathLike[str]) -> None:
     write_parquet(table, path)
 
 
-def records_table(records: Iterable[Mapping[str, Any]]) -> pa.Table:
+def records_table(records: Iterable[Mapping[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
+    """Records sorted by call id as a table of ``schema`` (by default :data:`ROUTED_SCHEMA` where
+    any record has a ``router`` value, else :data:`RECORD_SCHEMA`)."""
     rows = sorted(records, key=lambda r: r["call_id"])
-    schema = ROUTED_SCHEMA if any(r.get("router") for r in rows) else RECORD_SCHEMA
+    if schema is None:
+        schema = ROUTED_SCHEMA if any(r.get("router") for r in rows) else RECORD_SCHEMA
     columns = {name: [(r.get(name) or None) if name == "router" else r.get(name) for r in rows]
                for name in schema.names}
     return pa.table(columns, schema=schema)
@@ -114,10 +109,14 @@ def read_records(path: str | os.PathLike[str]) -> pa.Table:
 
 
 class Recorder:
-    """Collects the records of one cell: journal on every call, Parquet at the end.  While the
-    cell runs, each record's long texts (:data:`PACKED`) are kept zlib-compressed: a paper-scale
-    cell's prompts (tens of KB each, most of them repeating the previous one) would otherwise
-    hold hundreds of MB."""
+    """Collects the records of one cell: journal on every call, Parquet at the end.
+
+    While the cell runs, each record goes, pickled and compressed, to a spill file (an
+    unnamed temporary file beside the journal) as it comes; memory holds only each call id's
+    place in that file, so a job's peak memory stays flat in its calls (a paper-scale cell's
+    prompts are tens of KB each).  :meth:`write` reads the records back in call-id order, a
+    :data:`CHUNK` at a time: the Parquet is the same, byte for byte, as one write of all of them
+    (up to a chunk) or their chunks (beyond)."""
 
     def __init__(self, cell_id: str, records_path: str | os.PathLike[str] | None, journal_dir: str | os.PathLike[str]):
         self.cell_id = cell_id
@@ -125,13 +124,29 @@ class Recorder:
         safe = cell_id.replace("/", "__").replace(" ", "_")
         self.journal_path = Path(journal_dir) / f"{safe}.jsonl"
         self.journal_path.parent.mkdir(parents=True, exist_ok=True)
-        self._records: dict[str, dict[str, Any]] = {}
+        self._where: dict[str, tuple[int, int]] = {}  # call id -> (offset, length) in the spill file
+        self._routed = False  # any record with a router value: the file gets ROUTED_SCHEMA
         self._lock = threading.Lock()
+        self._spill = tempfile.TemporaryFile(prefix=f".{safe}.", suffix=".spill", dir=self.journal_path.parent)
+        self._end = 0
         self._journal = open(self.journal_path, "a", encoding="utf-8")
+
+    def _keep(self, record: Mapping[str, Any]) -> None:
+        blob = _pack(record)
+        self._spill.seek(self._end)
+        self._spill.write(blob)
+        self._where[record["call_id"]] = (self._end, len(blob))
+        self._end += len(blob)
+        self._routed = self._routed or bool(record.get("router"))
+
+    def _read(self, call_ids: Iterable[str]) -> list[dict[str, Any]]:
+        self._spill.flush()
+        fd = self._spill.fileno()
+        return [_unpack(os.pread(fd, n, at)) for at, n in (self._where[k] for k in call_ids)]
 
     def add(self, record: Mapping[str, Any]) -> None:
         with self._lock:
-            self._records[record["call_id"]] = _pack(record)
+            self._keep(record)
             self._journal.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
             self._journal.flush()
 
@@ -139,43 +154,47 @@ class Recorder:
         """Take back records of calls made before a resume (already journaled: not again)."""
         with self._lock:
             for record in records:
-                self._records.setdefault(record["call_id"], _pack(record))
+                if record["call_id"] not in self._where:
+                    self._keep(record)
 
     @property
     def records(self) -> list[dict[str, Any]]:
+        """Every record so far, in the order first recorded (read back from the spill file)."""
         with self._lock:
-            return [_unpack(r) for r in self._records.values()]
+            return self._read(list(self._where))
 
     def call_ids(self) -> set[str]:
-        """The call ids recorded so far (without unpacking any record)."""
+        """The call ids recorded so far (without reading any record)."""
         with self._lock:
-            return set(self._records)
+            return set(self._where)
 
     def records_except(self, ids: set[str]) -> list[dict[str, Any]]:
         """The records whose call id is not in ``ids`` (a stream batch's new calls)."""
         with self._lock:
-            return [_unpack(r) for k, r in self._records.items() if k not in ids]
+            return self._read([k for k in self._where if k not in ids])
 
     def write(self) -> None:
-        """Write this cell's records as Parquet (if a path was given), sorted by call id, a
-        :data:`CHUNK` of records a row group (one row group, as ``write_parquet`` writes, up to
-        a chunk), so memory stays flat in the number of calls."""
+        """Write this cell's records as Parquet (if a path was given), sorted by call id: one
+        row group, as ``write_parquet`` writes, up to a :data:`CHUNK` of records, else a chunk a
+        row group, read back from the spill file a chunk at a time."""
         if self.records_path is None:
             return
         with self._lock:
-            ids = sorted(self._records)
-            packed = dict(self._records)
-        if len(ids) <= CHUNK:
-            write_parquet_atomic(records_table(_unpack(packed[k]) for k in ids), self.records_path)
-            return
-        from memtrials.io import temporary_beside
+            ids = sorted(self._where)
+            schema = ROUTED_SCHEMA if self._routed else RECORD_SCHEMA
+            if len(ids) <= CHUNK:
+                write_parquet_atomic(records_table(self._read(ids)), self.records_path)
+                return
+            from memtrials.io import temporary_beside
 
-        with temporary_beside(self.records_path, suffix=".parquet.tmp") as (_, tmp):
-            with pq.ParquetWriter(tmp, RECORD_SCHEMA, compression="zstd") as writer:
-                for i in range(0, len(ids), CHUNK):
-                    writer.write_table(records_table(_unpack(packed[k]) for k in ids[i:i + CHUNK]))
+            with temporary_beside(self.records_path, suffix=".parquet.tmp") as (_, tmp):
+                with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+                    for i in range(0, len(ids), CHUNK):
+                        writer.write_table(records_table(self._read(ids[i:i + CHUNK]), schema))
 
     def close(self) -> None:
         with self._lock:
             if not self._journal.closed:
                 self._journal.close()
+            if not self._spill.closed:
+                self._spill.close()

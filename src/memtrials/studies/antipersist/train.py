@@ -102,10 +102,10 @@ async def train_stream(config: Mapping[str, Any], *, model: str, env: str, desig
         if done:
             log.info("%s: resumed after round %d of %d", cell_id, done, len(rounds))
         for r in range(done, len(rounds)):
-            before = {x["call_id"] for x in client.recorder.records}
+            before = client.recorder.call_ids()
             eps = await runner.stream(rounds[r], memory, batch_size=int(cell["batch_size"]),
                                       checkpoints=work / f"round-{r + 1:02d}")
-            made = [x for x in client.recorder.records if x["call_id"] not in before]
+            made = client.recorder.records_except(before)
             done_rounds.write(r, eps, made, memory)
             snaps.append(snapshot(memory))
             episodes.extend(eps)

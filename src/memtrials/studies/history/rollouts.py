@@ -10,6 +10,7 @@ so a killed cell rerun repeats no completed call and writes the same Parquet.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import pandas as pd
@@ -19,6 +20,7 @@ from memtrials.agent.job import open_job
 from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.records import STEP_SCHEMA
 from memtrials.agent.runner import EpisodeSpec, episode_schema, write_episodes
+from memtrials.agent.spill import StepSpill
 
 if TYPE_CHECKING:
     from memtrials.memory.base import MemoryView
@@ -46,13 +48,15 @@ async def rollout_cell(
     cell = f"history/rollouts/{model}/{env}/{condition}"
     specs = [EpisodeSpec(env, t, f"{cell}/{t}", s, settings, composer=composer(s) if composer else None)
              for t, s in zip(tasks, seeds)]
-    async with open_job(config, cell, out_calls, prompts, env=env, in_flight=in_flight, episodes=len(tasks),
-                        env_options=env_options, make_env=make_env) as (runner, client):
-        client.expect(len(tasks) * settings.max_actions * (2 if settings.review else 1))
-        episodes = await runner.concurrent(specs, memory)
-        log.info("%s: %d episodes, %d won; %d fresh calls, %d from cache", cell, len(episodes),
-                 sum(e.summary["won"] for e in episodes), client.fresh_calls, client.cache_hits)
-    return write_episodes(episodes, {"model": model, "env": env, "condition": condition},
-                          {t: i for i, t in enumerate(tasks)}, out_episodes, out_steps,
-                          schema=episode_schema(getattr(memory, "episode_columns", ())),
-                          step_schema=episode_schema(getattr(memory, "step_columns", ()), STEP_SCHEMA))
+    # finished episodes' steps wait on disk, not in memory (flat in the cell's episodes)
+    with StepSpill(Path(out_steps).parent) as spill:
+        async with open_job(config, cell, out_calls, prompts, env=env, in_flight=in_flight, episodes=len(tasks),
+                            env_options=env_options, make_env=make_env) as (runner, client):
+            client.expect(len(tasks) * settings.max_actions * (2 if settings.review else 1))
+            episodes = await runner.concurrent(specs, memory, spill)
+            log.info("%s: %d episodes, %d won; %d fresh calls, %d from cache", cell, len(episodes),
+                     sum(e.summary["won"] for e in episodes), client.fresh_calls, client.cache_hits)
+        return write_episodes(episodes, {"model": model, "env": env, "condition": condition},
+                              {t: i for i, t in enumerate(tasks)}, out_episodes, out_steps,
+                              schema=episode_schema(getattr(memory, "episode_columns", ())),
+                              step_schema=episode_schema(getattr(memory, "step_columns", ()), STEP_SCHEMA))

@@ -113,7 +113,7 @@ async def growth_run(config: Mapping[str, Any], *, model: str, env: str, variant
         p = done
         while not stopped and p < max_passes:
             p += 1
-            before = {r["call_id"] for r in client.recorder.records}
+            before = client.recorder.call_ids()
             eps = await runner.stream(specs(p), memory, batch_size=int(g["batch_size"]),
                                       checkpoints=work / f"pass-{p}")
             episodes.extend(eps)
@@ -126,7 +126,7 @@ async def growth_run(config: Mapping[str, Any], *, model: str, env: str, variant
                     "measured": "rewrite" if variant == "dc" else "lessons",
                     "won": sum(bool(e.summary["won"]) for e in eps), "episodes": len(eps)}
             atomic_write_json(work / f"pass-{p}.json", {"rows": now, "stat": stat})
-            made = [r for r in client.recorder.records if r["call_id"] not in before]
+            made = client.recorder.records_except(before)
             passes.write(p - 1, eps, made, memory)
             rows.extend(now)
             stats.append(stat)
