@@ -30,9 +30,10 @@ per ``--conditions`` entry (non-shuffled history conditions).  Per job:
   records) against the ideal ``min(E, slots, N) / (actions an episode x latency)`` (in flight x
   latency), as a ratio (target >= 0.90), and against the ideal with the engines' time
   ``max(n x latency / C, (n x latency + engine time) / E)`` for ``n`` steps; beside it the bound
-  that whole episodes put on the ratio (``bound``: ``ceil(N / E)`` waves of an episode's steps, so
-  0.78 at N = 50, E = C = 32: with E = C the last wave leaves slots idle; ``--inflight`` above
-  ``--slots`` lets other episodes' requests fill them);
+  that whole episodes put on the ratio (``bound``: lock-step waves of ``E`` episodes, the last of
+  ``N mod E``, each taking ``max(M, w x M / C)`` latencies, so 0.78 at N = 50, E = C = 32: with
+  E = C the last wave leaves slots idle; ``--inflight`` above ``--slots`` lets other episodes'
+  requests fill them, except in a last wave of fewer than C episodes: 0.89 at N = 200, E = 64, C = 32);
 - job overhead: the share of the job's wall time (process start to exit, measured by this
   process) outside that phase (interpreter and imports, pool and client set-up, the first
   environment resets, writing Parquet);
@@ -251,9 +252,13 @@ def run_job(cfg: dict, work: Path, args: argparse.Namespace, actor: dict, env_op
     # the ideal with the engines' own time (bench_runner.py): a step costs latency + engine time,
     # E episodes at a time
     with_env = max(ideal, (len(steps) * args.latency + figures["env_s"]) / args.inflight)
-    # the best a runner of whole episodes can do: E episodes at a time of (here equal) length M, so
-    # ceil(N / E) waves of M steps each; at E = C and N = 50, E = 32 that is 0.78 of the ideal
-    waves = max(ideal, -(-n // args.inflight) * (len(steps) / n) * args.latency)
+    # the best a runner of whole episodes admitted E at a time does with first-come requests: episodes
+    # of (here equal) length M move in lock-step waves of w = E episodes (the last N mod E), a wave taking
+    # max(M, w x M / C) x latency; at E = C = 32 and N = 50 that is 0.78 of the ideal, at E = 64, C = 32
+    # and N = 200 (3 waves of 64, one of 8) 0.89
+    m = len(steps) / n
+    sizes = [args.inflight] * (n // args.inflight) + ([n % args.inflight] if n % args.inflight else [])
+    waves = max(ideal, sum(max(m, w * m / args.slots) for w in sizes) * args.latency)
     parquet = sum((out / f).stat().st_size for f in ("episodes.parquet", "steps.parquet", "calls.parquet"))
     return {"condition": condition, "size": size, "episodes": n, "steps": len(steps), "wall_s": wall,
             "phase_s": phase, "ratio": ideal / phase, "eps_per_s": n / phase, "ideal_eps_per_s": n / ideal,
