@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import tempfile
+import threading
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -78,6 +81,45 @@ def canonical_json(obj: Any, indent: int | None = 1, *, compact: bool = True, ne
 def atomic_write_json(path: PathLike, obj: Any, indent: int | None = 1) -> Path:
     """Write ``obj`` as canonical JSON (:func:`canonical_json`) to ``path`` atomically."""
     return atomic_write_text(path, canonical_json(obj, indent=indent))
+
+
+class SpillFile:
+    """Python values kept on disk while a job runs, not in memory: each :meth:`put` appends the
+    value, pickled (every value round-trips exactly) and zlib-compressed, to an unnamed temporary
+    file in ``folder`` and returns its place, which :meth:`get` reads back.  Thread-safe; the file
+    is gone when it is closed (or the process ends).  The call recorder (:mod:`memtrials.llm.records`)
+    and a cell's finished episodes' steps (:mod:`memtrials.agent.spill`) wait here."""
+
+    def __init__(self, folder: PathLike | None = None, prefix: str = ".spill.") -> None:
+        if folder is not None:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        self._file = tempfile.TemporaryFile(prefix=prefix, suffix=".spill", dir=folder)
+        self._end = 0
+        self._lock = threading.Lock()
+
+    def put(self, value: Any) -> tuple[int, int]:
+        """Append ``value``; its ``(offset, length)`` in the file."""
+        blob = zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1)
+        with self._lock:
+            at = self._end
+            self._file.seek(at)
+            self._file.write(blob)
+            self._end += len(blob)
+        return at, len(blob)
+
+    def get(self, place: tuple[int, int]) -> Any:
+        """The value :meth:`put` stored at ``place``."""
+        at, size = place
+        with self._lock:
+            self._file.flush()
+            return pickle.loads(zlib.decompress(os.pread(self._file.fileno(), size, at)))
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def write_parquet(table_or_dataframe: Any, path: PathLike, schema: pa.Schema | None = None) -> Path:

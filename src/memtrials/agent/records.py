@@ -96,7 +96,7 @@ def table(rows: Iterable[Mapping[str, Any]], schema: pa.Schema, first: int = 0) 
 CHUNK_ROWS = 1024
 """Rows :func:`table_in_chunks` converts at a time: a multiple of the Parquet writer's batch of
 1,024 values, so a table of such chunks is written (one row group) byte for byte as the same
-rows in one chunk (tests/test_agent_spill.py)."""
+rows in one chunk (tests/agent/test_spill.py)."""
 
 
 def table_in_chunks(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:

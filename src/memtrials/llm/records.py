@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
-import tempfile
 import threading
-import zlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from memtrials.io import SpillFile
 
 RECORD_SCHEMA = pa.schema(
     [
@@ -76,15 +75,6 @@ CHUNK = 1024
 time, so the records written never stand uncompressed in memory all at once."""
 
 
-def _pack(record: Mapping[str, Any]) -> bytes:
-    """A record as the spill file keeps it: pickled (every value round-trips exactly), compressed."""
-    return zlib.compress(pickle.dumps(dict(record), protocol=pickle.HIGHEST_PROTOCOL), 1)
-
-
-def _unpack(blob: bytes) -> dict[str, Any]:
-    return pickle.loads(zlib.decompress(blob))
-
-
 def write_parquet_atomic(table: pa.Table, path: str | os.PathLike[str]) -> None:
     """Write to a temporary name in the same folder, then rename into place."""
     from memtrials.io import write_parquet
@@ -127,22 +117,15 @@ class Recorder:
         self._where: dict[str, tuple[int, int]] = {}  # call id -> (offset, length) in the spill file
         self._routed = False  # any record with a router value: the file gets ROUTED_SCHEMA
         self._lock = threading.Lock()
-        self._spill = tempfile.TemporaryFile(prefix=f".{safe}.", suffix=".spill", dir=self.journal_path.parent)
-        self._end = 0
+        self._spill = SpillFile(self.journal_path.parent, prefix=f".{safe}.")
         self._journal = open(self.journal_path, "a", encoding="utf-8")
 
     def _keep(self, record: Mapping[str, Any]) -> None:
-        blob = _pack(record)
-        self._spill.seek(self._end)
-        self._spill.write(blob)
-        self._where[record["call_id"]] = (self._end, len(blob))
-        self._end += len(blob)
+        self._where[record["call_id"]] = self._spill.put(dict(record))
         self._routed = self._routed or bool(record.get("router"))
 
     def _read(self, call_ids: Iterable[str]) -> list[dict[str, Any]]:
-        self._spill.flush()
-        fd = self._spill.fileno()
-        return [_unpack(os.pread(fd, n, at)) for at, n in (self._where[k] for k in call_ids)]
+        return [self._spill.get(self._where[k]) for k in call_ids]
 
     def add(self, record: Mapping[str, Any]) -> None:
         with self._lock:
