@@ -30,10 +30,12 @@ per ``--conditions`` entry (non-shuffled history conditions).  Per job:
   records) against the ideal ``min(E, slots, N) / (actions an episode x latency)`` (in flight x
   latency), as a ratio (target >= 0.90), and against the ideal with the engines' time
   ``max(n x latency / C, (n x latency + engine time) / E)`` for ``n`` steps; beside it the bound
-  that whole episodes put on the ratio (``bound``: lock-step waves of ``E`` episodes, the last of
-  ``N mod E``, each taking ``max(M, w x M / C)`` latencies, so 0.78 at N = 50, E = C = 32: with
-  E = C the last wave leaves slots idle; ``--inflight`` above ``--slots`` lets other episodes'
-  requests fill them, except in a last wave of fewer than C episodes: 0.89 at N = 200, E = 64, C = 32);
+  that whole episodes in the job's request order (``--request-order``, config ``request.order``)
+  put on the ratio (``bound``: the job's episodes, their measured requests each, played on the
+  virtual clock of :mod:`memtrials.testing.schedule`, every request one latency).  First-come
+  requests move episodes admitted together in lock-step waves, so 0.78 at N = 50, E = C = 32
+  (with E = C the last wave leaves slots idle) and 0.89 at N = 200, E = 64, C = 32 (a last wave
+  of 8 episodes); the progress order (:mod:`memtrials.agent.order`) 1.00 at E = 2C;
 - job overhead: the share of the job's wall time (process start to exit, measured by this
   process) outside that phase (interpreter and imports, pool and client set-up, the first
   environment resets, writing Parquet);
@@ -55,6 +57,7 @@ under cProfile and prints its top functions by own time.
 
     python benchmarks/bench_scale.py [--env alfworld] [--env-root DIR] [--conditions raw causal]
         [--episodes 50] [--sizes 1 2 4] [--latency 1.0] [--inflight 32] [--slots 32] [--steps 30]
+        [--request-order progress|fifo]
         [--preset PATH] [--keep DIR] [--profile]
     python benchmarks/bench_scale.py --prefix-only DIR      # the prefix figures of the jobs kept in DIR
 """
@@ -227,7 +230,8 @@ def run_job(cfg: dict, work: Path, args: argparse.Namespace, actor: dict, env_op
     out.mkdir(parents=True)
     # a response cache of the job's own (SQLite, as a one-machine run): its bytes are the job's; one
     # folder for all, so the jobs share the machine's environment fork servers as a run's do
-    cfg = {**cfg, "cache": {"path": str(work / "cache" / f"{out.name}.sqlite"), "mode": "use", "backend": "sqlite"}}
+    cfg = {**cfg, "cache": {"path": str(work / "cache" / f"{out.name}.sqlite"), "mode": "use", "backend": "sqlite"},
+           "request": {**cfg["request"], "order": args.request_order}}
     spec = {"config": cfg, "env": args.env, "condition": condition, "actor": actor, "env_options": env_options,
             "in_flight": args.inflight, "out": str(out), "profile": args.profile,
             "tasks": task_ids(args.env, n, args.env_root)}
@@ -252,17 +256,21 @@ def run_job(cfg: dict, work: Path, args: argparse.Namespace, actor: dict, env_op
     # the ideal with the engines' own time (bench_runner.py): a step costs latency + engine time,
     # E episodes at a time
     with_env = max(ideal, (len(steps) * args.latency + figures["env_s"]) / args.inflight)
-    # the best a runner of whole episodes admitted E at a time does with first-come requests: episodes
-    # of (here equal) length M move in lock-step waves of w = E episodes (the last N mod E), a wave taking
-    # max(M, w x M / C) x latency; at E = C = 32 and N = 50 that is 0.78 of the ideal, at E = 64, C = 32
-    # and N = 200 (3 waves of 64, one of 8) 0.89
-    m = len(steps) / n
-    sizes = [args.inflight] * (n // args.inflight) + ([n % args.inflight] if n % args.inflight else [])
-    waves = max(ideal, sum(max(m, w * m / args.slots) for w in sizes) * args.latency)
+    # the best the job's order can do with its episodes (their measured requests, in the order they were
+    # started), every request one latency (memtrials.testing.schedule); first-come requests move episodes
+    # admitted together in lock-step waves: 0.78 of the ideal at E = C = 32 and N = 50, 0.89 at E = 64,
+    # C = 32 and N = 200 (3 waves of 64, one of 8 that runs its 30 steps on 32 slots); the progress order
+    # (memtrials.agent.order) 1.00 at both
+    from memtrials.testing.schedule import ideal_ticks, job_ticks
+
+    order = {t: k for k, t in enumerate(spec["tasks"])}
+    per_episode = steps.groupby("episode_id").agg(task=("task_id", "first"), n=("step", "size"))
+    lengths = [int(x) for x in per_episode.sort_values("task", key=lambda c: c.map(order))["n"]]
+    bound = ideal_ticks(lengths, c) / job_ticks(lengths, args.inflight, args.slots, args.request_order)
     parquet = sum((out / f).stat().st_size for f in ("episodes.parquet", "steps.parquet", "calls.parquet"))
     return {"condition": condition, "size": size, "episodes": n, "steps": len(steps), "wall_s": wall,
             "phase_s": phase, "ratio": ideal / phase, "eps_per_s": n / phase, "ideal_eps_per_s": n / ideal,
-            "ratio_env": with_env / phase, "bound": ideal / waves, "env_ms": 1000 * figures["env_s"] / max(1, len(steps)),
+            "ratio_env": with_env / phase, "bound": bound, "order": args.request_order, "env_ms": 1000 * figures["env_s"] / max(1, len(steps)),
             "overhead": (wall - phase) / wall, "rss_mb": figures["rss_kb"] / 1024,
             "rss_phase_mb": max(in_phase) / 1024, "rss_after_mb": max(after) / 1024,
             "cpu_s": figures["cpu_s"] + figures["children_cpu_s"],
@@ -314,6 +322,8 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=1.0, help="seconds per request (a hosted endpoint's)")
     ap.add_argument("--inflight", type=int, default=None, help="episodes in flight (default: the preset's in_flight)")
     ap.add_argument("--slots", type=int, default=None, help="the endpoint's max_concurrency (default: --inflight)")
+    ap.add_argument("--request-order", choices=["progress", "fifo"], default=None,
+                    help="the jobs' request.order (default: config/config.yaml's)")
     ap.add_argument("--steps", type=int, default=None, help="actions an episode (default: the preset's max_actions)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the jobs' outputs in this folder")
     ap.add_argument("--prefix-only", type=Path, default=None,
@@ -331,6 +341,7 @@ def main() -> None:
     actor["max_actions"] = args.steps or actor["max_actions"]
     args.inflight = args.inflight or preset.get("in_flight", base["in_flight"])
     args.slots = args.slots or args.inflight
+    args.request_order = args.request_order or yaml.safe_load((REPO / "config/config.yaml").read_text())["request"]["order"]
     env_options = {**base.get("env_options", {}), **preset.get("env_options", {})}.get(args.env, {})
     args.env_root = args.env_root or ROOTS.get(args.env)
     if args.env_root is not None:
@@ -340,7 +351,8 @@ def main() -> None:
         raise SystemExit("bench_scale: --sizes must be distinct and >= 1 (each size plays its own tasks)")
     print(f"bench_scale: {args.preset.name} shape: {args.env}, {actor['mode']} mode, {actor['max_actions']} actions an "
           f"episode, max_listed_actions {actor.get('max_listed_actions')}; {args.episodes} episodes a job at 1x, sizes "
-          f"{args.sizes}; E {args.inflight} in flight, C {args.slots} endpoint slots, latency {args.latency:.2f} s; "
+          f"{args.sizes}; E {args.inflight} in flight, C {args.slots} endpoint slots, request order {args.request_order}, "
+          f"latency {args.latency:.2f} s; "
           f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
     server, base_url = start_server(args.latency)
     rows = []

@@ -79,7 +79,8 @@ def test_stream_episode_k_sees_exactly_the_updates_of_earlier_batches(loopback, 
 
 
 @pytest.mark.slow
-def test_concurrent_episodes_all_see_the_same_frozen_snapshot(loopback, make_config, tmp_path):
+def test_concurrent_episodes_all_see_the_same_frozen_snapshot(loopback, make_config, tmp_path, monkeypatch):
+    from memtrials.agent import runner as runner_module
     from memtrials.agent.prompts import ActorPrompts
     from memtrials.agent.runner import Runner
     from memtrials.envs.pool import EnvPool, env_factory
@@ -87,6 +88,14 @@ def test_concurrent_episodes_all_see_the_same_frozen_snapshot(loopback, make_con
 
     from .stream_cell import PROMPTS
 
+    orders = []  # each episode's requests are ranked by its own order (memtrials.agent.order)
+
+    class Counted(runner_module.EpisodeOrder):
+        def __init__(self, admission):
+            super().__init__(admission)
+            orders.append(self)
+
+    monkeypatch.setattr(runner_module, "EpisodeOrder", Counted)
     srv = loopback(policy=policy)
     cfg = make_config(srv)
     memory = LessonLog("loop", MEMORY_PROMPTS)
@@ -104,6 +113,7 @@ def test_concurrent_episodes_all_see_the_same_frozen_snapshot(loopback, make_con
     for ep in eps:
         assert {tuple(json.loads(st["memory_ids"])) for st in ep.steps} == {("L00001", "L00002")}
     assert srv.stats.completions == sum(len(ep.steps) for ep in eps)  # no update call in concurrent mode
+    assert sorted(o.sent for o in orders) == sorted(len(ep.steps) for ep in eps)
 
 
 def test_snapshot_round_trip_is_content_addressed_and_refuses_edits(tmp_path):

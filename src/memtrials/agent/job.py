@@ -46,4 +46,5 @@ async def open_job(config: Mapping[str, Any], cell_id: str, out_calls: str,
         prompts = ActorPrompts.load(prompts)
     async with EnvPool(make_env or env_factory(env, env_options), pool_size(in_flight, episodes)) as pool, \
             open_client(config, cell_id, out_calls) as client:
-        yield Runner(client, pool, prompts, in_flight=int(in_flight)), client
+        order = str(dict(config.get("request") or {}).get("order", "progress"))
+        yield Runner(client, pool, prompts, in_flight=int(in_flight), request_order=order), client

@@ -31,11 +31,13 @@ import pandas as pd
 import pyarrow as pa
 
 from memtrials.agent.actor import ActorSettings, Composer, Episode, run_episode
+from memtrials.agent.order import REQUEST_ORDERS, Admission, EpisodeOrder
 from memtrials.agent.records import EPISODE_SCHEMA, STEP_SCHEMA, table, table_in_chunks
 from memtrials.agent.review import StepHook
 from memtrials.agent.views import Entry
 from memtrials.envs.pool import EnvPool
 from memtrials.io import atomic_write_json, canonical_json, write_parquet
+from memtrials.llm.limits import REQUEST_RANK
 from memtrials.memory.base import Memory, MemoryView, TaskContext
 from memtrials.memory.snapshot import digest as state_digest
 from memtrials.memory.snapshot import snapshot
@@ -81,18 +83,26 @@ class EpisodeSpec:
 class Runner:
     """Plays :class:`EpisodeSpec` s with one client, one pool and one prompt set."""
 
-    def __init__(self, client: Client, pool: EnvPool, prompts: ActorPrompts, *, in_flight: int) -> None:
+    def __init__(self, client: Client, pool: EnvPool, prompts: ActorPrompts, *, in_flight: int,
+                 request_order: str = "progress") -> None:
         if in_flight < 1:
             raise ValueError(f"in_flight must be >= 1, got {in_flight}")
+        if request_order not in REQUEST_ORDERS:
+            raise ValueError(f"request.order must be one of {', '.join(REQUEST_ORDERS)}, got {request_order!r}")
         self.client, self.pool, self.prompts, self.in_flight = client, pool, prompts, in_flight
-        self._sem: asyncio.Semaphore | None = None
+        self.request_order = request_order
+        self._admission: Admission | None = None
 
     async def play(self, spec: EpisodeSpec, view: MemoryView | None = None, spill: StepSpill | None = None) -> Episode:
         """One episode on an environment from the pool (its steps moved to ``spill`` when it ends,
         its history entries dropped: :meth:`concurrent`)."""
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(self.in_flight)
-        async with self._sem:
+        if self._admission is None:
+            self._admission = Admission(self.in_flight)
+        admission = self._admission
+        await admission.enter()
+        # the episode's requests take the endpoint's free slots in its rank (memtrials.agent.order)
+        rank = REQUEST_RANK.set(EpisodeOrder(admission)) if self.request_order == "progress" else None
+        try:
             env = await self.pool.acquire()
             try:
                 call = self.pool.caller(env)
@@ -115,6 +125,10 @@ class Runner:
                 return ep
             finally:
                 self.pool.release(env)
+        finally:
+            if rank is not None:
+                REQUEST_RANK.reset(rank)
+            admission.leave()
 
     async def concurrent(self, specs: Sequence[EpisodeSpec], view: MemoryView | None = None,
                          spill: StepSpill | None = None) -> list[Episode]:

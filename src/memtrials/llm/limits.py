@@ -1,9 +1,27 @@
-"""Per-endpoint limits: bounded in-flight requests and token buckets for rpm/tpm."""
+"""Per-endpoint limits: bounded in-flight requests, granted in an order the caller may rank,
+and token buckets for rpm/tpm."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import itertools
 import time
+from typing import Protocol
+
+
+class Ranked(Protocol):
+    """What a request waiting for a slot may carry (:data:`REQUEST_RANK`): ``rank()`` is read when
+    a slot frees (lowest first, ties first-come), ``granted()`` is told when the request gets one."""
+
+    def rank(self) -> float: ...
+
+    def granted(self) -> None: ...
+
+
+REQUEST_RANK: contextvars.ContextVar[Ranked | None] = contextvars.ContextVar("memtrials_request_rank", default=None)
+"""The rank of the requests the current task sends (set by the episode runner for each episode:
+:class:`memtrials.agent.order.EpisodeOrder`); a request without one ranks 0."""
 
 
 class TokenBucket:
@@ -36,11 +54,66 @@ class TokenBucket:
                 await asyncio.sleep((amount - self.level) / self.rate)
 
 
+class RankedSlots:
+    """``size`` slots (an async context manager, as :class:`asyncio.Semaphore`): a request takes a
+    free slot at once when none waits; otherwise it waits, and each freed slot goes to the waiting
+    request of lowest ``rank()`` at that moment (:data:`REQUEST_RANK` of its task; ties and requests
+    without one first-come).  With no ranks this is a first-come semaphore.  A slot's grant is
+    what the episode runner's order acts on (:mod:`memtrials.agent.order`): only the order in which
+    waiting requests are sent changes, never what is sent."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {size}")
+        self.size, self.free = int(size), int(size)
+        self._waiting: dict[int, tuple[Ranked | None, asyncio.Future]] = {}
+        self._seq = itertools.count()
+
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    async def acquire(self) -> None:
+        ranked = REQUEST_RANK.get()
+        if self.free > 0 and not self._waiting:
+            self.free -= 1
+        else:
+            key = next(self._seq)
+            fut = asyncio.get_running_loop().create_future()
+            self._waiting[key] = (ranked, fut)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                if self._waiting.pop(key, None) is None and fut.done() and not fut.cancelled():
+                    self.release()  # granted as it was cancelled: pass the slot on
+                raise
+        if ranked is not None:
+            ranked.granted()
+
+    def release(self) -> None:
+        while self._waiting:
+            key = min(self._waiting, key=lambda k: (self._rank(self._waiting[k][0]), k))
+            _, fut = self._waiting.pop(key)
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self.free = min(self.size, self.free + 1)
+
+    @staticmethod
+    def _rank(ranked: Ranked | None) -> float:
+        return 0.0 if ranked is None else ranked.rank()
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+
 class EndpointLimits:
     """What one process may send to one endpoint at once."""
 
     def __init__(self, max_concurrency: int, rpm: float | None = None, tpm: float | None = None) -> None:
-        self.semaphore = asyncio.Semaphore(max_concurrency)
+        self.semaphore = RankedSlots(max_concurrency)
         self.requests = TokenBucket(rpm) if rpm else None
         self.tokens = TokenBucket(tpm) if tpm else None
 
