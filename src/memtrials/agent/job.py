@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
 
+from memtrials.agent.order import REQUEST_ORDERS
 from memtrials.agent.prompts import ActorPrompts
 from memtrials.agent.runner import Runner
 from memtrials.envs.base import Env
@@ -46,5 +47,6 @@ async def open_job(config: Mapping[str, Any], cell_id: str, out_calls: str,
         prompts = ActorPrompts.load(prompts)
     async with EnvPool(make_env or env_factory(env, env_options), pool_size(in_flight, episodes)) as pool, \
             open_client(config, cell_id, out_calls) as client:
-        order = str(dict(config.get("request") or {}).get("order", "progress"))
+        # request.order is optional in a config's request section, as its back-off keys are
+        order = str(dict(config.get("request") or {}).get("order", REQUEST_ORDERS[0]))
         yield Runner(client, pool, prompts, in_flight=int(in_flight), request_order=order), client

@@ -84,7 +84,7 @@ class Runner:
     """Plays :class:`EpisodeSpec` s with one client, one pool and one prompt set."""
 
     def __init__(self, client: Client, pool: EnvPool, prompts: ActorPrompts, *, in_flight: int,
-                 request_order: str = "progress") -> None:
+                 request_order: str = REQUEST_ORDERS[0]) -> None:
         if in_flight < 1:
             raise ValueError(f"in_flight must be >= 1, got {in_flight}")
         if request_order not in REQUEST_ORDERS:
