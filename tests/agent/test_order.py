@@ -122,3 +122,25 @@ def test_the_runner_rejects_an_unknown_order():
 
     with pytest.raises(ValueError, match="request.order must be one of progress, fifo"):
         Runner(None, None, None, in_flight=2, request_order="lifo")  # type: ignore[arg-type]
+
+
+def test_unranked_requests_rank_0_and_wait_first_come():
+    async def main():
+        slots, got = RankedSlots(1), []
+        await slots.acquire()
+
+        async def one(name, rank=None):
+            if rank is not None:
+                REQUEST_RANK.set(rank)
+            async with slots:
+                got.append(name)
+
+        tasks = [asyncio.ensure_future(one(f"plain{k}")) for k in range(500)]
+        tasks += [asyncio.ensure_future(one("early", Rank(-1))), asyncio.ensure_future(one("late", Rank(1)))]
+        await asyncio.sleep(0)
+        slots.release()
+        await asyncio.gather(*tasks)
+        return got
+
+    got = asyncio.run(main())
+    assert got == ["early", *(f"plain{k}" for k in range(500)), "late"]

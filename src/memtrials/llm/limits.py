@@ -7,6 +7,7 @@ import asyncio
 import contextvars
 import itertools
 import time
+from collections import OrderedDict
 from typing import Protocol
 
 
@@ -57,50 +58,58 @@ class TokenBucket:
 class RankedSlots:
     """``size`` slots (an async context manager, as :class:`asyncio.Semaphore`): a request takes a
     free slot at once when none waits; otherwise it waits, and each freed slot goes to the waiting
-    request of lowest ``rank()`` at that moment (:data:`REQUEST_RANK` of its task; ties and requests
-    without one first-come).  With no ranks this is a first-come semaphore.  A slot's grant is
-    what the episode runner's order acts on (:mod:`memtrials.agent.order`): only the order in which
-    waiting requests are sent changes, never what is sent."""
+    request of lowest ``rank()`` at that moment (:data:`REQUEST_RANK` of its task; a request without
+    one ranks 0; ties first-come).  With no ranks this is a first-come semaphore.  The episode
+    runner's order ranks its episodes' requests (:mod:`memtrials.agent.order`): only the order in
+    which waiting requests are sent changes, never what is sent.  Unranked waiters wait in arrival
+    order, so a release reads the ranks of the ranked ones only (a job's episodes in flight)."""
 
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {size}")
         self.size, self.free = int(size), int(size)
-        self._waiting: dict[int, tuple[Ranked | None, asyncio.Future]] = {}
+        self._plain: OrderedDict[int, asyncio.Future] = OrderedDict()
+        self._ranked: dict[int, tuple[Ranked, asyncio.Future]] = {}
         self._seq = itertools.count()
 
     def waiting(self) -> int:
-        return len(self._waiting)
+        return len(self._plain) + len(self._ranked)
 
     async def acquire(self) -> None:
         ranked = REQUEST_RANK.get()
-        if self.free > 0 and not self._waiting:
+        if self.free > 0 and not self.waiting():
             self.free -= 1
         else:
             key = next(self._seq)
             fut = asyncio.get_running_loop().create_future()
-            self._waiting[key] = (ranked, fut)
+            if ranked is None:
+                self._plain[key] = fut
+            else:
+                self._ranked[key] = (ranked, fut)
             try:
                 await fut
             except asyncio.CancelledError:
-                if self._waiting.pop(key, None) is None and fut.done() and not fut.cancelled():
+                gone = self._plain.pop(key, None) if ranked is None else self._ranked.pop(key, None)
+                if gone is None and fut.done() and not fut.cancelled():
                     self.release()  # granted as it was cancelled: pass the slot on
                 raise
         if ranked is not None:
             ranked.granted()
 
+    def _next(self) -> asyncio.Future | None:
+        """The waiting request a freed slot goes to (taken off the waiting), or None."""
+        best = min(((r.rank(), k) for k, (r, _) in self._ranked.items()), default=None)
+        plain = next(iter(self._plain), None)
+        if plain is not None and (best is None or (0.0, plain) < best):
+            return self._plain.pop(plain)
+        return None if best is None else self._ranked.pop(best[1])[1]
+
     def release(self) -> None:
-        while self._waiting:
-            key = min(self._waiting, key=lambda k: (self._rank(self._waiting[k][0]), k))
-            _, fut = self._waiting.pop(key)
+        while (fut := self._next()) is not None:
             if not fut.done():
                 fut.set_result(None)
                 return
         self.free = min(self.size, self.free + 1)
-
-    @staticmethod
-    def _rank(ranked: Ranked | None) -> float:
-        return 0.0 if ranked is None else ranked.rank()
 
     async def __aenter__(self) -> None:
         await self.acquire()
