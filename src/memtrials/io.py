@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 __all__ = [
     "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "canonical_json",
-    "save_figure", "write_parquet",
+    "release_arrow_memory", "save_figure", "write_parquet",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -122,6 +122,17 @@ class SpillFile:
         self._file.close()
 
 
+def release_arrow_memory() -> None:
+    """Hand the memory Arrow's allocator holds freed back to the system (issue 39, "Paper scale").
+
+    Arrow's default pool (mimalloc in the wheels) keeps what a table or a Parquet writer freed for
+    later allocations; between the chunks of a table written a chunk at a time, each chunk's
+    conversion and encoding buffers then leave freed pages behind, and a job's resident memory grows
+    with the chunks it writes (docs/measurements.md).  Called after each chunk and after each
+    write, it bounds the retained memory to one chunk's; the values written are untouched."""
+    pa.default_memory_pool().release_unused()
+
+
 def write_parquet(table_or_dataframe: Any, path: PathLike, schema: pa.Schema | None = None) -> Path:
     """Write a pyarrow Table or pandas DataFrame as zstd Parquet, atomically.
 
@@ -136,6 +147,7 @@ def write_parquet(table_or_dataframe: Any, path: PathLike, schema: pa.Schema | N
         table = pa.Table.from_pandas(table_or_dataframe, schema=schema, preserve_index=False)
     with temporary_beside(path, suffix=".parquet.tmp") as (final, tmp):
         pq.write_table(table, tmp, compression="zstd")
+    release_arrow_memory()  # the writer's encoding buffers, freed: not kept by the allocator
     return final
 
 

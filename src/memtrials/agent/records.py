@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
 
-from memtrials.io import canonical_json
+from memtrials.io import canonical_json, release_arrow_memory
 
 STEP_SCHEMA = pa.schema([
     ("episode_id", pa.string()),          # <cell>/<task_id>
@@ -109,6 +109,7 @@ def table_in_chunks(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.
         if not part and chunks:
             break
         chunks.append(table(part, schema, first=len(chunks) * CHUNK_ROWS))
+        release_arrow_memory()  # the chunk's conversion buffers, freed: not kept by Arrow's allocator
         if len(part) < CHUNK_ROWS:
             break
     return chunks[0] if len(chunks) == 1 else pa.concat_tables(chunks)

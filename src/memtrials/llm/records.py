@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from memtrials.io import SpillFile
+from memtrials.io import SpillFile, release_arrow_memory
 
 RECORD_SCHEMA = pa.schema(
     [
@@ -106,7 +106,8 @@ class Recorder:
     place in that file, so a job's peak memory stays flat in its calls (a paper-scale cell's
     prompts are tens of KB each).  :meth:`write` reads the records back in call-id order, a
     :data:`CHUNK` at a time: the Parquet is the same, byte for byte, as one write of all of them
-    (up to a chunk) or their chunks (beyond)."""
+    (up to a chunk) or their chunks (beyond); after each chunk Arrow's allocator hands back what
+    the chunk freed (:func:`memtrials.io.release_arrow_memory`)."""
 
     def __init__(self, cell_id: str, records_path: str | os.PathLike[str] | None, journal_dir: str | os.PathLike[str]):
         self.cell_id = cell_id
@@ -174,6 +175,9 @@ class Recorder:
                 with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
                     for i in range(0, len(ids), CHUNK):
                         writer.write_table(records_table(self._read(ids[i:i + CHUNK]), schema))
+                        # what the chunk's conversion and encoding freed goes back to the system, so
+                        # the memory the writes leave is one chunk's, not one a chunk (issue 39)
+                        release_arrow_memory()
 
     def close(self) -> None:
         with self._lock:
