@@ -39,7 +39,8 @@ per ``--conditions`` entry (non-shuffled history conditions).  Per job:
 - job overhead: the share of the job's wall time (process start to exit, measured by this
   process) outside that phase (interpreter and imports, pool and client set-up, the first
   environment resets, writing Parquet);
-- peak memory of the job's process (``ru_maxrss``; environment child processes and ScienceWorld's
+- peak memory of the job's process (its own ``VmHWM``, not ``ru_maxrss``, which a child inherits
+  from its parent: :func:`own_peak_kb`; environment child processes and ScienceWorld's
   shared JVMs are processes of their own and not counted) and the job's CPU seconds (with its
   reaped children's);
 - Parquet bytes (episodes + steps + calls) and response-cache bytes (SQLite file and WAL) per
@@ -132,6 +133,14 @@ def task_ids(env: str, n: int, root: Path | None = None) -> list[str]:
 
 
 # -- the job (a child process) -----------------------------------------------------------------
+def own_peak_kb() -> int:
+    """This process's own peak resident memory (``VmHWM``).  Not ``ru_maxrss``: a process started
+    by ``subprocess`` reports at least its parent's high-water mark at the start (Linux keeps it
+    across ``exec``), and this benchmark's driver grows as it reads each finished job's Parquet."""
+    with open("/proc/self/status") as fh:
+        return int(next(ln for ln in fh if ln.startswith("VmHWM:")).split()[1])
+
+
 def job(spec_path: str) -> None:
     """One rollout cell from ``spec_path`` (JSON); prints its own figures as one JSON line (and,
     with ``profile``, the top of a cProfile of the whole cell)."""
@@ -181,7 +190,7 @@ def job(spec_path: str) -> None:
         asyncio.run(cell)
     stop.set()
     ru, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    print("JOB " + json.dumps({"rss_kb": ru.ru_maxrss, "samples": samples, "cpu_s": ru.ru_utime + ru.ru_stime, "env_s": spent[0],
+    print("JOB " + json.dumps({"rss_kb": own_peak_kb(), "samples": samples, "cpu_s": ru.ru_utime + ru.ru_stime, "env_s": spent[0],
                                "children_cpu_s": kids.ru_utime + kids.ru_stime}), flush=True)
 
 
