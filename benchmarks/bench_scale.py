@@ -272,14 +272,14 @@ def run_job(cfg: dict, work: Path, args: argparse.Namespace, actor: dict, env_op
     # (memtrials.agent.order) 1.00 at both
     from memtrials.testing.schedule import ideal_ticks, job_ticks
 
-    order = {t: k for k, t in enumerate(spec["tasks"])}
+    started = {t: k for k, t in enumerate(spec["tasks"])}
     per_episode = steps.groupby("episode_id").agg(task=("task_id", "first"), n=("step", "size"))
-    lengths = [int(x) for x in per_episode.sort_values("task", key=lambda c: c.map(order))["n"]]
+    lengths = [int(x) for x in per_episode.sort_values("task", key=lambda col: col.map(started))["n"]]
     bound = ideal_ticks(lengths, c) / job_ticks(lengths, args.inflight, args.slots, args.request_order)
     parquet = sum((out / f).stat().st_size for f in ("episodes.parquet", "steps.parquet", "calls.parquet"))
     return {"condition": condition, "size": size, "episodes": n, "steps": len(steps), "wall_s": wall,
             "phase_s": phase, "ratio": ideal / phase, "eps_per_s": n / phase, "ideal_eps_per_s": n / ideal,
-            "ratio_env": with_env / phase, "bound": bound, "order": args.request_order, "env_ms": 1000 * figures["env_s"] / max(1, len(steps)),
+            "ratio_env": with_env / phase, "bound": bound, "env_ms": 1000 * figures["env_s"] / max(1, len(steps)),
             "overhead": (wall - phase) / wall, "rss_mb": figures["rss_kb"] / 1024,
             "rss_phase_mb": max(in_phase) / 1024, "rss_after_mb": max(after) / 1024,
             "cpu_s": figures["cpu_s"] + figures["children_cpu_s"],

@@ -15,10 +15,8 @@ import random
 import pytest
 
 from memtrials.llm.limits import REQUEST_RANK, RankedSlots
-from memtrials.testing.schedule import ideal_ticks, job_ticks
-
-
-ticks, ideal = job_ticks, ideal_ticks
+from memtrials.testing.schedule import ideal_ticks as ideal
+from memtrials.testing.schedule import job_ticks as ticks
 
 
 def test_first_come_ends_in_a_short_last_wave_and_the_progress_order_does_not():

@@ -80,7 +80,7 @@ def test_stream_episode_k_sees_exactly_the_updates_of_earlier_batches(loopback, 
 
 @pytest.mark.slow
 def test_concurrent_episodes_all_see_the_same_frozen_snapshot(loopback, make_config, tmp_path, monkeypatch):
-    from memtrials.agent import runner as runner_module
+    from memtrials.agent import order as order_module
     from memtrials.agent.prompts import ActorPrompts
     from memtrials.agent.runner import Runner
     from memtrials.envs.pool import EnvPool, env_factory
@@ -90,12 +90,12 @@ def test_concurrent_episodes_all_see_the_same_frozen_snapshot(loopback, make_con
 
     orders = []  # each episode's requests are ranked by its own order (memtrials.agent.order)
 
-    class Counted(runner_module.EpisodeOrder):
+    class Counted(order_module.EpisodeOrder):
         def __init__(self, admission):
             super().__init__(admission)
             orders.append(self)
 
-    monkeypatch.setattr(runner_module, "EpisodeOrder", Counted)
+    monkeypatch.setattr(order_module, "EpisodeOrder", Counted)
     srv = loopback(policy=policy)
     cfg = make_config(srv)
     memory = LessonLog("loop", MEMORY_PROMPTS)

@@ -15,6 +15,10 @@ own history alone, so records and cache keys are those of any other order.
 from __future__ import annotations
 
 import asyncio
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from memtrials.llm.limits import REQUEST_RANK
 
 __all__ = ["REQUEST_ORDERS", "Admission", "EpisodeOrder"]
 
@@ -44,6 +48,21 @@ class Admission:
 
     def waiting(self) -> bool:
         return self._queued > 0
+
+    @asynccontextmanager
+    async def turn(self, order: str) -> AsyncIterator[None]:
+        """One episode's place, from admission to its end: its requests ranked by an
+        :class:`EpisodeOrder` when ``order`` is ``progress`` (:data:`REQUEST_ORDERS`), first come
+        otherwise.  The runner plays every episode in one (:meth:`memtrials.agent.runner.Runner.play`),
+        and so does the virtual clock of :mod:`memtrials.testing.schedule`."""
+        await self.enter()
+        token = REQUEST_RANK.set(EpisodeOrder(self)) if order == "progress" else None
+        try:
+            yield
+        finally:
+            if token is not None:
+                REQUEST_RANK.reset(token)
+            self.leave()
 
 
 class EpisodeOrder:

@@ -31,13 +31,12 @@ import pandas as pd
 import pyarrow as pa
 
 from memtrials.agent.actor import ActorSettings, Composer, Episode, run_episode
-from memtrials.agent.order import REQUEST_ORDERS, Admission, EpisodeOrder
+from memtrials.agent.order import REQUEST_ORDERS, Admission
 from memtrials.agent.records import EPISODE_SCHEMA, STEP_SCHEMA, table, table_in_chunks
 from memtrials.agent.review import StepHook
 from memtrials.agent.views import Entry
 from memtrials.envs.pool import EnvPool
 from memtrials.io import atomic_write_json, canonical_json, write_parquet
-from memtrials.llm.limits import REQUEST_RANK
 from memtrials.memory.base import Memory, MemoryView, TaskContext
 from memtrials.memory.snapshot import digest as state_digest
 from memtrials.memory.snapshot import snapshot
@@ -98,11 +97,8 @@ class Runner:
         its history entries dropped: :meth:`concurrent`)."""
         if self._admission is None:
             self._admission = Admission(self.in_flight)
-        admission = self._admission
-        await admission.enter()
         # the episode's requests take the endpoint's free slots in its rank (memtrials.agent.order)
-        rank = REQUEST_RANK.set(EpisodeOrder(admission)) if self.request_order == "progress" else None
-        try:
+        async with self._admission.turn(self.request_order):
             env = await self.pool.acquire()
             try:
                 call = self.pool.caller(env)
@@ -125,10 +121,6 @@ class Runner:
                 return ep
             finally:
                 self.pool.release(env)
-        finally:
-            if rank is not None:
-                REQUEST_RANK.reset(rank)
-            admission.leave()
 
     async def concurrent(self, specs: Sequence[EpisodeSpec], view: MemoryView | None = None,
                          spill: StepSpill | None = None) -> list[Episode]:

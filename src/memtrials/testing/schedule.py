@@ -12,8 +12,8 @@ import asyncio
 import math
 from typing import Sequence
 
-from memtrials.agent.order import Admission, EpisodeOrder
-from memtrials.llm.limits import REQUEST_RANK, RankedSlots
+from memtrials.agent.order import Admission
+from memtrials.llm.limits import RankedSlots
 
 __all__ = ["ideal_ticks", "job_ticks"]
 
@@ -52,16 +52,10 @@ async def _job(lengths: Sequence[int], in_flight: int, slots: int, order: str) -
     clock, limit, admission = _Clock(), RankedSlots(slots), Admission(in_flight)
 
     async def episode(m: int) -> None:
-        await admission.enter()
-        token = REQUEST_RANK.set(EpisodeOrder(admission)) if order == "progress" else None
-        try:
+        async with admission.turn(order):  # as the runner plays an episode
             for _ in range(m):
                 async with limit:
                     await clock.request()
-        finally:
-            if token is not None:
-                REQUEST_RANK.reset(token)
-            admission.leave()
 
     tasks = [asyncio.ensure_future(episode(int(m))) for m in lengths]
     ticks = await clock.run(tasks)
