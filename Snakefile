@@ -30,6 +30,7 @@ include: "workflow/rules/scorecard.smk"
 
 onstart:
     preflight_check()
+    hold_shared_servers()
 
 
 onsuccess:

@@ -224,6 +224,10 @@ def test_every_script_hands_over_first():
         assert second in ("hand_over(snakemake, __file__)", "hand_over(globals().get('snakemake'), __file__)"), path.name
 
 
+RUN_HOLDER = ("import sys; from pathlib import Path; from memtrials.machine import hold_run; "
+              "hold_run(Path(sys.argv[1])); print('held', flush=True); sys.stdin.read()")
+
+
 def _smoke(workdir: Path, overlay: Path, env: dict, *extra: str):
     return run_snakemake(workdir, "--configfile", str(overlay), *extra, "--", "results/smoke/loop.parquet", env=env)
 
@@ -258,6 +262,22 @@ def test_a_real_rule_gives_the_same_outputs_through_the_server_and_in_its_own_pr
                 assert not list((workflow_copy / "results" / "cache" / "servers").glob("jobserver-*.json"))
         assert srv.stats.completions == 1
         assert runs["on"] == runs["off"]
+        # another run on the machine holds the servers (a cell rerun beside the whole pipeline):
+        # this run's end leaves them to it, and its own run lease is gone
+        servers = workflow_copy / "results" / "cache" / "servers"
+        holder = subprocess.Popen([sys.executable, "-c", RUN_HOLDER, str(servers)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            out = _smoke(workflow_copy, on, env, "--force")
+            assert out.returncode == 0, failure_text(out)
+            assert f"left the shared servers running: another run holds them (pid {holder.pid})" in out.stderr
+            assert "stopped shared servers" not in out.stderr
+            assert list(servers.glob("jobserver-*.json"))
+            assert [p.name.split("-")[-2] for p in (servers / "runs").iterdir()] == [str(holder.pid)]
+        finally:
+            holder.stdin.close()
+            holder.wait(timeout=30)
         # a failing job through the server (a response cache that is no database): its status
         # and its traceback reach Snakemake
         (workflow_copy / "results" / "cache" / "llm.sqlite").write_bytes(b"not a database " * 100)

@@ -162,6 +162,52 @@ def live_leases(leases: Path) -> int:
     return n
 
 
+def _started(pid: int | str) -> str | None:
+    """The start of process ``pid`` in clock ticks after boot (``None``: gone), which a
+    recycled pid does not share."""
+    fields = proc_stat(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else None
+
+
+def hold_run(folder: Path) -> Path:
+    """Register this process (a workflow run's main process) as a run using the shared
+    servers of ``folder`` on this host: ``runs/<host>-<pid>-<start>``.  :func:`release_run`
+    takes it back at the run's end."""
+    runs = Path(folder) / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    lease = runs / f"{socket.gethostname()}-{os.getpid()}-{_started('self')}"
+    lease.write_text(str(os.getpid()), encoding="utf-8")
+    return lease
+
+
+def other_runs(folder: Path, own: Path | None = None) -> list[int]:
+    """The pids of the other live runs on this host that hold ``folder``'s shared servers
+    (a lease whose process is gone, or whose pid was recycled, is dropped)."""
+    runs, host, pids = Path(folder) / "runs", socket.gethostname(), []
+    for f in runs.glob(f"{host}-*"):
+        if own is not None and f.name == own.name:
+            continue
+        try:
+            pid_s, start = f.name[len(host) + 1:].split("-", 1)
+            pid = int(pid_s)
+        except ValueError:
+            continue
+        if _started(pid) == start:
+            pids.append(pid)
+        else:
+            f.unlink(missing_ok=True)
+    return sorted(pids)
+
+
+def release_run(folder: Path) -> list[int]:
+    """Take back this process's run lease (:func:`hold_run`) and return the pids of the
+    other live runs that still hold ``folder``'s servers: while there are any, the run's end
+    must leave the shared servers running (they stop themselves once idle)."""
+    own = Path(folder) / "runs" / f"{socket.gethostname()}-{os.getpid()}-{_started('self')}"
+    own.unlink(missing_ok=True)
+    return other_runs(Path(folder), own)
+
+
 class IdleClock:
     """How long a shared process has been without a client.
 

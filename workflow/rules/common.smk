@@ -132,12 +132,23 @@ def preflight_check():
     preflight(config, MODELS, PANEL + sorted(set(config["roles"].values())))
 
 
-def stop_shared_servers():
-    """Stop the embedded servers the run's cells shared (``servers.shared``) and the
-    environment fork servers (``envs.fork_server``): both register in one folder."""
-    from memtrials.llm.local.shared import server_dir, stop_all
+def hold_shared_servers():
+    """Register this run as a user of the machine's shared servers (``memtrials.machine.hold_run``),
+    so that another run in the same checkout, ending first, leaves them running."""
+    from memtrials.machine import hold_run, server_dir
 
-    stopped = stop_all(server_dir(config))
+    hold_run(server_dir(config))
+
+
+def stop_shared_servers():
+    """Stop the embedded servers the run's cells shared (``servers.shared``), the environment
+    fork servers (``envs.fork_server``) and the job server: all register in one folder.  While
+    another run on this machine still holds them, leave them to it (they stop once idle)."""
+    from memtrials.llm.local.shared import end_run, server_dir
+
+    stopped, others = end_run(server_dir(config))
+    if others:
+        logger.info(f"left the shared servers running: another run holds them (pid {', '.join(map(str, others))})")
     if stopped:
         logger.info(f"stopped shared servers: {', '.join(stopped)}")
 

@@ -36,7 +36,7 @@ from memtrials.io import atomic_write_text
 from memtrials.machine import server_dir  # noqa: F401  (re-exported: the workflow and the client use it from here)
 from memtrials.llm.local.embedded import server_healthy
 from memtrials.llm.local.embedder import server_for
-from memtrials.machine import alive, locked, read_info
+from memtrials.machine import alive, locked, read_info, release_run
 
 
 def _stem(ep: Endpoint) -> str:
@@ -120,3 +120,16 @@ def stop_all(folder: str | os.PathLike[str]) -> list[str]:
             info_path.unlink(missing_ok=True)
             stopped.append(str(info.get("endpoint", info.get("name"))))  # name: an environment fork server
     return stopped
+
+
+def end_run(folder: str | os.PathLike[str]) -> tuple[list[str], list[int]]:
+    """A workflow run's end (``onsuccess`` / ``onerror``): take back its run lease
+    (:func:`memtrials.machine.hold_run`, taken at ``onstart``) and, unless another live run on
+    this host still holds the servers, stop them all (:func:`stop_all`).  Returns (the servers
+    stopped, the pids of the other runs that kept them running).  Two runs in one checkout (a
+    cell rerun by its target path while the whole pipeline runs) so no longer stop each
+    other's servers in the middle of a call; left running, they stop themselves once idle."""
+    others = release_run(Path(folder))
+    if others:
+        return [], others
+    return stop_all(folder), []
