@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from memtrials.agent.records import STEP_SCHEMA, table, table_in_chunks
+import pyarrow.parquet as pq
+
+from memtrials.agent import records
+from memtrials.agent.records import STEP_SCHEMA, table, table_in_chunks, write_rows
 from memtrials.agent.spill import StepSpill
 from memtrials.io import write_parquet
 from memtrials.studies.history import rollouts
@@ -63,6 +66,34 @@ def test_a_bad_row_in_a_later_chunk_is_named_by_its_place(tmp_path):
     del rows[1050]["action"]
     with pytest.raises(ValueError, match=r"row 1050: extra columns \[\], missing columns \['action'\]"):
         table_in_chunks(rows, STEP_SCHEMA)
+
+
+@pytest.mark.parametrize("n", [0, 5, 2500])
+def test_rows_that_fit_one_row_group_are_written_as_before(tmp_path, n):
+    rows = step_rows(n)
+    write_parquet(table(rows, STEP_SCHEMA), tmp_path / "one.parquet")
+    write_rows(iter(rows), n, STEP_SCHEMA, tmp_path / "rows.parquet")
+    assert (tmp_path / "one.parquet").read_bytes() == (tmp_path / "rows.parquet").read_bytes()
+
+
+def test_a_long_step_table_is_written_a_row_group_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(records, "ROW_GROUP_ROWS", 2 * records.CHUNK_ROWS)
+    rows = step_rows(5000)
+    consumed = []
+    write_rows((consumed.append(i) or r for i, r in enumerate(rows)), len(rows), STEP_SCHEMA, tmp_path / "s.parquet")
+    f = pq.ParquetFile(tmp_path / "s.parquet")
+    assert [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)] == [2048, 2048, 904]
+    assert f.read().to_pylist() == table(rows, STEP_SCHEMA).to_pylist()
+    assert consumed == list(range(5000))
+    write_rows(iter(rows), len(rows), STEP_SCHEMA, tmp_path / "again.parquet")  # a rerun: the same bytes
+    assert (tmp_path / "again.parquet").read_bytes() == (tmp_path / "s.parquet").read_bytes()
+    bad = step_rows(5000)
+    del bad[4500]["action"]
+    with pytest.raises(ValueError, match=r"row 4500: extra columns \[\], missing columns \['action'\]"):
+        write_rows(iter(bad), 5000, STEP_SCHEMA, tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match="4999 rows written, 5000 announced"):
+        write_rows(iter(rows[:-1]), 5000, STEP_SCHEMA, tmp_path / "short.parquet")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again.parquet", "s.parquet"]  # no partial file left
 
 
 class HeldSteps:

@@ -9,11 +9,13 @@ recorded latency of the model call (a cache replay carries the original value).
 from __future__ import annotations
 
 from itertools import islice
+import os
 from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from memtrials.io import canonical_json, release_arrow_memory
+from memtrials.io import canonical_json, release_arrow_memory, temporary_beside, write_parquet
 
 STEP_SCHEMA = pa.schema([
     ("episode_id", pa.string()),          # <cell>/<task_id>
@@ -99,7 +101,7 @@ CHUNK_ROWS = 1024
 rows in one chunk (tests/agent/test_spill.py)."""
 
 
-def table_in_chunks(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+def table_in_chunks(rows: Iterable[Mapping[str, Any]], schema: pa.Schema, first: int = 0) -> pa.Table:
     """:func:`table` of ``rows`` a :data:`CHUNK_ROWS` at a time (the rows are consumed as they come:
     only one chunk of them is held as Python objects), the chunks concatenated."""
     it = iter(rows)
@@ -108,8 +110,38 @@ def table_in_chunks(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.
         part = list(islice(it, CHUNK_ROWS))
         if not part and chunks:
             break
-        chunks.append(table(part, schema, first=len(chunks) * CHUNK_ROWS))
+        chunks.append(table(part, schema, first=first + len(chunks) * CHUNK_ROWS))
         release_arrow_memory()  # the chunk's conversion buffers, freed: not kept by Arrow's allocator
         if len(part) < CHUNK_ROWS:
             break
     return chunks[0] if len(chunks) == 1 else pa.concat_tables(chunks)
+
+
+ROW_GROUP_ROWS = 8 * CHUNK_ROWS
+"""The most rows :func:`write_rows` writes as one row group: a table of at most this many rows is
+one row group, byte for byte the file it was before (no cell of the default run has a tenth of
+it); a longer one (a paper-scale cell: 500 episodes of 30 steps) is written a row group of this
+many rows at a time, so what a job holds while writing is one row group's table, not the
+whole step table (issue 39, "memory flat in episodes per job")."""
+
+
+def write_rows(rows: Iterable[Mapping[str, Any]], n_rows: int, schema: pa.Schema,
+               path: str | os.PathLike[str]) -> None:
+    """Write ``n_rows`` rows (consumed as they come) as zstd Parquet of ``schema``, atomically: one
+    row group when they fit :data:`ROW_GROUP_ROWS`, else one row group of that many at a time."""
+    it = iter(rows)
+    if n_rows <= ROW_GROUP_ROWS:
+        write_parquet(table_in_chunks(it, schema), path)
+        return
+    written = 0
+    with temporary_beside(path, suffix=".parquet.tmp") as (_, tmp):
+        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+            while True:
+                part = list(islice(it, ROW_GROUP_ROWS))
+                if not part:
+                    break
+                writer.write_table(table_in_chunks(part, schema, first=written))
+                written += len(part)
+                release_arrow_memory()
+        if written != n_rows:  # before the file takes its name
+            raise ValueError(f"{path}: {written} rows written, {n_rows} announced")

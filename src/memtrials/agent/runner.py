@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from memtrials.agent.actor import ActorSettings, Composer, Episode, run_episode
 from memtrials.agent.order import REQUEST_ORDERS, Admission
-from memtrials.agent.records import EPISODE_SCHEMA, STEP_SCHEMA, table, table_in_chunks
+from memtrials.agent.records import EPISODE_SCHEMA, STEP_SCHEMA, table, write_rows
 from memtrials.agent.review import StepHook
 from memtrials.agent.views import Entry
 from memtrials.envs.pool import EnvPool
@@ -258,7 +258,9 @@ def write_episodes(episodes: Sequence[Episode], cell_cols: Mapping[str, Any], ta
         rows.append(row)
     order = sorted(range(len(rows)), key=lambda k: (rows[k]["task_index"], rows[k]["episode_id"]))
     ep_table = table([rows[k] for k in order], schema)
-    # built a chunk of rows at a time (episodes' spilled steps are read back one episode at a time)
-    write_parquet(table_in_chunks((st for k in order for st in episodes[k].steps), step_schema), out_steps)
+    # built a chunk of rows at a time (episodes' spilled steps are read back one episode at a time),
+    # written a row group at a time when the cell is long (records.write_rows)
+    write_rows((st for k in order for st in episodes[k].steps), sum(len(ep.steps) for ep in episodes),
+               step_schema, out_steps)
     write_parquet(ep_table, out_episodes)
     return ep_table.to_pandas()
