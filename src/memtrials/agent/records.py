@@ -117,12 +117,13 @@ def table_in_chunks(rows: Iterable[Mapping[str, Any]], schema: pa.Schema, first:
     return chunks[0] if len(chunks) == 1 else pa.concat_tables(chunks)
 
 
-ROW_GROUP_ROWS = 8 * CHUNK_ROWS
+ROW_GROUP_ROWS = 2 * CHUNK_ROWS
 """The most rows :func:`write_rows` writes as one row group: a table of at most this many rows is
-one row group, byte for byte the file it was before (no cell of the default run has a tenth of
-it); a longer one (a paper-scale cell: 500 episodes of 30 steps) is written a row group of this
-many rows at a time, so what a job holds while writing is one row group's table, not the
-whole step table (issue 39, "memory flat in episodes per job")."""
+one row group, byte for byte the file it was before (the default run's longest step table has 820
+rows); a longer one (a paper-scale cell: 500 episodes of 30 steps, 15,000 rows) is written a row
+group of this many rows at a time, so what a job holds while writing is one row group's table
+(as a records file's, ``memtrials.llm.records.CHUNK``), not the whole step table (issue 39,
+"memory flat in episodes per job")."""
 
 
 def write_rows(rows: Iterable[Mapping[str, Any]], n_rows: int, schema: pa.Schema,
