@@ -93,12 +93,16 @@ _TAIL = re.compile(
     r"(Admissible actions:\n.*?\n\n)?((?:Reply |First think ).*)$", re.S)
 
 
-def rewrite(prompt: str, condition: str, instruction_first: bool) -> str | None:
-    """``prompt`` (block format) in layout (a), or (b) with ``instruction_first``; None if unreadable."""
+def rewrite(prompt: str, condition: str, instruction_first: bool, observation_in_history: bool = True) -> str | None:
+    """``prompt`` (block format) in layout (a), or (b) with ``instruction_first``, or (c) with
+    ``instruction_first`` and not ``observation_in_history`` (only the response instruction moved
+    above the history, the tail as sent); None if unreadable."""
     m = _TAIL.search(prompt)
     if m is None or "\nBelow are" not in prompt:
         return None
     reminder, taken, step, observation, actions, instruction = m.groups()
+    if not observation_in_history:
+        return prompt[:m.start(6)].replace("\nBelow are", f"\n{instruction}\nBelow are", 1)
     head = prompt[:m.start()]
     head = head[: -len("\nNone")] if head.endswith("\nNone") else head  # the empty history
     t = int(step)

@@ -290,7 +290,7 @@ def run_job(cfg: dict, work: Path, args: argparse.Namespace, actor: dict, env_op
 def report(rows: list[dict], args: argparse.Namespace) -> None:
     print(f"{'cond':8} {'size':>4} {'eps':>4} {'steps':>5} {'wall s':>7} {'phase s':>7} {'eps/s':>6} "
           f"{'ideal':>6} {'ratio':>5} {'bound':>5} {'w/eng':>5} {'eng ms':>6} {'overhd':>6} {'peak MB':>7} {'CPU s':>6} {'pq B/ep':>8} {'cache B/ep':>10} "
-          f"{'prefix':>6} {'served':>6} {'words':>6} {'lay(a)':>6} {'lay(b)':>6}")
+          f"{'prefix':>6} {'served':>6} {'words':>6} {'lay(a)':>6} {'lay(b)':>6} {'bound':>6}")
     for r in rows:
         p = r["prefix"]
         print(f"{r['condition']:8} {r['size']:>3}x {r['episodes']:4d} {r['steps']:5d} {r['wall_s']:7.1f} "
@@ -298,7 +298,7 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
               f"{r['bound']:5.2f} {r['ratio_env']:5.2f} {r['env_ms']:6.1f} "
               f"{r['overhead']:6.1%} {r['rss_mb']:7.0f} {r['cpu_s']:6.1f} {r['parquet_per_ep']:8.0f} "
               f"{r['cache_per_ep']:10.0f} {p['repeated']:6.1%} {p['served']:6.1%} {p['prompt_words']:6.0f} "
-              f"{pct(p['layout_a'])} {pct(p['layout_b'])}")
+              f"{pct(p['layout_a'])} {pct(p['layout_b'])} {pct(p['bound'])}")
     for cond in args.conditions:
         mine = {r["size"]: r for r in rows if r["condition"] == cond}
         base = mine[min(mine)]

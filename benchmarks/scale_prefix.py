@@ -1,6 +1,8 @@
 """Prompt-prefix reuse of a bench_scale job's actor prompts (issue 39):
 as sent, in the two other layouts of ``bench_prefix_share.py --layouts``, and as the loopback's
-played prefix cache reported it (the records' ``cached_tokens``)."""
+played prefix cache reported it (the records' ``cached_tokens``); and the content bound: the most
+that any layout keeping the paper's content (every admissible action listed at every step, not
+replayed in the history) could repeat (:func:`content_bound`)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,35 @@ def repeated_share(order, texts: dict[str, str]) -> float:
     return repeated / max(1, total)
 
 
+def content_bound(order, texts: dict[str, str]) -> float | None:
+    """The most of the prompts' words that *any* layout keeping the paper's content could repeat
+    from the previous prompt's prefix: at every step after an episode's first, the words of the
+    action just taken, of the current observation and of the listing of admissible actions are new
+    (the listing is not replayed in the history: Appendix F), so at best every other word repeats.
+    An episode's first prompt counts as sent.  ``None`` if a prompt's tail cannot be read."""
+    from bench_prefix_share import _TAIL
+    from memtrials.testing.prefix import common_prefix, whole_words
+
+    total = best = 0
+    last_action: dict[str, str] = {}
+    last_sent = ""
+    for row in order.itertuples():
+        text = texts[row.call_id]
+        words = len(text.split())
+        total += words
+        if row.episode_id not in last_action:
+            best += whole_words(text, common_prefix(last_sent, text))
+        else:
+            m = _TAIL.search(text)
+            if m is None:
+                return None
+            new = len(m.group(4).split()) + len((m.group(5) or "").split()) + len(last_action[row.episode_id].split())
+            best += max(0, words - new)
+        last_action[row.episode_id] = str(row.action or "")
+        last_sent = text
+    return best / max(1, total)
+
+
 def prefix_reuse(calls, steps, condition: str) -> dict:
     """Prefix reuse of a cell's actor prompts (:func:`repeated_share`) as sent and in the two other
     layouts of ``bench_prefix_share.py --layouts`` ((a) the current observation as the newest
@@ -35,9 +66,10 @@ def prefix_reuse(calls, steps, condition: str) -> dict:
     order = steps.sort_values(["episode_id", "step"])
     texts = {cid: prompt_text(raw) for cid, raw in actor["messages"].items()}
     out = {"repeated": repeated_share(order, texts)}
-    for name, first in (("layout_a", False), ("layout_b", True)):
-        moved = {cid: rewrite(t, condition, first) for cid, t in texts.items()}
+    for name, first, obs in (("layout_a", False, True), ("layout_b", True, True), ("layout_c", True, False)):
+        moved = {cid: rewrite(t, condition, first, obs) for cid, t in texts.items()}
         out[name] = None if any(v is None for v in moved.values()) else repeated_share(order, moved)
+    out["bound"] = content_bound(order, texts)
     out["served"] = float(actor["cached_tokens"].fillna(0).sum() / max(1, actor["prompt_tokens"].fillna(0).sum()))
     out["prompt_words"] = sum(len(t.split()) for t in texts.values()) / max(1, len(texts))
     return out
@@ -55,4 +87,4 @@ def prefix_only(folder: Path) -> None:
         condition = out.name.rsplit("-x", 1)[0]
         p = prefix_reuse(pd.read_parquet(out / "calls.parquet"), pd.read_parquet(out / "steps.parquet"), condition)
         print(f"{out.name:14} prefix {p['repeated']:6.1%} served {p['served']:6.1%} words/prompt {p['prompt_words']:6.0f} "
-              f"layout (a) {pct(p['layout_a'])} (b) {pct(p['layout_b'])}")
+              f"layout (a) {pct(p['layout_a'])} (b) {pct(p['layout_b'])} (c) {pct(p['layout_c'])} content bound {pct(p['bound'])}")
