@@ -33,8 +33,7 @@ def episode(condition: str) -> tuple[pd.DataFrame, dict[str, str]]:
     rows, texts = [], {}
     for t in range(3):
         entries = [V.Entry(observation=OBS[k], action=ACTS[k]) for k in range(t)]
-        label = ("Current observation" if condition == "raw" else
-                 "Current observation (Outcome of Action %d)" % t if t else "Current observation")
+        label = V.current_label(condition, len(entries))
         msgs = prompts.actor_messages(env="alfworld", task="put a mug on the shelf",
                                       history=[Segment.of(V.apply_view(condition, entries))],
                                       current_observation=OBS[t], current_label=label, step_count=t,
