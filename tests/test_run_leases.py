@@ -70,3 +70,11 @@ def test_a_lease_of_a_dead_or_recycled_process_is_dropped(tmp_path):
     time.sleep(0.1)
     assert end_run(folder) == (["fake"], [])
     assert _gone(server)
+
+
+def test_a_folder_that_cannot_be_written_gives_no_lease_and_a_warning(tmp_path, caplog):
+    folder = tmp_path / "servers"
+    folder.write_text("a file where the folder should be")  # mkdir fails as it would on a read-only copy
+    assert hold_run(folder) is None
+    assert "no run lease" in caplog.text and str(folder / "runs") in caplog.text
+    assert end_run(folder) == ([], [])

@@ -169,14 +169,24 @@ def _started(pid: int | str) -> str | None:
     return fields[19] if fields is not None and len(fields) > 19 else None
 
 
-def hold_run(folder: Path) -> Path:
+def hold_run(folder: Path) -> Path | None:
     """Register this process (a workflow run's main process) as a run using the shared
     servers of ``folder`` on this host: ``runs/<host>-<pid>-<start>``.  :func:`release_run`
-    takes it back at the run's end."""
+    takes it back at the run's end.  A folder that cannot be written (a reviewer's read-only
+    copy of a cache, replayed) gives ``None`` and a warning, not a failed run: the lease only
+    keeps another run's end from stopping servers this run uses."""
     runs = Path(folder) / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
     lease = runs / f"{socket.gethostname()}-{os.getpid()}-{_started('self')}"
-    lease.write_text(str(os.getpid()), encoding="utf-8")
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+        lease.write_text(str(os.getpid()), encoding="utf-8")
+    except OSError as exc:
+        import logging
+
+        logging.getLogger("memtrials").warning(
+            f"{runs}: no run lease ({exc.strerror or exc}); another Snakemake run on this machine that ends "
+            "first may stop the shared servers this run uses")
+        return None
     return lease
 
 
@@ -204,7 +214,10 @@ def release_run(folder: Path) -> list[int]:
     other live runs that still hold ``folder``'s servers: while there are any, the run's end
     must leave the shared servers running (they stop themselves once idle)."""
     own = Path(folder) / "runs" / f"{socket.gethostname()}-{os.getpid()}-{_started('self')}"
-    own.unlink(missing_ok=True)
+    try:
+        own.unlink(missing_ok=True)
+    except OSError:  # no lease was taken there (hold_run's warning)
+        pass
     return other_runs(Path(folder), own)
 
 
