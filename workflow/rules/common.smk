@@ -143,12 +143,15 @@ def hold_shared_servers():
 def stop_shared_servers():
     """Stop the embedded servers the run's cells shared (``servers.shared``), the environment
     fork servers (``envs.fork_server``) and the job server: all register in one folder.  While
-    another run on this machine still holds them, leave them to it (they stop once idle)."""
+    another run on this machine still holds them, leave them to it (they stop once idle).
+    """
     from memtrials.llm.local.shared import end_run, server_dir
 
     stopped, others = end_run(server_dir(config))
     if others:
-        logger.info(f"left the shared servers running: another run holds them (pid {', '.join(map(str, others))})")
+        logger.info(
+            f"left the shared servers running: another run holds them (pid {', '.join(map(str, others))})"
+        )
     if stopped:
         logger.info(f"stopped shared servers: {', '.join(stopped)}")
 
