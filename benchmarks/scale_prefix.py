@@ -31,7 +31,8 @@ def content_bound(order, texts: dict[str, str]) -> float | None:
     from the previous prompt's prefix: at every step after an episode's first, the words of the
     action just taken, of the current observation and of the listing of admissible actions are new
     (the listing is not replayed in the history: Appendix F), so at best every other word repeats.
-    An episode's first prompt counts as sent.  ``None`` if a prompt's tail cannot be read."""
+    An episode's first prompt counts as sent.  ``None`` if a prompt's tail cannot be read.  A bound
+    for a history that only grows (not Recent-3-Only's window, see :func:`prefix_reuse`)."""
     from bench_prefix_share import _TAIL
     from memtrials.testing.prefix import common_prefix, whole_words
 
@@ -69,7 +70,9 @@ def prefix_reuse(calls, steps, condition: str) -> dict:
     for name, first, obs in (("layout_a", False, True), ("layout_b", True, True), ("layout_c", True, False)):
         moved = {cid: rewrite(t, condition, first, obs) for cid, t in texts.items()}
         out[name] = None if any(v is None for v in moved.values()) else repeated_share(order, moved)
-    out["bound"] = content_bound(order, texts)
+    # a bound for histories that only grow: Recent-3-Only's window drops its oldest entry at every
+    # step, so its prompts repeat at most the text before the window (as sent: the header and task)
+    out["bound"] = None if condition.startswith("recent") else content_bound(order, texts)
     out["served"] = float(actor["cached_tokens"].fillna(0).sum() / max(1, actor["prompt_tokens"].fillna(0).sum()))
     out["prompt_words"] = sum(len(t.split()) for t in texts.values()) / max(1, len(texts))
     return out
