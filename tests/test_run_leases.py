@@ -64,8 +64,9 @@ def test_a_lease_of_a_dead_or_recycled_process_is_dropped(tmp_path):
     (runs / f"{host}-{int(dead.stdout)}-1").write_text("")       # killed run: its process is gone
     (runs / f"{host}-{os.getpid()}-1").write_text("")             # our pid, another process's start
     (runs / "otherhost-1-1").write_text("")                       # another machine's run: not ours to judge
+    (runs / f"{host}-2-{os.getpid()}-1").write_text("")           # a machine named like ours plus "-2"
     assert other_runs(folder) == []
-    assert sorted(p.name for p in runs.iterdir()) == ["otherhost-1-1"]
+    assert sorted(p.name for p in runs.iterdir()) == sorted(["otherhost-1-1", f"{host}-2-{os.getpid()}-1"])
     server = _fake_server(folder)
     time.sleep(0.1)
     assert end_run(folder) == (["fake"], [])

@@ -198,9 +198,11 @@ def other_runs(folder: Path, own: Path | None = None) -> list[int]:
         if own is not None and f.name == own.name:
             continue
         try:
-            pid_s, start = f.name[len(host) + 1:].split("-", 1)
+            name_host, pid_s, start = f.name.rsplit("-", 2)  # a host name may hold dashes; pid and start do not
             pid = int(pid_s)
         except ValueError:
+            continue
+        if name_host != host:  # another machine whose name starts like this one's ("vm" and "vm-2")
             continue
         if _started(pid) == start:
             pids.append(pid)
