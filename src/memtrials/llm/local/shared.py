@@ -126,9 +126,9 @@ def end_run(folder: str | os.PathLike[str]) -> tuple[list[str], list[int]]:
     """A workflow run's end (``onsuccess`` / ``onerror``): take back its run lease
     (:func:`memtrials.machine.hold_run`, taken at ``onstart``) and, unless another live run on
     this host still holds the servers, stop them all (:func:`stop_all`).  Returns (the servers
-    stopped, the pids of the other runs that kept them running).  Two runs in one checkout (a
-    cell rerun by its target path while the whole pipeline runs) so no longer stop each
-    other's servers in the middle of a call; left running, they stop themselves once idle."""
+    stopped, the pids of the other runs that kept them running).  Two runs that share the servers
+    folder (disjoint targets in one checkout, or checkouts sharing one cache folder) so no longer
+    stop each other's servers in the middle of a call; left running, they stop themselves once idle."""
     others = release_run(Path(folder))
     if others:
         return [], others
