@@ -1,5 +1,5 @@
 """Two workflow runs on one machine share its servers: the run that ends first must leave
-them to the other (``end_run``), and the last one stops them (issue 39's review: a cell
+them to the other (``end_run``), and the last one stops them (issue 39's review: a run
 of other targets beside a run, or a checkout sharing its cache folder, stopped that run's
 servers in the middle of its calls)."""
 
