@@ -318,6 +318,8 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    from memtrials.agent.order import REQUEST_ORDERS
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--job", help=argparse.SUPPRESS)
     ap.add_argument("--preset", type=Path, default=REPO / "config/presets/history-paper.yaml")
@@ -331,7 +333,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=1.0, help="seconds per request (a hosted endpoint's)")
     ap.add_argument("--inflight", type=int, default=None, help="episodes in flight (default: the preset's in_flight)")
     ap.add_argument("--slots", type=int, default=None, help="the endpoint's max_concurrency (default: --inflight)")
-    ap.add_argument("--request-order", choices=["progress", "fifo"], default=None,
+    ap.add_argument("--request-order", choices=REQUEST_ORDERS, default=None,
                     help="the jobs' request.order (default: config/config.yaml's)")
     ap.add_argument("--steps", type=int, default=None, help="actions an episode (default: the preset's max_actions)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the jobs' outputs in this folder")

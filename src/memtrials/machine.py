@@ -169,14 +169,19 @@ def _started(pid: int | str) -> str | None:
     return fields[19] if fields is not None and len(fields) > 19 else None
 
 
+def _own_run(folder: Path) -> Path:
+    """This process's run lease in ``folder``: ``runs/<host>-<pid>-<start>``."""
+    return Path(folder) / "runs" / f"{socket.gethostname()}-{os.getpid()}-{_started('self')}"
+
+
 def hold_run(folder: Path) -> Path | None:
     """Register this process (a workflow run's main process) as a run using the shared
     servers of ``folder`` on this host: ``runs/<host>-<pid>-<start>``.  :func:`release_run`
     takes it back at the run's end.  A folder that cannot be written (a reviewer's read-only
     copy of a cache, replayed) gives ``None`` and a warning, not a failed run: the lease only
     keeps another run's end from stopping servers this run uses."""
-    runs = Path(folder) / "runs"
-    lease = runs / f"{socket.gethostname()}-{os.getpid()}-{_started('self')}"
+    lease = _own_run(folder)
+    runs = lease.parent
     try:
         runs.mkdir(parents=True, exist_ok=True)
         lease.write_text(str(os.getpid()), encoding="utf-8")
@@ -215,7 +220,7 @@ def release_run(folder: Path) -> list[int]:
     """Take back this process's run lease (:func:`hold_run`) and return the pids of the
     other live runs that still hold ``folder``'s servers: while there are any, the run's end
     must leave the shared servers running (they stop themselves once idle)."""
-    own = Path(folder) / "runs" / f"{socket.gethostname()}-{os.getpid()}-{_started('self')}"
+    own = _own_run(folder)
     try:
         own.unlink(missing_ok=True)
     except OSError:  # no lease was taken there (hold_run's warning)

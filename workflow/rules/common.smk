@@ -134,7 +134,7 @@ def preflight_check():
 
 def hold_shared_servers():
     """Register this run as a user of the machine's shared servers (``memtrials.machine.hold_run``),
-    so that another run in the same checkout, ending first, leaves them running."""
+    so that another run on this machine, ending first, leaves them running."""
     from memtrials.machine import hold_run, server_dir
 
     hold_run(server_dir(config))

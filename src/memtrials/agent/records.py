@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from itertools import islice
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from memtrials.io import canonical_json, release_arrow_memory, temporary_beside, write_parquet
+from memtrials.io import canonical_json, release_arrow_memory, write_parquet, write_parquet_groups
 
 STEP_SCHEMA = pa.schema([
     ("episode_id", pa.string()),          # <cell>/<task_id>
@@ -134,15 +133,11 @@ def write_rows(rows: Iterable[Mapping[str, Any]], n_rows: int, schema: pa.Schema
     if n_rows <= ROW_GROUP_ROWS:
         write_parquet(table_in_chunks(it, schema), path)
         return
-    written = 0
-    with temporary_beside(path, suffix=".parquet.tmp") as (_, tmp):
-        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-            while True:
-                part = list(islice(it, ROW_GROUP_ROWS))
-                if not part:
-                    break
-                writer.write_table(table_in_chunks(part, schema, first=written))
-                written += len(part)
-                release_arrow_memory()
-        if written != n_rows:  # before the file takes its name
-            raise ValueError(f"{path}: {written} rows written, {n_rows} announced")
+
+    def groups() -> Iterator[pa.Table]:
+        first = 0
+        while part := list(islice(it, ROW_GROUP_ROWS)):
+            yield table_in_chunks(part, schema, first=first)
+            first += len(part)
+
+    write_parquet_groups(groups(), schema, path, rows=n_rows)

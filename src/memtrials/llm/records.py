@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from memtrials.io import SpillFile, release_arrow_memory
+from memtrials.io import SpillFile, write_parquet_groups
 
 RECORD_SCHEMA = pa.schema(
     [
@@ -169,15 +169,10 @@ class Recorder:
             if len(ids) <= CHUNK:
                 write_parquet_atomic(records_table(self._read(ids)), self.records_path)
                 return
-            from memtrials.io import temporary_beside
-
-            with temporary_beside(self.records_path, suffix=".parquet.tmp") as (_, tmp):
-                with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-                    for i in range(0, len(ids), CHUNK):
-                        writer.write_table(records_table(self._read(ids[i:i + CHUNK]), schema))
-                        # what the chunk's conversion and encoding freed goes back to the system, so
-                        # the memory the writes leave is one chunk's, not one a chunk (issue 39)
-                        release_arrow_memory()
+            # a chunk a row group; what each chunk's conversion and encoding freed goes back to the
+            # system, so the memory the writes leave is one chunk's, not one a chunk (issue 39)
+            write_parquet_groups((records_table(self._read(ids[i:i + CHUNK]), schema)
+                                  for i in range(0, len(ids), CHUNK)), schema, self.records_path)
 
     def close(self) -> None:
         with self._lock:
