@@ -220,3 +220,9 @@ def appworld_root(tmp_path_factory) -> Callable[..., Path]:
         return built[key]
 
     return make
+
+
+RUN_HOLDER = ("import sys; from pathlib import Path; from memtrials.machine import hold_run; "
+              "hold_run(Path(sys.argv[1])); print('held', flush=True); sys.stdin.read()")
+"""A process that holds a workflow run's lease on the shared servers of the folder ``argv[1]``
+(``memtrials.machine.hold_run``) until its stdin closes: another run on the machine."""

@@ -22,7 +22,7 @@ from memtrials.envs.process import forkserver
 from memtrials.machine import alive
 from memtrials.pipeline.rule_entry import COST_LINE
 from memtrials.testing import LoopbackServer, loopback_endpoint
-from tests.conftest import REPO, run_snakemake, failure_text
+from tests.conftest import REPO, RUN_HOLDER, run_snakemake, failure_text
 from tests.test_workflow import loop_overlay, registry
 
 # What Snakemake's preamble does before a script runs: a ``snakemake`` object in the globals,
@@ -222,10 +222,6 @@ def test_every_script_hands_over_first():
         first, second = (ast.unparse(node) for node in body[:2])
         assert first == "from memtrials.pipeline.jobclient import hand_over", path.name
         assert second in ("hand_over(snakemake, __file__)", "hand_over(globals().get('snakemake'), __file__)"), path.name
-
-
-RUN_HOLDER = ("import sys; from pathlib import Path; from memtrials.machine import hold_run; "
-              "hold_run(Path(sys.argv[1])); print('held', flush=True); sys.stdin.read()")
 
 
 def _smoke(workdir: Path, overlay: Path, env: dict, *extra: str):

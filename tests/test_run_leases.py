@@ -15,10 +15,7 @@ from pathlib import Path
 
 from memtrials.llm.local.shared import end_run
 from memtrials.machine import alive, hold_run, other_runs
-
-HOLDER = "import sys; from pathlib import Path; from memtrials.machine import hold_run; " \
-         "hold_run(Path(sys.argv[1])); print('held', flush=True); sys.stdin.read()"
-
+from tests.conftest import RUN_HOLDER
 
 def _fake_server(folder: Path) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
@@ -39,7 +36,7 @@ def test_the_first_run_to_end_leaves_the_servers_to_the_other_and_the_last_stops
     folder = tmp_path / "servers"
     folder.mkdir()
     server = _fake_server(folder)
-    other = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], stdin=subprocess.PIPE,
+    other = subprocess.Popen([sys.executable, "-c", RUN_HOLDER, str(folder)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
         assert other.stdout.readline().strip() == "held"
